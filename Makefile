@@ -1,0 +1,33 @@
+# Two entry points: `make run` (set up, run the embedded default experiment on CPU) and
+# `make test` (same environment, whole test suite). Both create .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CONFIG ?= configs/default.yml
+
+.PHONY: run test lint lock clean-outputs
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/scalebench run $(CONFIG)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check scalebench benchmark_inference tests tools
+
+# Rewrites constraints.txt from the current environment (after a deliberate upgrade).
+lock: $(STAMP)
+	{ echo "# Every version of the environment, as installed and tested together (pip freeze)."; \
+	  echo "# Used as pip constraints by the Makefile; regenerate with: make lock"; \
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+
+clean-outputs:
+	rm -rf benchmark_inference/outputs

@@ -1,0 +1,21 @@
+"""Plug-and-play proximal gradient reconstruction (scalebench.solvers.pnp)."""
+
+from scalebench.benchopt_support import LoopSolver
+from scalebench.params import benchopt_parameters
+from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop
+
+
+class Solver(LoopSolver):
+    # Solver name in configs and results.
+    name = "pnp"
+    # Contract of every parameter (type, range, meaning): scalebench.solvers.pnp.PNP_PARAMS.
+    param_specs = PNP_PARAMS
+    # Default grid: each parameter at its default.
+    parameters = benchopt_parameters(PNP_PARAMS)
+    # Installed with scalebench; no extra requirement.
+    requirements = []
+
+    def make_loop(self, profiler):
+        p = self.params
+        return PnPLoop(self.problem, self.denoiser, p["denoiser_sigma"], p["step_size"],
+                       p["init"], profiler)

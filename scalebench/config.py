@@ -1,0 +1,164 @@
+"""Experiment files: loading and whole-grid validation before anything runs.
+
+An experiment is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
+``solver`` lists whose entries are a bare name or ``name: {parameter: value-or-list}``, plus
+run options. Every combination of the grid is checked (names, types, ranges, whether the
+denoiser can take the image, whether the weights exist, whether ``max-runs`` lets every
+iteration be recorded), so a mistake is reported in one line before any job starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalebench.denoisers import resolve_weights
+from scalebench.errors import ConfigError
+from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
+from scalebench.problems import PROBLEMS
+from scalebench.solvers import SOLVERS
+from scalebench.solvers.common import check_denoiser_fits, resolve_device
+
+OBJECTIVE_NAME = "imaging_inverse_problem"
+BENCHOPT_DEFAULT_MAX_RUNS = 100
+RUN_OPTIONS = {
+    "n-repetitions": Param(1, int, minimum=1, doc="repetitions of every run"),
+    "max-runs": Param(BENCHOPT_DEFAULT_MAX_RUNS, int, minimum=1,
+                      doc="evaluations recorded per run; must exceed max_iter"),
+    "timeout": Param("100", str, doc="per-run limit: seconds, or a number followed by m or h"),
+}
+_TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
+
+
+@dataclass
+class Component:
+    """One entry of a list: a name and its parameter grid (every value a list)."""
+
+    name: str
+    grid: dict[str, list] = field(default_factory=dict)
+
+    def combinations(self) -> list[dict]:
+        keys = list(self.grid)
+        return [dict(zip(keys, values, strict=True))
+                for values in itertools.product(*self.grid.values())]
+
+
+@dataclass
+class Experiment:
+    path: Path
+    datasets: list[Component]
+    solvers: list[Component]
+    options: dict[str, Any]
+
+
+def _component(section: str, entry: Any) -> Component:
+    if isinstance(entry, str):
+        if "[" in entry:
+            raise ConfigError(f"{section} entry {entry!r}: write parameters as a mapping "
+                              f"('name: {{parameter: value}}'), not in brackets")
+        return Component(entry)
+    if isinstance(entry, dict) and len(entry) == 1:
+        name, grid = next(iter(entry.items()))
+        grid = grid or {}
+        if not isinstance(grid, dict):
+            raise ConfigError(f"{section} '{name}': parameters must be a mapping, got {grid!r}")
+        return Component(str(name), {k: v if isinstance(v, list) else [v]
+                                     for k, v in grid.items()})
+    raise ConfigError(f"{section} entry {entry!r} must be a name or a one-key mapping "
+                      f"'name: {{parameter: value}}'")
+
+
+def _section(raw: dict, section: str) -> list[Component]:
+    entries = raw.get(section)
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"config key '{section}' must be a non-empty list")
+    return [_component(section, entry) for entry in entries]
+
+
+def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
+                      kind: str) -> None:
+    for component in components:
+        if component.name not in registry:
+            raise ConfigError(f"unknown {kind} '{component.name}' "
+                              f"(allowed: {', '.join(sorted(registry))})")
+        owner = f"{kind} '{component.name}'"
+        for key, values in component.grid.items():
+            validate_parameters(owner, {key: values[0]}, registry[component.name])
+            for value in values:
+                check_value(owner, key, value, registry[component.name][key])
+
+
+def _check_options(raw: dict) -> dict[str, Any]:
+    options = {}
+    for key, spec in RUN_OPTIONS.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if key == "timeout":
+            value = str(value)
+            if not _TIMEOUT.match(value):
+                raise ConfigError(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
+        options[key] = check_value("run options", key, value, spec)
+    return options
+
+
+def _check_pairs(experiment: Experiment) -> None:
+    """Checks that need a dataset and a solver together."""
+    max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
+    for dataset in experiment.datasets:
+        spec = PROBLEMS[dataset.name]
+        for dataset_values in dataset.combinations():
+            try:
+                shape = spec.image_shape(**resolved_parameters(dataset_values, spec.params))
+            except ValueError as error:
+                raise ConfigError(f"dataset '{dataset.name}': {error}") from None
+            for solver in experiment.solvers:
+                for solver_values in solver.combinations():
+                    params = resolved_parameters(solver_values, SOLVERS[solver.name])
+                    where = f"solver '{solver.name}' on dataset '{dataset.name}'"
+                    try:
+                        check_denoiser_fits(params, shape)
+                        resolve_device(params["device"])
+                        resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+                    except ConfigError as error:
+                        raise ConfigError(f"{where}: {error}") from None
+                    if params["max_iter"] + 1 > max_runs:
+                        raise ConfigError(
+                            f"{where}: max_iter={params['max_iter']} records "
+                            f"{params['max_iter'] + 1} evaluations but max-runs is {max_runs} "
+                            f"(set max-runs >= {params['max_iter'] + 1})")
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment file; raise ConfigError naming the first problem."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config {path} is not valid YAML: {str(error).splitlines()[0]}") \
+            from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
+    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown config key '{unknown[0]}' (allowed: "
+                          f"{', '.join(sorted(allowed))})")
+    for objective in _section(raw, "objective"):
+        if objective.name != OBJECTIVE_NAME or objective.grid:
+            raise ConfigError(f"objective must be '{OBJECTIVE_NAME}' without parameters, "
+                              f"got '{objective.name}'")
+    experiment = Experiment(path, _section(raw, "dataset"), _section(raw, "solver"),
+                            _check_options(raw))
+    _check_components(experiment.datasets, {k: v.params for k, v in PROBLEMS.items()},
+                      "dataset")
+    _check_components(experiment.solvers, SOLVERS, "solver")
+    _check_pairs(experiment)
+    return experiment

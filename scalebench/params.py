@@ -1,0 +1,98 @@
+"""Parameter specifications: one declaration gives benchopt's defaults and the validation rules.
+
+Each benchmark class declares ``parameters = benchopt_parameters(SPECS)`` and validates the
+values it receives with ``validate_parameters``; ``scalebench run`` applies the same checks to a
+whole configuration file before anything runs, so a mistake never surfaces after hours of work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scalebench.errors import ConfigError
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its default, its type and the values it may take."""
+
+    default: Any
+    kind: type
+    choices: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False  # whether ``null`` (None) is an allowed value
+    doc: str = ""
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        text = _KIND_NAMES[self.kind]
+        if self.minimum is not None:
+            text += f" >= {self.minimum}"
+        if self.maximum is not None:
+            text += f" <= {self.maximum}"
+        if self.nullable:
+            text += " or null"
+        return text
+
+
+def _coerce(value: Any, spec: Param) -> Any:
+    """Return ``value`` as ``spec.kind``, or raise ValueError when it is not of that type."""
+    if value is None and spec.nullable:
+        return None
+    if spec.kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError
+    if isinstance(value, bool):  # bool is an int subclass: never accept it for numbers
+        raise ValueError
+    if spec.kind is int and isinstance(value, int):
+        return value
+    if spec.kind is float and isinstance(value, int | float):
+        return float(value)
+    if spec.kind is str and isinstance(value, str):
+        return value
+    raise ValueError
+
+
+def check_value(owner: str, key: str, value: Any, spec: Param) -> Any:
+    """Validate one value; ``owner`` names the component, e.g. "solver 'pnp'"."""
+    try:
+        coerced = _coerce(value, spec)
+    except ValueError:
+        raise ConfigError(
+            f"{owner}: parameter '{key}' must be {spec.describe()}, "
+            f"got {value!r} ({type(value).__name__})"
+        ) from None
+    if coerced is None:
+        return None
+    bad_choice = spec.choices is not None and coerced not in spec.choices
+    too_small = spec.minimum is not None and coerced < spec.minimum
+    too_large = spec.maximum is not None and coerced > spec.maximum
+    if bad_choice or too_small or too_large:
+        raise ConfigError(f"{owner}: parameter '{key}' must be {spec.describe()}, got {value!r}")
+    return coerced
+
+
+def validate_parameters(owner: str, values: dict, specs: dict[str, Param]) -> dict:
+    """Check names and values of ``values`` against ``specs``; return the coerced values."""
+    unknown = sorted(set(values) - set(specs))
+    if unknown:
+        raise ConfigError(
+            f"{owner}: unknown parameter '{unknown[0]}' (allowed: {', '.join(sorted(specs))})"
+        )
+    return {key: check_value(owner, key, value, specs[key]) for key, value in values.items()}
+
+
+def benchopt_parameters(specs: dict[str, Param]) -> dict[str, list]:
+    """benchopt's ``parameters`` class attribute: each parameter with its default as a grid."""
+    return {key: [spec.default] for key, spec in specs.items()}
+
+
+def resolved_parameters(values: dict, specs: dict[str, Param]) -> dict:
+    """Defaults completed by ``values``: every parameter the component will use."""
+    return {key: values.get(key, spec.default) for key, spec in specs.items()}

@@ -1,0 +1,59 @@
+"""Multi-frame super-resolution of a colour photograph.
+
+Each of the ``num_frames`` low-resolution frames sees the image through its own anisotropic
+Gaussian blur, rotated by 180/num_frames degrees from one frame to the next, then is
+downsampled by ``factor`` and corrupted by Gaussian noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from deepinv.physics import Downsampling
+
+from scalebench.params import Param
+from scalebench.problems.base import Problem, ProblemSpec, measure, stack
+from scalebench.problems.images import astronaut
+
+PARAMS = {
+    "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image"),
+    "num_frames": Param(4, int, minimum=1, doc="number of low-resolution frames"),
+    "blur_sigma": Param(1.5, float, minimum=0.1, doc="std of the blur along its long axis"),
+    "factor": Param(2, int, minimum=1, doc="downsampling factor of every frame"),
+    "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
+    "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
+}
+
+
+def rotated_gaussian_kernel(sigma: float, angle: float) -> torch.Tensor:
+    """Normalised (1, 1, k, k) Gaussian with stds (sigma, sigma / 2) rotated by ``angle``."""
+    radius = max(1, math.ceil(3 * sigma))
+    offsets = torch.arange(-radius, radius + 1, dtype=torch.float32)
+    yy, xx = torch.meshgrid(offsets, offsets, indexing="ij")
+    u = xx * math.cos(angle) + yy * math.sin(angle)
+    v = -xx * math.sin(angle) + yy * math.cos(angle)
+    kernel = torch.exp(-0.5 * ((u / sigma) ** 2 + (v / (sigma / 2)) ** 2))
+    return (kernel / kernel.sum())[None, None]
+
+
+def image_shape(image_size: int, factor: int, **_) -> tuple[int, ...]:
+    if image_size % factor:
+        raise ValueError(f"image_size ({image_size}) must be a multiple of factor ({factor})")
+    return (3, image_size, image_size)
+
+
+def build(image_size: int, num_frames: int, blur_sigma: float, factor: int,
+          noise_level: float, seed: int) -> Problem:
+    image_shape(image_size, factor)
+    x_true = astronaut(image_size)
+    operators = [
+        Downsampling(img_size=tuple(x_true.shape[1:]), factor=factor, padding="circular",
+                     filter=rotated_gaussian_kernel(blur_sigma, math.pi * k / num_frames))
+        for k in range(num_frames)
+    ]
+    return measure("multiframe_superres", stack(operators), x_true, noise_level, seed)
+
+
+SPEC = ProblemSpec("multiframe_superres", PARAMS, build, image_shape,
+                   "multi-frame super-resolution of a colour image")

@@ -1,0 +1,134 @@
+"""Per-step profiling of an iteration: wall time and peak memory of each named step.
+
+The loop calls ``profiler.step("grad")`` / ``profiler.step("denoise")`` around its steps; the
+profiler synchronises the device before reading any clock. Modes (a solver parameter, stored
+with the results):
+
+- ``light`` (default): wall clock and peak memory only, negligible overhead.
+- ``torch``: also records every step under ``torch.profiler`` (CPU and CUDA activity) and writes
+  a Chrome trace per run; per-step figures stay those of the light mode.
+- ``nvtx``: also opens an NVTX range per step, for Nsight Systems timelines.
+
+Peak memory of a step: on CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``
+after a reset); always, the process's peak resident set size (Linux ``VmHWM`` after resetting it
+through ``/proc/self/clear_refs``). Where ``clear_refs`` is unavailable the lifetime peak
+(``ru_maxrss``) is reported instead, which bounds the step's peak from above.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+PROFILER_MODES = ("light", "torch", "nvtx")
+MIB = 1024.0**2
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for all queued work on ``device`` so that a clock read afterwards is meaningful."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class HostPeakMemory:
+    """Peak resident set size of this process between ``reset()`` and ``read_mib()``."""
+
+    def __init__(self) -> None:
+        self.resettable = self._try_reset()
+
+    @staticmethod
+    def _try_reset() -> bool:
+        try:
+            _CLEAR_REFS.write_text("5")
+            return True
+        except OSError:
+            return False
+
+    def reset(self) -> None:
+        if self.resettable:
+            _CLEAR_REFS.write_text("5")
+
+    def read_mib(self) -> float:
+        if self.resettable:
+            for line in _STATUS.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / MIB
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / MIB if sys.platform == "darwin" else peak * 1024 / MIB
+
+
+class StepProfiler:
+    """Measures the named steps of each iteration; ``last`` holds the latest figures.
+
+    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib`` and, on CUDA,
+    ``<step>_peak_cuda_alloc_mib``.
+    """
+
+    def __init__(self, device: torch.device, mode: str = "light",
+                 trace_path: Path | None = None) -> None:
+        if mode not in PROFILER_MODES:
+            raise ValueError(f"profiler mode must be one of {PROFILER_MODES}, got {mode!r}")
+        self.device = torch.device(device)
+        self.mode = mode
+        self.trace_path = trace_path
+        self.last: dict[str, float] = {}
+        self._host = HostPeakMemory()
+        self._torch_profiler = None
+
+    def __enter__(self) -> StepProfiler:
+        if self.mode == "torch":
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self._torch_profiler = torch.profiler.profile(activities=activities)
+            self._torch_profiler.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._torch_profiler is None:
+            return
+        self._torch_profiler.__exit__(*exc_info)
+        if self.trace_path is not None and exc_info[0] is None:
+            self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+            self._torch_profiler.export_chrome_trace(str(self.trace_path))
+        self._torch_profiler = None
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Measure the block as step ``name`` of the current iteration."""
+        synchronize(self.device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self._host.reset()
+        with self._annotation(name):
+            start = time.perf_counter()
+            yield
+            synchronize(self.device)
+            elapsed = time.perf_counter() - start
+        self.last[f"{name}_time_s"] = elapsed
+        self.last[f"{name}_peak_host_rss_mib"] = self._host.read_mib()
+        if self.device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.device)
+            self.last[f"{name}_peak_cuda_alloc_mib"] = peak / MIB
+
+    @contextmanager
+    def _annotation(self, name: str) -> Iterator[None]:
+        if self.mode == "torch":
+            with torch.profiler.record_function(name):
+                yield
+        elif self.mode == "nvtx":
+            torch.cuda.nvtx.range_push(name)
+            try:
+                yield
+            finally:
+                torch.cuda.nvtx.range_pop()
+        else:
+            yield

@@ -1,0 +1,36 @@
+"""Standalone denoiser timing: denoise the same noisy ground truth once per iteration."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from scalebench.profiling import StepProfiler
+from scalebench.solvers.common import DENOISER_PARAMS
+
+DENOISING_PARAMS = dict(DENOISER_PARAMS)
+
+
+def noisy_copy(x_true: torch.Tensor, sigma: float, seed: int) -> torch.Tensor:
+    """x_true plus white Gaussian noise of standard deviation ``sigma`` (seeded)."""
+    generator = torch.Generator(device=x_true.device).manual_seed(seed)
+    noise = torch.randn(x_true.shape, generator=generator, device=x_true.device,
+                        dtype=x_true.dtype)
+    return x_true + sigma * noise
+
+
+class DenoisingLoop:
+    """Each ``iterate()`` denoises ``noisy`` again inside the profiler's "denoise" step."""
+
+    def __init__(self, x_true: torch.Tensor, denoiser: nn.Module, sigma: float, seed: int,
+                 profiler: StepProfiler) -> None:
+        self.noisy = noisy_copy(x_true, sigma, seed)
+        self.denoiser = denoiser
+        self.sigma = sigma
+        self.profiler = profiler
+        self.x = self.noisy
+
+    @torch.no_grad()
+    def iterate(self) -> None:
+        with self.profiler.step("denoise"):
+            self.x = self.denoiser(self.noisy, self.sigma)
