@@ -8,8 +8,6 @@ from scalebench.metrics import quality_metrics
 class Objective(BaseObjective):
     # Name shown in results and reports.
     name = "imaging_inverse_problem"
-    # Where the benchmark lives and what it measures.
-    url = "https://github.com/scalebench/scalebench"
     # Everything is installed by the scalebench distribution (pyproject.toml); nothing here.
     requirements = []
     # Oldest benchopt whose callback and output format this benchmark relies on.

@@ -1,3 +1,3 @@
-"""scalebench: shared code of the scalebench benchmarks (problems, solvers' loops, profiling, CLI)."""
+"""scalebench: code shared by the benchmarks (problems, solvers' loops, profiling, CLI)."""
 
 __version__ = "0.1.0"

@@ -63,7 +63,9 @@ class LoopSolver(BaseSolver):
     def pre_run_hook(self, stop_val) -> None:
         # Set-up (operator norm, initial estimate) happens here, outside benchopt's clock:
         # the "time" column counts iterations only.
-        self.profiler = StepProfiler(self.device, self.params["profiler"], self._trace_path())
+        mode = self.params["profiler"]
+        trace = self._trace_path() if mode == "torch" else None
+        self.profiler = StepProfiler(self.device, mode, trace)
         self.loop = self.make_loop(self.profiler)
 
     def run(self, callback) -> None:
@@ -83,6 +85,6 @@ class LoopSolver(BaseSolver):
     def _trace_path(self) -> Path:
         try:
             folder = self.get_run_output_path()
-        except (RuntimeError, AttributeError):  # no per-run folder (e.g. --no-cache)
-            folder = Path("outputs") / "traces" / re.sub(r"[^\w.=-]+", "_", str(self))
+        except (RuntimeError, AttributeError):  # no per-run folder (e.g. `benchopt test`)
+            folder = Path.cwd() / "outputs" / "traces" / re.sub(r"[^\w.=-]+", "_", str(self))
         return folder / "torch_trace.json"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -44,8 +45,9 @@ def _result_path(benchmark: Path, config: Path, name: str | None) -> Path:
         raise ScalebenchError(f"--output must be a plain file name without '{os.sep}' or a "
                               f"leading dot, got {name!r}")
     path = benchmark / "outputs" / f"{name.removesuffix('.parquet')}.parquet"
-    if path.exists():
-        raise ScalebenchError(f"result file {path} already exists; choose another --output")
+    for taken in (path, path.with_suffix("")):
+        if taken.exists():
+            raise ScalebenchError(f"result {taken} already exists; choose another --output")
     return path
 
 
@@ -59,6 +61,7 @@ def run_experiment(config: Path, benchmark: Path, output: str | None, html: bool
     final = _result_path(benchmark, config, output)
     partial_name = f".partial-{uuid.uuid4().hex}"
     partial = benchmark / "outputs" / f"{partial_name}.parquet"
+    artifacts = partial.with_suffix("")  # per-run files (profiler traces) benchopt puts there
     command = [sys.executable, "-m", "benchopt", "run", str(benchmark),
                "--config", str(config.resolve()), "--no-plot", "--no-display", "--no-cache",
                "--output", partial_name]
@@ -69,9 +72,12 @@ def run_experiment(config: Path, benchmark: Path, output: str | None, html: bool
         if status != 0 or not partial.is_file():
             raise ScalebenchError(f"benchopt run failed (exit status {status}); "
                                   f"no result file was written")
+        if artifacts.is_dir():
+            os.replace(artifacts, final.with_suffix(""))
         os.replace(partial, final)  # atomic: readers see no file or the complete one
     finally:
         partial.unlink(missing_ok=True)
+        shutil.rmtree(artifacts, ignore_errors=True)
     print(f"Results: {final}")
     if html:
         _render_html(final, benchmark)

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from scalebench.denoisers import resolve_weights
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS
 from scalebench.solvers import SOLVERS
@@ -30,7 +30,7 @@ RUN_OPTIONS = {
     "n-repetitions": Param(1, int, minimum=1, doc="repetitions of every run"),
     "max-runs": Param(BENCHOPT_DEFAULT_MAX_RUNS, int, minimum=1,
                       doc="evaluations recorded per run; must exceed max_iter"),
-    "timeout": Param("100", str, doc="per-run limit: seconds, or a number followed by m or h"),
+    "timeout": Param("100", str, doc="a number of seconds, or a number followed by s, m or h"),
 }
 _TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
 
@@ -125,7 +125,7 @@ def _check_pairs(experiment: Experiment) -> None:
                         check_denoiser_fits(params, shape)
                         resolve_device(params["device"])
                         resolve_weights(params["denoiser"], shape[0], params["pretrained"])
-                    except ConfigError as error:
+                    except ScalebenchError as error:
                         raise ConfigError(f"{where}: {error}") from None
                     if params["max_iter"] + 1 > max_runs:
                         raise ConfigError(

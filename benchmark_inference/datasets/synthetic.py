@@ -1,4 +1,4 @@
-"""Generated image of ellipses at any size, super-resolved or denoised (scalebench.problems.synthetic)."""
+"""Generated ellipses at any size, super-resolved or denoised (scalebench.problems.synthetic)."""
 
 from scalebench.benchopt_support import ProblemDataset
 from scalebench.params import benchopt_parameters

@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny experiment files and a runner for the real command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BENCHMARK = REPO / "benchmark_inference"
+
+
+def tiny_experiment(**overrides) -> dict:
+    """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
+    experiment = {
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12,
+                                       "num_operators": 2, "noise_level": 0.05}}],
+        "solver": [
+            {"pnp": {"max_iter": 3, "device": "cpu", "denoiser_sigma": 0.002}},
+            {"denoiser": {"max_iter": 2, "device": "cpu"}},
+        ],
+        "n-repetitions": 1,
+        "max-runs": 100,
+        "timeout": 300,
+    }
+    experiment.update(overrides)
+    return experiment
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    def write(experiment: dict, name: str = "experiment.yml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+        return path
+    return write
+
+
+def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m scalebench ARGS`` as a user would, capturing its output."""
+    return subprocess.run([sys.executable, "-m", "scalebench", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)

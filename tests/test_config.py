@@ -1,0 +1,85 @@
+"""Bad experiment files are refused in one line, before anything runs."""
+
+import pytest
+
+from scalebench.config import load_experiment
+from scalebench.errors import ConfigError
+from tests.conftest import tiny_experiment
+
+
+def _with_dataset(**params):
+    return tiny_experiment(dataset=[{"tomography_2d": params}])
+
+
+def _with_solver(**params):
+    return tiny_experiment(solver=[{"pnp": params}])
+
+
+BAD_EXPERIMENTS = [
+    (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
+     "multiframe_superres, synthetic, tomography_2d\\)"),
+    (tiny_experiment(solver=["admm"]), "unknown solver 'admm' \\(allowed: denoiser, pnp\\)"),
+    (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
+     "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, seed\\)"),
+    (_with_dataset(image_size="big"), "parameter 'image_size' must be an integer >= 16, "
+     "got 'big' \\(str\\)"),
+    (_with_dataset(image_size=[32, 40.5]), "'image_size' must be an integer >= 16, got 40.5"),
+    (_with_solver(max_iter=True), "'max_iter' must be an integer >= 1, got True \\(bool\\)"),
+    (_with_solver(init="random"), "'init' must be one of 'zeros', 'adjoint', "
+     "'pseudo_inverse', got 'random'"),
+    (_with_solver(denoiser="bm3d"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn'"),
+    (_with_solver(denoiser="drunet", max_iter=1), "solver 'pnp' on dataset 'tomography_2d': "
+     "denoiser 'drunet' needs image sides divisible by 8, got inputs of 36x36"),
+    (_with_solver(denoiser="drunet", patch_size=16, overlap=3), "needs patch_size \\+ 2 \\* "
+     "overlap \\(or the image side\\) divisible by 8, got inputs of 22x22"),
+    (_with_solver(denoiser="dncnn", pretrained="/no/such/weights.pth"),
+     "weights file not found: /no/such/weights.pth"),
+    (_with_solver(max_iter=150), "max_iter=150 records 151 evaluations but max-runs is 100"),
+    (_with_solver(device="tpu"), "'device' must be one of 'auto', 'cpu', 'cuda'"),
+    (tiny_experiment(**{"max_runs": 5}), "unknown config key 'max_runs'"),
+    (tiny_experiment(timeout="soon"), "run option 'timeout' must be a number of seconds, or a "
+     "number followed by s, m or h, got 'soon'"),
+    (tiny_experiment(solver=["pnp[max_iter=3]"]), "write parameters as a mapping"),
+    (tiny_experiment(solver=[]), "config key 'solver' must be a non-empty list"),
+    (tiny_experiment(objective=["least_squares"]), "objective must be "
+     "'imaging_inverse_problem'"),
+    (tiny_experiment(dataset=[{"tomography_2d": {"num_angles": 3, "num_operators": 4}}]),
+     "num_operators \\(4\\) must not exceed num_angles \\(3\\)"),
+]
+
+
+@pytest.mark.parametrize(("experiment", "message"), BAD_EXPERIMENTS)
+def test_bad_experiment_is_refused_with_a_precise_message(write_config, experiment, message):
+    if "image sides divisible by 8" in message:
+        experiment["dataset"] = [{"tomography_2d": {"image_size": 36}}]
+    with pytest.raises(ConfigError, match=message) as error:
+        load_experiment(write_config(experiment))
+    assert "\n" not in str(error.value)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_experiment(tmp_path / "missing.yml")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("dataset: [tomography_2d\nsolver: {")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_experiment(broken)
+    scalar = tmp_path / "scalar.yml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="must be a mapping of keys, got int"):
+        load_experiment(scalar)
+
+
+def test_valid_grid_is_accepted(write_config):
+    experiment = _with_dataset(image_size=[32, 64], num_angles=[8, 16])
+    loaded = load_experiment(write_config(experiment))
+    assert len(loaded.datasets[0].combinations()) == 4
+
+
+@pytest.mark.parametrize("path", ["configs/default.yml", "configs/examples/tomography_2d.yml",
+                                  "configs/examples/multiframe_superres.yml",
+                                  "configs/examples/synthetic.yml"])
+def test_shipped_configs_are_valid(path):
+    from tests.conftest import REPO
+
+    load_experiment(REPO / path)

@@ -1,0 +1,194 @@
+"""The PnP and denoiser loops, the tiling, the denoiser weights and the step profiler."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from scalebench.denoisers import TiledDenoiser, build_denoiser, tile_windows
+from scalebench.errors import ConfigError, MissingFileError
+from scalebench.metrics import psnr
+from scalebench.params import resolved_parameters
+from scalebench.problems import build_problem
+from scalebench.profiling import StepProfiler
+from scalebench.solvers.common import check_denoiser_fits, make_denoiser
+from scalebench.solvers.denoising import DENOISING_PARAMS, DenoisingLoop
+from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tomography():
+    return build_problem("tomography_2d", image_size=64, num_angles=30, noise_level=0.05)
+
+
+def _pnp(problem, profiler_mode="light", trace_path=None, **overrides):
+    params = resolved_parameters({"denoiser_sigma": 0.002, **overrides}, PNP_PARAMS)
+    profiler = StepProfiler(CPU, profiler_mode, trace_path)
+    loop = PnPLoop(problem, make_denoiser(params, 1, CPU), params["denoiser_sigma"],
+                   params["step_size"], params["init"], profiler)
+    return loop, profiler
+
+
+def test_pnp_improves_psnr_by_3db_over_its_initial_estimate(tomography):
+    loop, _ = _pnp(tomography)
+    start = psnr(loop.x, tomography.x_true)
+    for _ in range(30):
+        loop.iterate()
+    assert psnr(loop.x, tomography.x_true) >= start + 3.0
+
+
+def test_step_size_defaults_to_inverse_squared_operator_norm(tomography):
+    loop, _ = _pnp(tomography)
+    lipschitz = operator_norm_squared(tomography)
+    assert loop.step_size == pytest.approx(1.0 / lipschitz)
+    # power iteration really estimates ||A||^2: ||A x||^2 <= L ||x||^2 for any x
+    x = torch.rand(tomography.x_true.shape, generator=torch.Generator().manual_seed(3))
+    ax = tomography.physics.A(x)
+    assert sum(float(torch.sum(a**2)) for a in ax) <= lipschitz * float(torch.sum(x**2)) * 1.001
+    fixed, _ = _pnp(tomography, step_size=1e-4)
+    assert fixed.step_size == 1e-4
+
+
+def test_initial_estimates(tomography):
+    lipschitz = operator_norm_squared(tomography)
+    zeros = initial_estimate(tomography, "zeros", lipschitz)
+    adjoint = initial_estimate(tomography, "adjoint", lipschitz)
+    pinv = initial_estimate(tomography, "pseudo_inverse", lipschitz)
+    assert torch.count_nonzero(zeros) == 0
+    assert torch.allclose(adjoint, tomography.physics.A_adjoint(tomography.y) / lipschitz)
+    # the least-squares solution fits the data far better than the scaled adjoint
+    def residual(x):
+        return sum(float(torch.sum((a - y) ** 2))
+                   for a, y in zip(tomography.physics.A(x), tomography.y, strict=True))
+    assert residual(pinv) < 0.1 * residual(adjoint)
+
+
+def test_profiler_records_time_and_host_peak_memory_of_each_step(tomography):
+    loop, profiler = _pnp(tomography)
+    loop.iterate()
+    stats = profiler.last
+    assert set(stats) == {"grad_time_s", "grad_peak_host_rss_mib", "denoise_time_s",
+                          "denoise_peak_host_rss_mib"}
+    assert stats["grad_time_s"] > 0 and stats["denoise_time_s"] > 0
+    assert stats["grad_peak_host_rss_mib"] > 10  # the process's own RSS: never a silent 0
+
+
+def test_host_peak_memory_sees_a_large_temporary_allocation():
+    profiler = StepProfiler(CPU)
+    with profiler.step("small"):
+        torch.ones(1000).sum()
+    with profiler.step("big"):
+        block = torch.ones(200 * 2**20 // 4)  # 200 MiB, written so that it is resident
+        del block
+    grown = profiler.last["big_peak_host_rss_mib"] - profiler.last["small_peak_host_rss_mib"]
+    assert grown > 150
+
+
+def test_torch_profiler_mode_writes_a_chrome_trace_with_the_steps(tomography, tmp_path):
+    trace = tmp_path / "trace.json"
+    loop, profiler = _pnp(tomography, profiler_mode="torch", trace_path=trace)
+    with profiler:
+        loop.iterate()
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {event.get("name") for event in events}
+    assert {"grad", "denoise"} <= names
+    assert profiler.last["denoise_time_s"] > 0
+
+
+def test_nvtx_profiler_mode_runs_on_cpu(tomography):
+    loop, profiler = _pnp(tomography, profiler_mode="nvtx")
+    with profiler:
+        loop.iterate()
+    assert profiler.last["grad_time_s"] > 0
+
+
+def test_unknown_profiler_mode_is_refused():
+    with pytest.raises(ValueError, match="profiler mode must be one of"):
+        StepProfiler(CPU, "perf")
+
+
+def test_denoising_loop_denoises_the_seeded_noisy_image():
+    problem = build_problem("synthetic", image_size=64, task="denoising")
+    params = resolved_parameters({"denoiser_sigma": 0.1}, DENOISING_PARAMS)
+    profiler = StepProfiler(CPU)
+    loop = DenoisingLoop(problem.x_true, make_denoiser(params, 1, CPU), 0.1, 0, profiler)
+    noisy_psnr = psnr(loop.noisy, problem.x_true)
+    loop.iterate()
+    assert psnr(loop.x, problem.x_true) > noisy_psnr + 3
+    assert set(profiler.last) == {"denoise_time_s", "denoise_peak_host_rss_mib"}
+
+
+def test_tile_windows_partition_the_axis_with_equal_windows():
+    tiles = tile_windows(100, 32, 20)
+    assert tiles == [(0, 0, 32), (12, 32, 64), (28, 64, 96), (28, 96, 100)]
+    covered = [i for _, start, end in tiles for i in range(start, end)]
+    assert covered == list(range(100))
+
+
+def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field():
+    net = build_denoiser("dncnn", 1, "none", CPU, seed=0)  # 20 layers: receptive radius 20
+    x = torch.rand(1, 1, 100, 90, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = net(x, 0.05)
+        tiled = TiledDenoiser(net, patch_size=32, overlap=20, max_batch_size=3)(x, 0.05)
+        narrow = TiledDenoiser(net, patch_size=32, overlap=4, max_batch_size=0)(x, 0.05)
+    assert torch.equal(tiled, full)
+    assert not torch.equal(narrow, full)  # too little overlap: seams differ
+
+
+def test_pretrained_weights_load_from_a_local_file(tmp_path):
+    reference = build_denoiser("dncnn", 1, "none", CPU, seed=7)
+    path = tmp_path / "weights.pth"
+    torch.save(reference.state_dict(), path)
+    loaded = build_denoiser("dncnn", 1, str(path), CPU, seed=0)
+    for a, b in zip(reference.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_hub_weights_load_from_the_torch_hub_cache(tmp_path, monkeypatch):
+    reference = build_denoiser("drunet", 1, "none", CPU, seed=5)
+    checkpoints = tmp_path / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    torch.save(reference.state_dict(), checkpoints / "drunet_deepinv_gray_finetune_26k.pth")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    monkeypatch.setattr(torch.hub, "_hub_dir", None)
+    loaded = build_denoiser("drunet", 1, "hub", CPU)
+    first = next(iter(loaded.state_dict()))
+    assert torch.equal(loaded.state_dict()[first], reference.state_dict()[first])
+
+
+def test_missing_weights_name_the_file(tmp_path):
+    missing = tmp_path / "nowhere.pth"
+    with pytest.raises(MissingFileError, match="weights file not found: .*nowhere.pth"):
+        build_denoiser("drunet", 3, str(missing), CPU)
+
+
+def test_random_init_is_seeded():
+    a = build_denoiser("dncnn", 1, "none", CPU, seed=1).state_dict()
+    b = build_denoiser("dncnn", 1, "none", CPU, seed=1).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize(("patch_size", "overlap", "shape", "ok"), [
+    (0, 0, (1, 64, 64), True),
+    (0, 0, (1, 60, 60), False),     # DRUNet needs multiples of 8
+    (32, 8, (1, 100, 100), True),   # windows of 48
+    (32, 5, (1, 100, 100), False),  # windows of 42
+])
+def test_drunet_size_check(patch_size, overlap, shape, ok):
+    params = {"denoiser": "drunet", "patch_size": patch_size, "overlap": overlap}
+    if ok:
+        check_denoiser_fits(params, shape)
+    else:
+        with pytest.raises(ConfigError, match="divisible by 8"):
+            check_denoiser_fits(params, shape)
+
+
+def test_full_drunet_runs_on_a_tile(tomography):
+    net = build_denoiser("drunet", 1, "none", CPU)
+    with torch.no_grad():
+        out = TiledDenoiser(net, 32, 8, 2)(tomography.x_true, 0.05)
+    assert out.shape == tomography.x_true.shape and math.isfinite(float(out.sum()))
