@@ -13,10 +13,12 @@ from pathlib import Path
 from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
+from scalebench.determinism import apply_determinism, set_threads
 from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS, Problem, build_problem
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import check_denoiser_fits, make_denoiser, resolve_device
+from scalebench.stamping import run_record
 
 
 class ProblemDataset(BaseDataset):
@@ -52,6 +54,8 @@ class LoopSolver(BaseSolver):
 
     def set_objective(self, problem: Problem) -> None:
         check_denoiser_fits(self.params, tuple(problem.x_true.shape[1:]))
+        set_threads(self.params["num_threads"])
+        apply_determinism(self.params["deterministic"], self.params["seed"])
         self.device = resolve_device(self.params["device"])
         self.problem = problem.to(self.device)
         self.denoiser = make_denoiser(self.params, problem.x_true.shape[1], self.device)
@@ -67,6 +71,7 @@ class LoopSolver(BaseSolver):
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace)
         self.loop = self.make_loop(self.profiler)
+        self.run_record = run_record(self.problem, self.name, self.params)
 
     def run(self, callback) -> None:
         with self.profiler:
@@ -80,7 +85,8 @@ class LoopSolver(BaseSolver):
         return stop_val + 1
 
     def get_result(self) -> dict:
-        return dict(x_hat=self.loop.x, step_stats=dict(self.profiler.last))
+        return dict(x_hat=self.loop.x, step_stats=dict(self.profiler.last),
+                    run_record=self.run_record)
 
     def _trace_path(self) -> Path:
         try:

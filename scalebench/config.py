@@ -23,8 +23,8 @@ from scalebench.params import Param, check_value, resolved_parameters, validate_
 from scalebench.problems import PROBLEMS
 from scalebench.solvers import SOLVERS
 from scalebench.solvers.common import check_denoiser_fits, resolve_device
+from scalebench.stamping import OBJECTIVE_NAME
 
-OBJECTIVE_NAME = "imaging_inverse_problem"
 BENCHOPT_DEFAULT_MAX_RUNS = 100
 RUN_OPTIONS = {
     "n-repetitions": Param(1, int, minimum=1, doc="repetitions of every run"),

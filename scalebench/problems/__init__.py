@@ -17,11 +17,14 @@ def build_problem(name: str, **params) -> Problem:
     if name not in PROBLEMS:
         raise ConfigError(f"unknown dataset '{name}' (allowed: {', '.join(sorted(PROBLEMS))})")
     spec = PROBLEMS[name]
-    values = validate_parameters(f"dataset '{name}'", params, spec.params)
+    values = resolved_parameters(
+        validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
     try:
-        return spec.build(**resolved_parameters(values, spec.params))
+        problem = spec.build(**values)
     except ValueError as error:
         raise ConfigError(f"dataset '{name}': {error}") from None
+    problem.source = {"name": name, "params": values}
+    return problem
 
 
 __all__ = ["PROBLEMS", "Problem", "ProblemSpec", "build_problem"]

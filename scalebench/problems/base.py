@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+import hashlib
 
 import torch
 from deepinv.physics import LinearPhysics, StackedLinearPhysics
 from deepinv.utils import TensorList
 
+from provenance import array_digest
 from scalebench.params import Param
 
 
@@ -26,6 +29,8 @@ class Problem:
     x_true: torch.Tensor  # (1, C, *spatial)
     y: TensorList
     noise_std: float  # absolute standard deviation of the Gaussian noise added to A x
+    # What built it: {"name": dataset name, "params": every resolved parameter}.
+    source: dict = field(default_factory=dict)
 
     @property
     def num_unknowns(self) -> int:
@@ -34,13 +39,13 @@ class Problem:
     def to(self, device: torch.device | str) -> Problem:
         """The same problem with every tensor and operator on ``device``."""
         device = torch.device(device)
-        return Problem(
-            name=self.name,
-            physics=self.physics.to(device),
-            x_true=self.x_true.to(device),
-            y=TensorList([y_k.to(device) for y_k in self.y]),
-            noise_std=self.noise_std,
-        )
+        return replace(self, physics=self.physics.to(device), x_true=self.x_true.to(device),
+                       y=TensorList([y_k.to(device) for y_k in self.y]))
+
+    def data_digest(self) -> str:
+        """sha256 over the digests of the ground truth and of every measurement tensor."""
+        parts = [array_digest(self.x_true), *(array_digest(y_k) for y_k in self.y)]
+        return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

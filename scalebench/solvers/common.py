@@ -20,6 +20,8 @@ DENOISER_PARAMS = {
     "profiler": Param("light", str, choices=PROFILER_MODES, doc="profiling detail"),
     "max_iter": Param(20, int, minimum=1, doc="iterations of the loop"),
     "seed": Param(0, int, minimum=0, doc="seed of random weights and of added noise"),
+    "deterministic": Param(True, bool, doc="deterministic mode (scalebench.determinism)"),
+    "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
 }
 
 

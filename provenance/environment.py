@@ -1,0 +1,242 @@
+"""What the current process runs on: ``collect()`` reads it once and caches it.
+
+Reading never raises: a field that cannot be read gets its "unknown" value, is listed in
+``missing`` and makes ``complete`` false. Only allow-listed environment variables are read.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from provenance.schema import SCHEMA_VERSION
+
+ENV_ALLOWLIST_PREFIXES = ("NCCL_",)
+ENV_ALLOWLIST = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR",
+                 "MKL_DYNAMIC", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+                 "CUDA_LAUNCH_BLOCKING", "PYTHONHASHSEED", "TORCH_HOME",
+                 "SCALEBENCH_IMAGE_DIGEST")
+# Build information baked into container images at build time (commit, dirty flag, diff hash).
+BUILD_INFO_PATHS = ("/opt/scalebench/build-info.json",)
+APPTAINER_LABELS = Path("/.singularity.d/labels.json")
+CODE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"torch": "torch", "torchvision": "torchvision", "deepinv": "deepinv",
+            "benchopt": "benchopt", "numpy": "numpy", "astra": "astra-toolbox"}
+
+
+class _Reader:
+    """Collects fields, remembering which ones could not be read."""
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] = {}
+        self.missing: list[str] = []
+
+    def read(self, field: str, function, unknown: Any) -> None:
+        try:
+            self.record[field] = function()
+        except Exception:  # a provenance read must never break a run
+            self.record[field] = unknown
+            self.missing.append(field)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _image() -> tuple[str, str]:
+    """(digest, labels JSON) of the container image the process runs in."""
+    handed_in = os.environ.get("SCALEBENCH_IMAGE_DIGEST")
+    sif = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    labels = {}
+    if APPTAINER_LABELS.is_file():
+        labels = json.loads(APPTAINER_LABELS.read_text())
+    labels_file = os.environ.get("SCALEBENCH_IMAGE_LABELS")
+    if labels_file:
+        labels = json.loads(Path(labels_file).read_text())
+    if handed_in:
+        digest = handed_in
+    elif sif:
+        digest = "sha256:" + _sha256_file(Path(sif))
+    else:
+        digest = "none"
+    return digest, json.dumps(labels, sort_keys=True)
+
+
+def code_state(root: Path = CODE_ROOT) -> dict[str, Any]:
+    """Commit, dirty flag and diff hash: from the image's build info, else from git."""
+    for candidate in (os.environ.get("SCALEBENCH_BUILD_INFO"), *BUILD_INFO_PATHS):
+        if candidate and Path(candidate).is_file():
+            info = json.loads(Path(candidate).read_text())
+            return {"code_commit": str(info["commit"]), "code_dirty": bool(info["dirty"]),
+                    "code_diff_sha256": str(info.get("diff_sha256", ""))}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              check=True, timeout=10).stdout
+
+    commit = git("rev-parse", "HEAD").strip()
+    diff = git("diff", "HEAD", "--binary")
+    untracked = git("ls-files", "--others", "--exclude-standard")
+    dirty = bool(diff or untracked)
+    diff_hash = ""
+    if dirty:
+        digest = hashlib.sha256(diff.encode())
+        for name in sorted(untracked.splitlines()):
+            digest.update(name.encode())
+            digest.update(_sha256_file(root / name).encode())
+        diff_hash = digest.hexdigest()
+    return {"code_commit": commit, "code_dirty": dirty, "code_diff_sha256": diff_hash}
+
+
+def _gpus() -> dict[str, Any]:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                 for i in range(count)]
+        driver = pynvml.nvmlSystemGetDriverVersion()
+    finally:
+        pynvml.nvmlShutdown()
+    as_text = [n.decode() if isinstance(n, bytes) else n for n in names]
+    return {"gpu_models": ",".join(as_text) or "none", "gpu_count": count,
+            "gpu_driver": driver.decode() if isinstance(driver, bytes) else driver}
+
+
+def _no_gpu() -> bool:
+    """True when there is certainly no NVIDIA driver (NVML cannot be loaded)."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        return True
+    except pynvml.NVMLError_DriverNotLoaded:
+        return True
+    pynvml.nvmlShutdown()
+    return False
+
+
+NO_TORCH = {"cuda_runtime": "none", "cudnn": "none", "nccl": "none", "torch_threads": 0,
+            "deterministic_algorithms": False, "cudnn_deterministic": False,
+            "cudnn_benchmark": False, "tf32_matmul": False}
+
+
+def _torch_state() -> dict[str, Any]:
+    """Build and switches of torch, if the process uses it (never imported from here)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return dict(NO_TORCH)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() \
+            else "none"
+    except (AttributeError, RuntimeError):
+        nccl = "none"
+    return {
+        "cuda_runtime": torch.version.cuda or "none",
+        "cudnn": str(cudnn) if cudnn else "none",
+        "nccl": nccl,
+        "torch_threads": torch.get_num_threads(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+    }
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def allowed_environment() -> dict[str, str]:
+    """The allow-listed environment variables, and nothing else."""
+    return {key: value for key, value in sorted(os.environ.items())
+            if key in ENV_ALLOWLIST or key.startswith(ENV_ALLOWLIST_PREFIXES)}
+
+
+def _topology() -> dict[str, int]:
+    env = os.environ
+    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or 1)
+    per_node = int(env.get("LOCAL_WORLD_SIZE") or env.get("SLURM_NTASKS_PER_NODE", "").split(
+        "(")[0] or 1)
+    rank = int(env.get("RANK") or env.get("SLURM_PROCID") or 0)
+    return {"world_size": world, "ranks_per_node": per_node, "rank": rank}
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _slurm() -> dict[str, str]:
+    names = {"slurm_job_id": "SLURM_JOB_ID", "slurm_step_id": "SLURM_STEP_ID",
+             "slurm_array_task_id": "SLURM_ARRAY_TASK_ID",
+             "slurm_restart_count": "SLURM_RESTART_COUNT",
+             "slurm_nodelist": "SLURM_JOB_NODELIST"}
+    return {field: os.environ.get(var, "") for field, var in names.items()}
+
+
+def _read_all() -> dict[str, Any]:
+    reader = _Reader()
+    reader.read("image", _image, ("unknown", "{}"))
+    reader.read("code", code_state, {"code_commit": "unknown", "code_dirty": True,
+                                     "code_diff_sha256": ""})
+    reader.read("gpus", lambda: {"gpu_models": "none", "gpu_count": 0, "gpu_driver": "none"}
+                if _no_gpu() else _gpus(),
+                {"gpu_models": "unknown", "gpu_count": 0, "gpu_driver": "unknown"})
+    reader.read("torch_state", _torch_state, dict(NO_TORCH))
+    reader.read("cpu_model", _cpu_model, "unknown")
+    reader.read("hostname", socket.gethostname, "unknown")
+    reader.read("topology", _topology, {"world_size": 1, "ranks_per_node": 1, "rank": 0})
+    raw = reader.record
+    record: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    record["image_digest"], record["image_labels"] = raw.pop("image")
+    for group in ("code", "gpus", "torch_state", "topology"):
+        record.update(raw.pop(group))
+    record.update(raw)
+    record.update(_slurm())
+    record["python"] = platform.python_version()
+    record.update({field: _version(dist) for field, dist in PACKAGES.items()})
+    record["env"] = json.dumps(allowed_environment(), sort_keys=True)
+    record["missing"] = ",".join(reader.missing)
+    record["complete"] = not reader.missing
+    return record
+
+
+@functools.cache
+def _cached() -> dict[str, Any]:
+    return _read_all()
+
+
+def collect(refresh: bool = False) -> dict[str, Any]:
+    """The process-level provenance record (a copy); read once per process unless refresh.
+
+    The torch switches (threads, deterministic flags) are read again at every call, since a
+    run may change them after the first read.
+    """
+    if refresh:
+        _cached.cache_clear()
+    record = dict(_cached())
+    if "torch" in sys.modules:
+        record.update(_torch_state())
+    return record

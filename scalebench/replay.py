@@ -1,0 +1,226 @@
+"""Re-run archived experiments from their stored canonical config and compare bit for bit.
+
+An experiment is the set of rows sharing a config hash and a repetition index. Before running,
+each is checked for tampering (its config JSON must hash to the stored hash and agree with the
+stored parameter columns) and its environment is compared with the current one; a mismatch is
+refused unless ``force``, which compares within a tolerance instead. Quality metrics and result
+digests are compared at every iteration; timings and memory are measurements, not results, and
+are not compared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+from provenance import collect, config_hash
+from provenance.results import read_results
+from provenance.schema import REPLAY_ENVIRONMENT, column
+from scalebench.errors import ScalebenchError
+
+COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
+                    "objective_asinh_psnr_db")
+FORCE_RTOL = 1e-5
+REQUIRED = ("config_json", "config_hash", "result_sha256", *REPLAY_ENVIRONMENT)
+
+
+@dataclass
+class Experiment:
+    config: dict
+    config_hash: str
+    repetition: int
+    rows: pd.DataFrame  # sorted by iteration
+
+    @property
+    def label(self) -> str:
+        dataset, solver = self.config["dataset"], self.config["solver"]
+        return f"{dataset['name']} x {solver['name']} (config {self.config_hash[:12]}, " \
+               f"rep {self.repetition})"
+
+
+def parse_rows(text: str | None, count: int) -> list[int] | None:
+    """'0,3-5' -> [0, 3, 4, 5]; None means every row."""
+    if text is None:
+        return None
+    rows = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            rows.extend(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ScalebenchError(f"--rows must look like '0,3-5', got {text!r}") from None
+    outside = [r for r in rows if not 0 <= r < count]
+    if outside:
+        raise ScalebenchError(f"--rows: row {outside[0]} is outside 0-{count - 1}")
+    return rows
+
+
+def load_experiments(df: pd.DataFrame, rows: list[int] | None) -> list[Experiment]:
+    missing = [column(f) for f in REQUIRED if column(f) not in df.columns]
+    if missing:
+        raise ScalebenchError(f"rows without provenance: column '{missing[0]}' is missing; "
+                              f"replay needs results written by scalebench")
+    selected = df if rows is None else df.iloc[rows]
+    keys = selected[[column("config_hash"), "idx_rep"]].drop_duplicates()
+    experiments = []
+    for stored_hash, repetition in keys.itertuples(index=False):
+        group = df[(df[column("config_hash")] == stored_hash) & (df.idx_rep == repetition)]
+        config = json.loads(group[column("config_json")].iloc[0])
+        experiments.append(Experiment(config, stored_hash, int(repetition),
+                                      group.sort_values("stop_val")))
+    return experiments
+
+
+def _same(stored, expected) -> bool:
+    if isinstance(stored, float) and math.isnan(stored):
+        return expected is None
+    if isinstance(expected, bool) or isinstance(stored, bool | np.bool_):
+        return bool(stored) == expected and isinstance(expected, bool)
+    return stored == expected
+
+
+def tampering(experiment: Experiment) -> str | None:
+    """Why the stored rows disagree with their hashed config, or None."""
+    rows = experiment.rows
+    if rows[column("config_json")].nunique() != 1:
+        return "rows of one experiment carry different configs"
+    if config_hash(rows[column("config_json")].iloc[0]) != experiment.config_hash:
+        return "config hash mismatch: the stored config JSON does not hash to the stored hash"
+    for part in ("dataset", "solver"):
+        for key, expected in experiment.config[part]["params"].items():
+            name = f"p_{part}_{key}"
+            if name not in rows.columns:
+                return f"config hash mismatch: parameter column '{name}' is missing"
+            stored = rows[name].tolist()
+            if not all(_same(value, expected) for value in stored):
+                return (f"config hash mismatch: parameter '{name}' is {stored[0]!r} in the "
+                        f"rows but {expected!r} in the hashed config")
+    return None
+
+
+def environment_differences(experiment: Experiment, current: dict) -> list[str]:
+    archived = experiment.rows.iloc[0]
+    threads = experiment.config["solver"]["params"].get("num_threads", 0)
+    expected_here = {**current, "torch_threads": threads or current["torch_threads"]}
+    return [f"{field} {expected_here[field]!r} here vs {archived[column(field)]!r} archived"
+            for field in REPLAY_ENVIRONMENT
+            if str(expected_here[field]) != str(archived[column(field)])]
+
+
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Largest distance in units in the last place between float64 arrays (0 if equal)."""
+    def ordered(x: np.ndarray) -> np.ndarray:
+        bits = x.astype(np.float64).view(np.int64)
+        return np.where(bits < 0, np.int64(-(2**63)) - bits, bits)
+    return int(np.max(np.abs(ordered(a) - ordered(b)).astype(np.float64))) if a.size else 0
+
+
+def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) -> str | None:
+    """None when they agree (bit for bit if tolerance == 0), else what differs and where."""
+    if archived.stop_val.tolist() != replayed.stop_val.tolist():
+        return (f"iterations differ: {len(archived)} archived vs {len(replayed)} replayed "
+                f"rows")
+    first, worst_abs, worst_ulp = None, 0.0, 0
+    for name in COMPARED_METRICS:
+        a = archived[name].to_numpy(np.float64)
+        b = replayed[name].to_numpy(np.float64)
+        close = np.isclose(a, b, rtol=tolerance, atol=0.0, equal_nan=True) if tolerance \
+            else (a.view(np.int64) == b.view(np.int64))
+        if not close.all():
+            index = int(np.argmin(close))
+            if first is None or index < first[0]:
+                first = (index, name)
+        finite = np.isfinite(a) & np.isfinite(b)
+        worst_abs = max(worst_abs, float(np.max(np.abs(a - b)[finite], initial=0.0)))
+        worst_ulp = max(worst_ulp, _ulp_distance(a[finite], b[finite]))
+    digests = archived[column("result_sha256")].to_numpy() == \
+        replayed[column("result_sha256")].to_numpy()
+    if first is None and (digests.all() or tolerance):
+        return None
+    if first is None:
+        index = int(np.argmin(digests))
+        first = (index, column("result_sha256"))
+    iteration = int(archived.stop_val.iloc[first[0]])
+    return (f"first divergent iteration {iteration} ({first[1]}), max abs diff "
+            f"{worst_abs:.3g}, max ULP {worst_ulp}")
+
+
+def _replay_config(experiments: list[Experiment]) -> dict:
+    """One benchopt config reproducing experiments that share a dataset config."""
+    solvers, seen = [], set()
+    for experiment in experiments:
+        key = json.dumps(experiment.config["solver"], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            solvers.append({experiment.config["solver"]["name"]:
+                            experiment.config["solver"]["params"]})
+    dataset = experiments[0].config["dataset"]
+    max_iter = max(e.config["solver"]["params"]["max_iter"] for e in experiments)
+    return {"objective": [experiments[0].config["objective"]["name"]],
+            "dataset": [{dataset["name"]: dataset["params"]}], "solver": solvers,
+            "n-repetitions": max(e.repetition for e in experiments) + 1,
+            "max-runs": max_iter + 1, "timeout": "24h"}
+
+
+def _rerun(experiments: list[Experiment], benchmark: Path, workdir: Path) -> pd.DataFrame:
+    from scalebench.cli import execute_benchopt
+
+    groups: dict[str, list[Experiment]] = {}
+    for experiment in experiments:
+        key = json.dumps(experiment.config["dataset"], sort_keys=True)
+        groups.setdefault(key, []).append(experiment)
+    frames = []
+    for index, group in enumerate(groups.values()):
+        config = workdir / f"replay_{index}.yml"
+        config.write_text(yaml.safe_dump(_replay_config(group), sort_keys=False))
+        result = execute_benchopt(config, benchmark, workdir, f"replay_{index}")
+        frames.append(read_results(result))
+    return pd.concat(frames, ignore_index=True)
+
+
+def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> bool:
+    """Print one line per experiment; True when every experiment matches."""
+    df = read_results(path)
+    experiments = load_experiments(df, parse_rows(rows, len(df)))
+    current = collect(refresh=True)
+    current["torch_threads"] = torch.get_num_threads()
+    runnable, verdicts = [], {}
+    for experiment in experiments:
+        tampered = tampering(experiment)
+        differences = environment_differences(experiment, current)
+        if tampered:
+            verdicts[experiment.label] = f"TAMPERED {experiment.label}: {tampered}"
+        elif differences and not force:
+            verdicts[experiment.label] = (
+                f"REFUSED {experiment.label}: environment differs ({'; '.join(differences)});"
+                f" --force compares within rtol {FORCE_RTOL:g} instead")
+        else:
+            runnable.append((experiment, differences))
+    if runnable:
+        with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
+            replayed = _rerun([e for e, _ in runnable], benchmark, Path(workdir))
+        for experiment, differences in runnable:
+            verdicts[experiment.label] = _verdict(experiment, differences, replayed)
+    for experiment in experiments:
+        print(verdicts[experiment.label])
+    return all(line.startswith("MATCH") for line in verdicts.values())
+
+
+def _verdict(experiment: Experiment, differences: list[str], replayed: pd.DataFrame) -> str:
+    mine = replayed[(replayed[column("config_hash")] == experiment.config_hash)
+                    & (replayed.idx_rep == experiment.repetition)].sort_values("stop_val")
+    tolerance = FORCE_RTOL if differences else 0.0
+    difference = compare(experiment.rows, mine, tolerance)
+    how = "bit for bit" if not tolerance else \
+        f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
+    if difference is None:
+        return f"MATCH {experiment.label}: {len(mine)} iterations equal {how}"
+    return f"DIFFER {experiment.label}: {difference}; compared {how}"
