@@ -15,7 +15,7 @@ from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION, column
 _DTYPE_CHECKS = {
     int: pd.api.types.is_integer_dtype,
     bool: pd.api.types.is_bool_dtype,
-    str: lambda dtype: pd.api.types.is_string_dtype(dtype) or dtype == object,
+    str: lambda dtype: pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype),
 }
 
 

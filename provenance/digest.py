@@ -12,9 +12,8 @@ def array_digest(array: Any) -> str:
     """Digest of a numpy array or a torch tensor (moved to host memory first)."""
     if hasattr(array, "detach"):  # a torch tensor: no torch import needed here
         array = array.detach().cpu().contiguous().numpy()
-    array = np.ascontiguousarray(array)
-    digest = hashlib.sha256()
-    digest.update(str(array.dtype).encode())
-    digest.update(repr(tuple(array.shape)).encode())
-    digest.update(memoryview(array).cast("B"))
+    elif not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(array.data.cast("B") if array.ndim else array.tobytes())
     return digest.hexdigest()

@@ -1,8 +1,8 @@
 """Provenance of each result row, computed in the process that produced it.
 
-A run's fixed part (canonical config, hash, seeds, data digest) is computed once when the run
-starts; each row adds the process record from ``provenance.collect()`` and the digest of that
-row's estimate.
+A run's fixed part (the process record from ``provenance.collect()``, read in the worker after
+the run's switches are set; canonical config, hash, seeds, data digest) is computed once when
+the run starts; each row adds the digest of its own estimate.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from provenance.schema import column
 from scalebench.problems import Problem
 
 BENCHMARK_NAME = "benchmark_inference"
+RESULT_COLUMN = column("result_sha256")
 OBJECTIVE_NAME = "imaging_inverse_problem"
 
 
@@ -32,10 +33,11 @@ def experiment_config(problem: Problem, solver_name: str, solver_params: dict) -
 
 
 def run_record(problem: Problem, solver_name: str, solver_params: dict) -> dict[str, Any]:
-    """The per-run provenance fields (computed once per run)."""
+    """Every ``prov_*`` field of a run's rows but the result digest (computed once per run)."""
     config_json = canonical_json(experiment_config(problem, solver_name, solver_params))
     seeds = {"dataset": problem.source["params"].get("seed"), "solver": solver_params["seed"]}
-    return {
+    fields = {
+        **collect(),
         "profiler_mode": solver_params["profiler"],
         "deterministic_mode": solver_params["deterministic"],
         "seeds": json.dumps(seeds, sort_keys=True),
@@ -43,9 +45,9 @@ def run_record(problem: Problem, solver_name: str, solver_params: dict) -> dict[
         "config_json": config_json,
         "config_hash": config_hash(config_json),
     }
+    return {column(name): value for name, value in fields.items()}
 
 
 def row_provenance(record: dict[str, Any], estimate: torch.Tensor) -> dict[str, Any]:
-    """All ``prov_*`` fields of one row."""
-    fields = {**collect(), **record, "result_sha256": array_digest(estimate)}
-    return {column(name): value for name, value in fields.items()}
+    """All ``prov_*`` fields of one row: the run's record and the estimate's digest."""
+    return {**record, RESULT_COLUMN: array_digest(estimate)}

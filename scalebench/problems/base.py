@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-
-import hashlib
 
 import torch
 from deepinv.physics import LinearPhysics, StackedLinearPhysics

@@ -1,0 +1,255 @@
+"""Provenance stamped by real runs, `scalebench check`, and bit-for-bit `scalebench replay`."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from provenance.schema import FIELDS, METADATA_KEY
+from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    """One tiny experiment (two solvers) run through `scalebench run`; the benchmark copy."""
+    root = tmp_path_factory.mktemp("archive")
+    benchmark = root / "benchmark_inference"
+    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
+                                                                       "__pycache__"))
+    config = root / "tiny.yml"
+    config.write_text(json.dumps(tiny_experiment()))
+    result = run_cli("run", config, "--benchmark", benchmark, "--output", "tiny", "--no-html")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return benchmark, benchmark / "outputs" / "tiny.parquet"
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _edited_copy(source, target, edit):
+    """Copy of the results with ``edit(DataFrame)`` applied, metadata kept."""
+    table = pq.read_table(source)
+    df = edit(table.to_pandas())
+    edited = pa.Table.from_pandas(df, preserve_index=False)
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
+    return target
+
+
+def test_every_row_carries_complete_provenance(archive):
+    _, results = archive
+    df = pd.read_parquet(results)
+    assert len(df) == 7
+    for field in FIELDS:
+        assert f"prov_{field}" in df.columns, field
+    assert not [c for c in df.columns if c.startswith("objective_prov_")]
+    assert df.prov_complete.all() and (df.prov_hostname != "").all()
+    assert df.prov_code_commit.iloc[0] == subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+        check=True).stdout.strip()
+    assert df.groupby("solver_name").prov_config_hash.nunique().eq(1).all()
+    assert df.prov_config_hash.nunique() == 2
+    pnp = df[df.solver_name.str.startswith("pnp")]
+    assert pnp.prov_result_sha256.nunique() == 4  # the estimate changes every iteration
+    config = json.loads(pnp.prov_config_json.iloc[0])
+    assert config["dataset"] == {"name": "tomography_2d", "params": {
+        "image_size": 32, "noise_level": 0.05, "num_angles": 12, "num_operators": 2,
+        "seed": 0}}
+    assert config["solver"]["params"]["max_iter"] == 3
+    assert pnp.prov_deterministic_mode.all() and pnp.prov_deterministic_algorithms.all()
+    document = json.loads(pq.read_metadata(results).metadata[METADATA_KEY])
+    assert document["schema_version"] == 1 and len(document["records"]) == 2
+
+
+def test_check_accepts_the_archive(archive):
+    _, results = archive
+    result = run_cli("check", results)
+    assert result.returncode == 0, result.stdout
+    assert "7 rows, complete provenance" in result.stdout
+
+
+def test_replay_matches_bit_for_bit_and_leaves_the_archive_untouched(archive):
+    benchmark, results = archive
+    before = _digest(results)
+    result = run_cli("replay", results, "--benchmark", benchmark)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("MATCH", "DIFF"))]
+    assert len(lines) == 2 and all(line.startswith("MATCH") for line in lines)
+    assert "4 iterations equal bit for bit" in result.stdout
+    assert _digest(results) == before
+
+
+def test_replay_of_selected_rows_only(archive):
+    benchmark, results = archive
+    df = pd.read_parquet(results)
+    denoiser_row = int(np.flatnonzero(df.solver_name.str.startswith("denoiser"))[0])
+    result = run_cli("replay", results, "--rows", str(denoiser_row), "--benchmark", benchmark)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("MATCH") == 1 and "x denoiser" in result.stdout
+
+
+def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
+    benchmark, results = archive
+    def tamper(df):
+        df["p_dataset_noise_level"] = 0.5
+        return df
+    tampered = _edited_copy(results, tmp_path / "tampered.parquet", tamper)
+    before = _digest(tampered)
+    result = run_cli("replay", tampered, "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "TAMPERED" in result.stdout and "parameter 'p_dataset_noise_level' is 0.5 in the " \
+        "rows but 0.05 in the hashed config" in result.stdout
+    assert _digest(tampered) == before
+
+
+def test_check_reports_an_edited_config(archive, tmp_path):
+    _, results = archive
+    def edit(df):
+        df["prov_config_json"] = df.prov_config_json.str.replace('"max_iter":3', '"max_iter":9')
+        return df
+    edited = _edited_copy(results, tmp_path / "edited.parquet", edit)
+    result = run_cli("check", edited)
+    assert result.returncode == 1
+    assert "config hash does not match the stored config on rows" in result.stdout
+
+
+def test_a_one_ulp_difference_is_found_at_its_iteration(archive, tmp_path):
+    benchmark, results = archive
+    def nudge(df):
+        row = df.index[df.solver_name.str.startswith("pnp") & (df.stop_val == 2)][0]
+        df.loc[row, "objective_psnr_db"] = np.nextafter(df.loc[row, "objective_psnr_db"], 99)
+        return df
+    nudged = _edited_copy(results, tmp_path / "nudged.parquet", nudge)
+    result = run_cli("replay", nudged, "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "DIFFER tomography_2d x pnp" in result.stdout
+    assert "first divergent iteration 2 (objective_psnr_db)" in result.stdout
+    assert "max ULP 1" in result.stdout
+    assert "MATCH tomography_2d x denoiser" in result.stdout
+
+
+def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
+    benchmark, results = archive
+    def elsewhere(df):
+        df["prov_gpu_models"] = "NVIDIA H200"
+        return df
+    moved = _edited_copy(results, tmp_path / "moved.parquet", elsewhere)
+    refused = run_cli("replay", moved, "--benchmark", benchmark)
+    assert refused.returncode == 1
+    assert "REFUSED" in refused.stdout and "gpu_models 'none' here vs 'NVIDIA H200'" in \
+        refused.stdout
+    forced = run_cli("replay", moved, "--force", "--benchmark", benchmark)
+    assert forced.returncode == 0, forced.stdout
+    assert forced.stdout.count("MATCH") == 2 and "within rtol 1e-05 (forced" in forced.stdout
+
+
+BAD_FILES = {
+    "truncated": lambda source, path: path.write_bytes(source.read_bytes()[:2000]),
+    "text": lambda source, path: path.write_text("solver,psnr\npnp,30\n"),
+    "other_tool": lambda source, path: pd.DataFrame({"loss": [0.1, 0.2]}).to_parquet(path),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_unreadable_files_exit_2_for_check_and_replay(archive, tmp_path, kind):
+    _, results = archive
+    path = tmp_path / f"{kind}.parquet"
+    BAD_FILES[kind](results, path)
+    before = _digest(path)
+    for command in ("check", "replay"):
+        result = run_cli(command, path)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert result.stderr.startswith("scalebench: error: ")
+        assert result.stderr.strip().count("\n") == 0
+        assert "not a readable parquet file" in result.stderr or \
+            "not a benchopt results file" in result.stderr
+    assert _digest(path) == before
+
+
+def test_rows_without_provenance(archive, tmp_path):
+    _, results = archive
+    bare = _edited_copy(results, tmp_path / "bare.parquet",
+                        lambda df: df.drop(columns=[c for c in df if c.startswith("prov_")]))
+    check = run_cli("check", bare)
+    assert check.returncode == 1 and "column 'prov_schema_version' is missing" in check.stdout
+    replay = run_cli("replay", bare)
+    assert replay.returncode == 2 and "rows without provenance" in replay.stderr
+    incomplete = _edited_copy(results, tmp_path / "incomplete.parquet",
+                              lambda df: df.assign(prov_complete=False, prov_missing="gpus"))
+    check = run_cli("check", incomplete)
+    assert check.returncode == 1 and "could not read: gpus" in check.stdout
+
+
+def test_pickled_values_are_refused_never_unpickled(archive, tmp_path):
+    _, results = archive
+    marker = tmp_path / "unpickled"
+    # A pickle that would create a file if it were ever loaded.
+    payload = b"\x00benchopt-pkl\x00" + (
+        b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    table = pq.read_table(results)
+    table = table.append_column("p_solver_kernel", pa.array([payload] * len(table),
+                                                           type=pa.large_binary()))
+    path = tmp_path / "pickled.parquet"
+    pq.write_table(table, path)
+    for command in ("check", "replay"):
+        result = run_cli(command, path)
+        assert result.returncode == 2
+        assert "column 'p_solver_kernel' holds an encoded (pickled) object" in result.stderr
+    assert not marker.exists()
+
+
+def test_bad_rows_argument(archive):
+    _, results = archive
+    result = run_cli("replay", results, "--rows", "0,99")
+    assert result.returncode == 2 and "row 99 is outside 0-6" in result.stderr
+    result = run_cli("replay", results, "--rows", "first")
+    assert result.returncode == 2 and "--rows must look like '0,3-5'" in result.stderr
+
+
+def _hostname_namespace_works() -> bool:
+    probe = subprocess.run(["unshare", "-u", "hostname", "probe-host"], capture_output=True,
+                           check=False)
+    return probe.returncode == 0
+
+
+def test_job_array_tasks_on_two_hosts_stamp_their_own_rows(tmp_path, write_config):
+    """Two tasks of one SLURM job array, each in its own process, host and environment."""
+    benchmark = tmp_path / "benchmark_inference"
+    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
+                                                                       "__pycache__"))
+    config = write_config(tiny_experiment(solver=[{"denoiser": {"max_iter": 1}}]))
+    separate_hosts = _hostname_namespace_works()
+    for task, host in ((0, "node-a"), (1, "node-b")):
+        env = {"SLURM_JOB_ID": "4242", "SLURM_ARRAY_TASK_ID": str(task),
+               "SLURM_JOB_NODELIST": host, "CUDA_VISIBLE_DEVICES": str(task)}
+        command = [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
+                   str(benchmark), "--output", f"task{task}", "--no-html"]
+        if separate_hosts:  # a UTS namespace gives the task its own host name
+            command = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh",
+                       *command]
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                                env={**_base_env(), **env}, check=False, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+    frames = [pd.read_parquet(benchmark / "outputs" / f"task{t}.parquet") for t in (0, 1)]
+    merged = pd.concat(frames, ignore_index=True)
+    assert merged.groupby("prov_slurm_array_task_id").prov_slurm_nodelist.unique().to_dict() \
+        == {"0": ["node-a"], "1": ["node-b"]}
+    envs = merged.prov_env.map(lambda e: json.loads(e)["CUDA_VISIBLE_DEVICES"])
+    assert (envs == merged.prov_slurm_array_task_id).all()
+    assert set(merged.prov_slurm_job_id) == {"4242"}
+    if separate_hosts:
+        assert merged.groupby("prov_slurm_array_task_id").prov_hostname.unique().to_dict() \
+            == {"0": ["node-a"], "1": ["node-b"]}
+
+
+def _base_env():
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
