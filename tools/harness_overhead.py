@@ -28,9 +28,11 @@ TARGET_RATIO = 1.03
 
 def bare_loop_seconds(dataset: dict, solver: dict) -> float:
     from scalebench.denoisers import build_denoiser
+    from scalebench.determinism import apply_determinism
     from scalebench.problems import build_problem
     from scalebench.solvers.pnp import initial_estimate, operator_norm_squared
 
+    apply_determinism(True, seed=0)  # the benchmark's default mode, for a like-for-like loop
     problem = build_problem("tomography_2d", **dataset)
     denoiser = build_denoiser(solver["denoiser"], 1)
     lipschitz = operator_norm_squared(problem)
