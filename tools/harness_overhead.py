@@ -8,11 +8,10 @@ the benchmark from the differences of benchopt's solver clock between consecutiv
 the ratio of the median per-iteration times is the figure of merit: on a shared machine a
 median over many iterations resists the sporadic slowdowns that dominate whole-run totals.
 Ratios of the minima and of the run totals are printed beside it, and so is the cost of the
-per-step instrumentation alone (two empty profiler steps), which noise cannot hide. The benchopt figure is its own
-solver clock at the last iteration (metric evaluation excluded, profiler synchronisation and
-callbacks included); the wall time of the whole benchopt run is printed for information.
+per-step instrumentation alone (two empty profiler steps), which noise cannot hide.
+benchopt's clock excludes metric evaluation and includes the profiler and the callbacks.
 
-    python tools/harness_overhead.py [--size 256] [--angles 180] [--iterations 20]
+    python tools/harness_overhead.py [--size 256] [--angles 180] [--iterations 20] [--repeats 5]
 """
 
 from __future__ import annotations
