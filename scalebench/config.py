@@ -88,9 +88,8 @@ def _check_components(components: list[Component], registry: dict[str, dict[str,
                               f"(allowed: {', '.join(sorted(registry))})")
         owner = f"{kind} '{component.name}'"
         for key, values in component.grid.items():
-            validate_parameters(owner, {key: values[0]}, registry[component.name])
             for value in values:
-                check_value(owner, key, value, registry[component.name][key])
+                validate_parameters(owner, {key: value}, registry[component.name])
 
 
 def _check_options(raw: dict) -> dict[str, Any]:
