@@ -88,6 +88,9 @@ def _check_components(components: list[Component], registry: dict[str, dict[str,
                               f"(allowed: {', '.join(sorted(registry))})")
         owner = f"{kind} '{component.name}'"
         for key, values in component.grid.items():
+            if not values:
+                raise ConfigError(f"{owner}: parameter '{key}' has an empty list of values "
+                                  f"(give one value or a non-empty list)")
             for value in values:
                 validate_parameters(owner, {key: value}, registry[component.name])
 

@@ -24,6 +24,8 @@ BAD_EXPERIMENTS = [
     (_with_dataset(image_size="big"), "parameter 'image_size' must be an integer >= 16, "
      "got 'big' \\(str\\)"),
     (_with_dataset(image_size=[32, 40.5]), "'image_size' must be an integer >= 16, got 40.5"),
+    (_with_solver(max_iter=[]), "solver 'pnp': parameter 'max_iter' has an empty list of "
+     "values"),
     (_with_solver(max_iter=True), "'max_iter' must be an integer >= 1, got True \\(bool\\)"),
     (_with_solver(init="random"), "'init' must be one of 'zeros', 'adjoint', "
      "'pseudo_inverse', got 'random'"),
