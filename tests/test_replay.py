@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -250,6 +251,4 @@ def test_job_array_tasks_on_two_hosts_stamp_their_own_rows(tmp_path, write_confi
 
 
 def _base_env():
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
