@@ -181,6 +181,14 @@ def _topology() -> dict[str, int]:
     return {"world_size": world, "ranks_per_node": per_node, "rank": rank}
 
 
+def _preflight() -> str:
+    """The job's pre-flight record (a JSON file named by SCALEBENCH_PREFLIGHT), or '{}'."""
+    path = os.environ.get("SCALEBENCH_PREFLIGHT")
+    if not path:
+        return "{}"
+    return json.dumps(json.loads(Path(path).read_text()), sort_keys=True)
+
+
 def _version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
@@ -208,6 +216,7 @@ def _read_all() -> dict[str, Any]:
     reader.read("cpu_model", _cpu_model, "unknown")
     reader.read("hostname", socket.gethostname, "unknown")
     reader.read("topology", _topology, {"world_size": 1, "ranks_per_node": 1, "rank": 0})
+    reader.read("preflight", _preflight, "{}")
     raw = reader.record
     record: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     record["image_digest"], record["image_labels"] = raw.pop("image")

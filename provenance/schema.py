@@ -6,7 +6,7 @@ run itself. The full record is also stored as JSON in the parquet file's key-val
 under ``METADATA_KEY``.
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COLUMN_PREFIX = "prov_"
 METADATA_KEY = b"scalebench.provenance"
 # benchopt prefixes whatever the objective returns with "objective_".
@@ -39,6 +39,9 @@ FIELDS: dict[str, tuple[type, str]] = {
     "world_size": (int, "number of ranks of the run (WORLD_SIZE, else SLURM_NTASKS, else 1)"),
     "ranks_per_node": (int, "ranks per node (LOCAL_WORLD_SIZE, else SLURM, else 1)"),
     "rank": (int, "rank of the process that produced the row"),
+    "rank_hosts": (str, "JSON list of the host name of every rank, in rank order"),
+    "preflight": (str, "JSON of the job's pre-flight check (topology, all-reduce bandwidth); "
+                       "'{}' when none ran"),
     "python": (str, "Python version"),
     "torch": (str, "torch version; 'absent' when not installed"),
     "torchvision": (str, "torchvision version"),

@@ -7,6 +7,7 @@ validation and the measured loop from here.
 from __future__ import annotations
 
 import re
+import time
 from abc import abstractmethod
 from pathlib import Path
 
@@ -14,10 +15,18 @@ from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
 from scalebench.determinism import apply_determinism, set_threads
+from scalebench.distributed.context import run_context
+from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
 from scalebench.params import Param, resolved_parameters, validate_parameters
-from scalebench.problems import PROBLEMS, Problem, build_problem
+from scalebench.problems import PROBLEMS, ProblemSetup, setup_problem
 from scalebench.profiling import StepProfiler
-from scalebench.solvers.common import check_denoiser_fits, make_denoiser, resolve_device
+from scalebench.solvers.common import (
+    check_denoiser_fits,
+    check_distribution,
+    make_denoiser,
+    resolve_device,
+    warm_up,
+)
 from scalebench.stamping import run_record
 
 
@@ -29,14 +38,17 @@ class ProblemDataset(BaseDataset):
         super().__init__(**parameters)
 
     def get_data(self) -> dict:
-        return dict(problem=build_problem(self.name, **self._parameters))
+        # Operators and measurements are built by the solver, on its rank and device.
+        return dict(problem=setup_problem(self.name, **self._parameters))
 
 
 class LoopSolver(BaseSolver):
     """A benchopt Solver running a scalebench loop for ``max_iter`` iterations.
 
     Every iteration is evaluated (``get_next``); the loop's ``x`` and its profiler's latest
-    per-step figures are the result handed to the objective.
+    per-step figures (with their maximum and mean over ranks) are the result handed to the
+    objective. On several ranks every rank runs the same loop; a stop that any rank's
+    benchopt asks for (its timeout) is agreed by all, so no rank waits in a collective alone.
     """
 
     sampling_strategy = "callback"
@@ -52,13 +64,25 @@ class LoopSolver(BaseSolver):
     def params(self) -> dict:
         return resolved_parameters(self._parameters, self.param_specs)
 
-    def set_objective(self, problem: Problem) -> None:
-        check_denoiser_fits(self.params, tuple(problem.x_true.shape[1:]))
-        set_threads(self.params["num_threads"])
-        apply_determinism(self.params["deterministic"], self.params["seed"])
-        self.device = resolve_device(self.params["device"])
-        self.problem = problem.to(self.device)
-        self.denoiser = make_denoiser(self.params, problem.x_true.shape[1], self.device)
+    def set_objective(self, problem: ProblemSetup) -> None:
+        start = time.perf_counter()
+        params, shape = self.params, tuple(problem.x_true.shape[1:])
+        check_denoiser_fits(params, shape)
+        set_threads(params["num_threads"])
+        apply_determinism(params["deterministic"], params["seed"])
+        self.context = run_context(resolve_device(params["device"]))
+        self.device = self.context.device
+        check_distribution(params, shape, problem.num_operators, self.context.world_size)
+        self.setup_problem(problem)
+        self.denoiser = make_denoiser(params, shape, self.device, self.context)
+        self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
+                                      self.device) if params["compile"] else 0.0
+        check_same_on_every_rank(self.context, self.denoiser, self.data_sha256)
+        self.setup_time_s = time.perf_counter() - start
+
+    @abstractmethod
+    def setup_problem(self, problem: ProblemSetup) -> None:
+        """Build what the loop needs of the problem; set ``self.data_sha256`` (its digest)."""
 
     @abstractmethod
     def make_loop(self, profiler: StepProfiler):
@@ -66,17 +90,23 @@ class LoopSolver(BaseSolver):
 
     def pre_run_hook(self, stop_val) -> None:
         # Set-up (operator norm, initial estimate) happens here, outside benchopt's clock:
-        # the "time" column counts iterations only.
-        mode = self.params["profiler"]
+        # the "time" column counts iterations only; set-up time is a figure of its own.
+        start = time.perf_counter()
+        mode, rank = self.params["profiler"], self.context.rank
+        label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
-        self.profiler = StepProfiler(self.device, mode, trace)
+        self.profiler = StepProfiler(self.device, mode, trace, self.context, label)
         self.loop = self.make_loop(self.profiler)
-        self.run_record = run_record(self.problem, self.name, self.params)
+        self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
+                                     self.context)
+        self.context.comm_time_s, self.context.comm_bytes = 0.0, 0  # set-up is not an iteration
+        self.setup_figures = {"setup_time_s": self.setup_time_s + time.perf_counter() - start,
+                              "compile_time_s": self.compile_time_s}
 
     def run(self, callback) -> None:
         with self.profiler:
             for _ in range(self.params["max_iter"]):
-                if not callback():
+                if self.context.agree(not callback()):
                     return
                 self.loop.iterate()
             callback()
@@ -85,7 +115,8 @@ class LoopSolver(BaseSolver):
         return stop_val + 1
 
     def get_result(self) -> dict:
-        return dict(x_hat=self.loop.x, step_stats=dict(self.profiler.last),
+        stats = rank_statistics(self.context, self.profiler.last)
+        return dict(x_hat=self.loop.x, step_stats={**stats, **self.setup_figures},
                     run_record=self.run_record)
 
     def _trace_path(self) -> Path:
@@ -93,4 +124,6 @@ class LoopSolver(BaseSolver):
             folder = self.get_run_output_path()
         except (RuntimeError, AttributeError):  # no per-run folder (e.g. `benchopt test`)
             folder = Path.cwd() / "outputs" / "traces" / re.sub(r"[^\w.=-]+", "_", str(self))
+        if self.context.world_size > 1:
+            return folder / f"torch_trace_rank{self.context.rank}.json"
         return folder / "torch_trace.json"

@@ -1,48 +1,77 @@
 """The ``scalebench`` command line.
 
-- ``scalebench run CONFIG``: validate the whole experiment, run it with benchopt, publish the
-  results parquet atomically (a failed run leaves no result file and never touches earlier
-  ones) and render benchopt's HTML report.
-- ``scalebench validate CONFIG``: only check the experiment.
+- ``scalebench run CONFIG``: validate the whole experiment, run each of its experiments
+  (locally on ``--nproc`` ranks, or with ``--launcher srun`` across a SLURM allocation),
+  publishing the results parquet atomically after each; ``--resume`` completes a partial run.
+- ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
 - ``scalebench check RESULTS``: compliance of every row's provenance (0 good, 1 findings,
   2 unreadable).
 - ``scalebench replay RESULTS``: re-run archived experiments and compare bit for bit (0 when
   every experiment matches).
+
+This module and the launcher import only the standard library: the process that waits for a
+run holds no torch, deepinv or problem data.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
+import json
+import shlex
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 from scalebench.errors import ScalebenchError
+from scalebench.launch.runner import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    RunFailed,
+    RunRequest,
+    run,
+    run_step,
+)
 
 DEFAULT_BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark_inference"
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class RunFailed(ScalebenchError):
-    """benchopt itself failed while running a valid experiment."""
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalebench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="validate and run an experiment file")
-    run.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
-    run.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
-                     help="benchopt benchmark folder (default: benchmark_inference)")
-    run.add_argument("--output", help="result name: <benchmark>/outputs/<name>.parquet "
-                     "(default: <config name>_<date-time>); never overwrites")
-    run.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run_parser = commands.add_parser("run", help="validate and run an experiment file")
+    run_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
+    run_parser.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
+                            help="benchopt benchmark folder (default: benchmark_inference)")
+    run_parser.add_argument("--output", help="result name: <benchmark>/outputs/<name>.parquet "
+                            "(default: <config name>_<date-time>); never overwrites")
+    run_parser.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run_parser.add_argument("--nproc", type=_positive, default=1,
+                            help="ranks on this machine (default 1)")
+    run_parser.add_argument("--launcher", choices=("local", "srun"), default="local",
+                            help="local processes, or one srun step per experiment inside a "
+                            "SLURM allocation (ranks = the allocation's tasks)")
+    run_parser.add_argument("--resume", action="store_true",
+                            help="complete the partial result named by --output")
+    run_parser.add_argument("--python", default=None,
+                            help="command that runs Python with the benchmark's stack, for "
+                            "the ranks and the validation and publishing steps (default: "
+                            "this interpreter), e.g. 'slurm_templates/task.sh python'")
+    run_parser.add_argument("--srun-args", default="",
+                            help="extra srun options for every experiment's step")
     validate = commands.add_parser("validate", help="check an experiment file and exit")
     validate.add_argument("config", type=Path, help="experiment YAML file")
+    validate.add_argument("--nproc", type=_positive, default=1, help="ranks to check for")
     check = commands.add_parser("check", help="check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = commands.add_parser("replay", help="re-run archived results, compare bit for bit")
@@ -56,80 +85,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _result_path(benchmark: Path, config: Path, name: str | None) -> Path:
-    if name is None:
-        name = f"{config.stem}_{datetime.now():%Y-%m-%d_%H%M%S}"
-    if not name or os.sep in name or name.startswith("."):
-        raise ScalebenchError(f"--output must be a plain file name without '{os.sep}' or a "
-                              f"leading dot, got {name!r}")
-    path = benchmark / "outputs" / f"{name.removesuffix('.parquet')}.parquet"
-    for taken in (path, path.with_suffix("")):
-        if taken.exists():
-            raise ScalebenchError(f"result {taken} already exists; choose another --output")
-    return path
+def _run(args: argparse.Namespace) -> int:
+    python = shlex.split(args.python) if args.python else [sys.executable]
+    request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
+                         args.resume, not args.no_html, python, shlex.split(args.srun_args))
+    return run(request)
 
 
-def execute_benchopt(config: Path, benchmark: Path, folder: Path, name: str) -> Path:
-    """Run benchopt on ``config`` into ``folder/name.parquet`` (provenance finalised).
-
-    Per-run artefacts (profiler traces) land in ``folder/name/``. Raises RunFailed.
-    """
-    from provenance.results import finalize
-
-    result = folder / f"{name}.parquet"
-    command = [sys.executable, "-m", "benchopt", "run", str(benchmark),
-               "--config", str(config.resolve()), "--no-plot", "--no-display", "--no-cache",
-               "--output", str(result)]
-    # Fail fast: the first error stops the run instead of being skipped silently.
-    env = {**os.environ, "BENCHOPT_RAISE_ON_ERROR": "true"}
-    status = subprocess.run(command, env=env, check=False).returncode
-    if status != 0 or not result.is_file():
-        raise RunFailed(f"benchopt run failed (exit status {status}); "
-                        f"no result file was written")
-    finalize(result)
-    return result
-
-
-def run_experiment(config: Path, benchmark: Path, output: str | None, html: bool) -> Path:
-    """Validate, run in a staging folder, render, then publish atomically; return the path."""
-    from scalebench.config import load_experiment
-
-    load_experiment(config)
-    if not (benchmark / "objective.py").is_file():
-        raise ScalebenchError(f"benchmark folder {benchmark} has no objective.py")
-    final = _result_path(benchmark, config, output)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # Same file system as the destination, so that publishing is an atomic rename.
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=final.parent))
-    try:
-        result = execute_benchopt(config, benchmark, staging, final.stem)
-        report = _render_html(result, benchmark) if html else None
-        if (staging / final.stem).is_dir():
-            os.replace(staging / final.stem, final.with_suffix(""))
-        os.replace(result, final)  # readers see no file or the complete one
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    print(f"Results: {final}")
-    if report:
-        print(f"Report: {report}")
-    return final
-
-
-def _render_html(result: Path, benchmark: Path) -> Path:
-    from benchopt.benchmark import Benchmark
-    from benchopt.plotting import plot_benchmark
-
-    plot_benchmark(result, benchmark, html=True, display=False)
-    return benchmark / "outputs" / f"{Benchmark(benchmark).name}_{result.stem}.html"
-
-
-def _validate(config: Path) -> int:
-    from scalebench.config import load_experiment
-
-    experiment = load_experiment(config)
-    runs = sum(len(d.combinations()) for d in experiment.datasets) * sum(
-        len(s.combinations()) for s in experiment.solvers)
-    print(f"{config}: valid ({runs} dataset x solver combinations)")
+def _validate(config: Path, nproc: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
+        request = RunRequest(config, DEFAULT_BENCHMARK)
+        experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
+                                          str(nproc), "--folder", folder))
+    print(f"{config}: valid ({len(experiments)} experiment(s), {nproc} rank(s) each)")
     return EXIT_OK
 
 
@@ -149,27 +117,33 @@ def _check(results: Path) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from scalebench.replay import replay
 
-    all_match = replay(args.results, args.rows, args.force, args.benchmark.resolve())
-    return EXIT_OK if all_match else EXIT_FAILED
+    verdicts = replay(args.results, args.rows, args.force, args.benchmark.resolve())
+    for verdict in verdicts:
+        print(verdict.line)
+    return EXIT_OK if all(v.status == "MATCH" for v in verdicts) else EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:
-    from provenance.results import UnreadableResults
-
     args = _parser().parse_args(argv)
     try:
         if args.command == "validate":
-            return _validate(args.config)
+            return _validate(args.config, args.nproc)
         if args.command == "check":
             return _check(args.results)
         if args.command == "replay":
             return _replay(args)
-        run_experiment(args.config, args.benchmark.resolve(), args.output, not args.no_html)
-        return EXIT_OK
+        return _run(args)
     except RunFailed as error:
         print(f"scalebench: error: {error}", file=sys.stderr)
         return EXIT_FAILED
-    except (ScalebenchError, UnreadableResults) as error:
+    except ScalebenchError as error:
+        print(f"scalebench: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as error:
+        from provenance.results import UnreadableResults  # imported only on this path
+
+        if not isinstance(error, UnreadableResults):
+            raise
         print(f"scalebench: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -22,7 +22,7 @@ from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS
 from scalebench.solvers import SOLVERS
-from scalebench.solvers.common import check_denoiser_fits, resolve_device
+from scalebench.solvers.common import check_denoiser_fits, check_distribution, resolve_device
 from scalebench.stamping import OBJECTIVE_NAME
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
@@ -109,14 +109,15 @@ def _check_options(raw: dict) -> dict[str, Any]:
     return options
 
 
-def _check_pairs(experiment: Experiment) -> None:
-    """Checks that need a dataset and a solver together."""
+def _check_pairs(experiment: Experiment, world_size: int) -> None:
+    """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
         spec = PROBLEMS[dataset.name]
         for dataset_values in dataset.combinations():
+            values = resolved_parameters(dataset_values, spec.params)
             try:
-                shape = spec.image_shape(**resolved_parameters(dataset_values, spec.params))
+                shape = spec.image_shape(**values)
             except ValueError as error:
                 raise ConfigError(f"dataset '{dataset.name}': {error}") from None
             for solver in experiment.solvers:
@@ -125,6 +126,8 @@ def _check_pairs(experiment: Experiment) -> None:
                     where = f"solver '{solver.name}' on dataset '{dataset.name}'"
                     try:
                         check_denoiser_fits(params, shape)
+                        check_distribution(params, shape, spec.num_operators(**values),
+                                           world_size)
                         resolve_device(params["device"])
                         resolve_weights(params["denoiser"], shape[0], params["pretrained"])
                     except ScalebenchError as error:
@@ -136,8 +139,9 @@ def _check_pairs(experiment: Experiment) -> None:
                             f"(set max-runs >= {params['max_iter'] + 1})")
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Read and validate an experiment file; raise ConfigError naming the first problem."""
+def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
+    """Read and validate an experiment file for ``world_size`` ranks; raise ConfigError
+    naming the first problem."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -162,5 +166,5 @@ def load_experiment(path: str | Path) -> Experiment:
     _check_components(experiment.datasets, {k: v.params for k, v in PROBLEMS.items()},
                       "dataset")
     _check_components(experiment.solvers, SOLVERS, "solver")
-    _check_pairs(experiment)
+    _check_pairs(experiment, world_size)
     return experiment

@@ -55,7 +55,9 @@ def build_denoiser(name: str, channels: int, pretrained: str = "none",
     else:
         model = dinv.models.DnCNN(in_channels=channels, out_channels=channels,
                                   pretrained=source, device=device)
-    return model.to(device).eval()
+    # Inference only: no parameter needs a gradient (and deepinv's distributed tiling then
+    # skips its gradient synchronisation).
+    return model.to(device).eval().requires_grad_(False)
 
 
 def tile_windows(length: int, patch_size: int, overlap: int) -> list[tuple[int, int, int]]:

@@ -7,7 +7,12 @@ with the results):
 - ``light`` (default): wall clock and peak memory only, negligible overhead.
 - ``torch``: also records every step under ``torch.profiler`` (CPU and CUDA activity) and writes
   a Chrome trace per run; per-step figures stay those of the light mode.
-- ``nvtx``: also opens an NVTX range per step, for Nsight Systems timelines.
+- ``nvtx``: also opens an NVTX range per step (named ``<step>`` in one process and
+  ``<step> rank <r>`` on several), for Nsight Systems timelines.
+
+Communication: given the run's ``TimedContext``, each step also reports the time spent inside
+collectives (device synchronised) and the bytes handed to them, and every iteration their
+sums over its steps (``comm_time_s``, ``comm_bytes``).
 
 Peak memory of a step: on CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``
 after a reset); always, the process's peak resident set size (Linux ``VmHWM`` after resetting it
@@ -68,12 +73,13 @@ class HostPeakMemory:
 class StepProfiler:
     """Measures the named steps of each iteration; ``last`` holds the latest figures.
 
-    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib`` and, on CUDA,
-    ``<step>_peak_cuda_alloc_mib``.
+    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib``, on CUDA
+    ``<step>_peak_cuda_alloc_mib``, and with a context ``<step>_comm_time_s``,
+    ``<step>_comm_bytes``, ``comm_time_s`` and ``comm_bytes``.
     """
 
     def __init__(self, device: torch.device, mode: str = "light",
-                 trace_path: Path | None = None) -> None:
+                 trace_path: Path | None = None, context=None, rank_label: str = "") -> None:
         if mode not in PROFILER_MODES:
             raise ValueError(f"profiler mode must be one of {PROFILER_MODES}, got {mode!r}")
         self.device = torch.device(device)
@@ -82,6 +88,8 @@ class StepProfiler:
         self.last: dict[str, float] = {}
         self._host = HostPeakMemory()
         self._torch_profiler = None
+        self.context = context  # a scalebench.distributed.context.TimedContext, or None
+        self.rank_label = rank_label  # appended to NVTX range names, e.g. " rank 1"
 
     def __enter__(self) -> StepProfiler:
         if self.mode == "torch":
@@ -108,16 +116,29 @@ class StepProfiler:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._host.reset()
+        comm_start = self._comm()
         with self._annotation(name):
             start = time.perf_counter()
             yield
             synchronize(self.device)
             elapsed = time.perf_counter() - start
         self.last[f"{name}_time_s"] = elapsed
+        if self.context is not None:
+            comm_end = self._comm()
+            self.last[f"{name}_comm_time_s"] = comm_end[0] - comm_start[0]
+            self.last[f"{name}_comm_bytes"] = float(comm_end[1] - comm_start[1])
+            for figure in ("comm_time_s", "comm_bytes"):
+                self.last[figure] = sum(value for key, value in self.last.items()
+                                        if key.endswith(f"_{figure}"))
         self.last[f"{name}_peak_host_rss_mib"] = self._host.read_mib()
         if self.device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(self.device)
             self.last[f"{name}_peak_cuda_alloc_mib"] = peak / MIB
+
+    def _comm(self) -> tuple[float, int]:
+        if self.context is None:
+            return 0.0, 0
+        return self.context.comm_time_s, self.context.comm_bytes
 
     @contextmanager
     def _annotation(self, name: str) -> Iterator[None]:
@@ -125,7 +146,7 @@ class StepProfiler:
             with torch.profiler.record_function(name):
                 yield
         elif self.mode == "nvtx":
-            torch.cuda.nvtx.range_push(name)
+            torch.cuda.nvtx.range_push(name + self.rank_label)
             try:
                 yield
             finally:

@@ -14,34 +14,40 @@ import torch
 
 from provenance import SCHEMA_VERSION, array_digest, canonical_json, collect, config_hash
 from provenance.schema import column
-from scalebench.problems import Problem
+from scalebench.distributed.context import TimedContext
+from scalebench.distributed.ranks import rank_hosts
 
 BENCHMARK_NAME = "benchmark_inference"
 RESULT_COLUMN = column("result_sha256")
 OBJECTIVE_NAME = "imaging_inverse_problem"
 
 
-def experiment_config(problem: Problem, solver_name: str, solver_params: dict) -> dict:
-    """Everything that determines a run's numbers, in the form replay rebuilds it from."""
+def experiment_config(source: dict, solver_name: str, solver_params: dict) -> dict:
+    """Everything that determines a run's numbers, in the form replay rebuilds it from.
+
+    ``source`` is the dataset's {"name", "params"} (``ProblemSetup.source``).
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         "benchmark": BENCHMARK_NAME,
         "objective": {"name": OBJECTIVE_NAME, "params": {}},
-        "dataset": {"name": problem.source["name"], "params": problem.source["params"]},
+        "dataset": {"name": source["name"], "params": source["params"]},
         "solver": {"name": solver_name, "params": solver_params},
     }
 
 
-def run_record(problem: Problem, solver_name: str, solver_params: dict) -> dict[str, Any]:
+def run_record(source: dict, data_sha256: str, solver_name: str, solver_params: dict,
+               context: TimedContext) -> dict[str, Any]:
     """Every ``prov_*`` field of a run's rows but the result digest (computed once per run)."""
-    config_json = canonical_json(experiment_config(problem, solver_name, solver_params))
-    seeds = {"dataset": problem.source["params"].get("seed"), "solver": solver_params["seed"]}
+    config_json = canonical_json(experiment_config(source, solver_name, solver_params))
+    seeds = {"dataset": source["params"].get("seed"), "solver": solver_params["seed"]}
     fields = {
         **collect(),
+        "rank_hosts": json.dumps(rank_hosts(context)),
         "profiler_mode": solver_params["profiler"],
         "deterministic_mode": solver_params["deterministic"],
         "seeds": json.dumps(seeds, sort_keys=True),
-        "data_sha256": problem.data_digest(),
+        "data_sha256": data_sha256,
         "config_json": config_json,
         "config_hash": config_hash(config_json),
     }

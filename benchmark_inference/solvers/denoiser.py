@@ -2,7 +2,7 @@
 
 from scalebench.benchopt_support import LoopSolver
 from scalebench.params import benchopt_parameters
-from scalebench.solvers.denoising import DENOISING_PARAMS, DenoisingLoop
+from scalebench.solvers.denoising import DENOISING_PARAMS, DenoisingLoop, ground_truth_digest
 
 
 class Solver(LoopSolver):
@@ -16,7 +16,12 @@ class Solver(LoopSolver):
     # Installed with scalebench; no extra requirement.
     requirements = []
 
+    def setup_problem(self, problem):
+        # Only the ground truth is used: no operator is built.
+        self.x_true = problem.x_true.to(self.device)
+        self.source, self.data_sha256 = problem.source, ground_truth_digest(problem.x_true)
+
     def make_loop(self, profiler):
         p = self.params
-        return DenoisingLoop(self.problem.x_true, self.denoiser, p["denoiser_sigma"],
-                             p["seed"], profiler)
+        return DenoisingLoop(self.x_true, self.denoiser, p["denoiser_sigma"], p["seed"],
+                             profiler)

@@ -2,7 +2,7 @@
 
 from scalebench.benchopt_support import LoopSolver
 from scalebench.params import benchopt_parameters
-from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop
+from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, build_physics
 
 
 class Solver(LoopSolver):
@@ -14,6 +14,11 @@ class Solver(LoopSolver):
     parameters = benchopt_parameters(PNP_PARAMS)
     # Installed with scalebench; no extra requirement.
     requirements = []
+
+    def setup_problem(self, problem):
+        # This rank's operators and measurements (all of them unless distribute_physics).
+        self.problem = build_physics(problem, self.params["distribute_physics"], self.context)
+        self.source, self.data_sha256 = problem.source, self.problem.data_sha256
 
     def make_loop(self, profiler):
         p = self.params

@@ -5,26 +5,32 @@ from __future__ import annotations
 from scalebench.errors import ConfigError
 from scalebench.params import resolved_parameters, validate_parameters
 from scalebench.problems import multiframe_superres, synthetic, tomography_2d
-from scalebench.problems.base import Problem, ProblemSpec
+from scalebench.problems.base import Problem, ProblemSetup, ProblemSpec
 
 PROBLEMS: dict[str, ProblemSpec] = {
     spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC)
 }
 
 
-def build_problem(name: str, **params) -> Problem:
-    """Validate ``params`` and build the named problem (defaults fill what is not given)."""
+def setup_problem(name: str, **params) -> ProblemSetup:
+    """Validate ``params`` and set up the named problem (defaults fill what is not given)."""
     if name not in PROBLEMS:
         raise ConfigError(f"unknown dataset '{name}' (allowed: {', '.join(sorted(PROBLEMS))})")
     spec = PROBLEMS[name]
     values = resolved_parameters(
         validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
     try:
-        problem = spec.build(**values)
+        setup = spec.setup(**values)
     except ValueError as error:
         raise ConfigError(f"dataset '{name}': {error}") from None
-    problem.source = {"name": name, "params": values}
-    return problem
+    setup.source = {"name": name, "params": values}
+    return setup
 
 
-__all__ = ["PROBLEMS", "Problem", "ProblemSpec", "build_problem"]
+def build_problem(name: str, **params) -> Problem:
+    """The named problem with every operator, in this process."""
+    return setup_problem(name, **params).build()
+
+
+__all__ = ["PROBLEMS", "Problem", "ProblemSetup", "ProblemSpec", "build_problem",
+           "setup_problem"]

@@ -1,9 +1,17 @@
-"""The problem abstraction shared by all datasets: physics, ground truth and measurements."""
+"""The problem abstraction shared by all datasets: physics, ground truth and measurements.
+
+A dataset returns a ``ProblemSetup``: the ground truth and a factory of the operators
+A_1..A_K, nothing built yet. A solver then builds the ``Problem`` it needs: every operator in
+one process, or only the operators of its rank (``operator_indices``) when the physics is
+distributed. Measurements do not depend on that split: operator k's noise comes from its own
+generator (seeded by the dataset seed and k), and the noise level from the sums of squares of
+every A_k x gathered in operator order, so any split builds the same y_k bit for bit.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -13,14 +21,21 @@ from deepinv.utils import TensorList
 from provenance import array_digest
 from scalebench.params import Param
 
+# Gathers one list of Python values per rank (rank order); a single process passes identity.
+Gather = Callable[[list], list[list]]
+
+
+def _local_only(values: list) -> list[list]:
+    return [values]
+
 
 @dataclass
 class Problem:
-    """An inverse problem y = A x + n.
+    """An inverse problem y = A x + n, as held by one process.
 
-    ``physics`` is a stack of linear operators A_1..A_K (K >= 1) that can be split across
-    ranks: A x = (A_1 x, ..., A_K x) and A^T y = sum_k A_k^T y_k. ``y`` holds one measurement
-    tensor per operator.
+    ``physics`` is a stack of linear operators (those of ``operator_indices`` among the
+    problem's ``num_operators``): A x = (A_k x)_k and A^T y = sum_k A_k^T y_k. ``y`` holds one
+    measurement tensor per local operator.
     """
 
     name: str
@@ -30,6 +45,9 @@ class Problem:
     noise_std: float  # absolute standard deviation of the Gaussian noise added to A x
     # What built it: {"name": dataset name, "params": every resolved parameter}.
     source: dict = field(default_factory=dict)
+    operator_indices: tuple[int, ...] = ()
+    num_operators: int = 0
+    data_sha256: str = ""  # digest of x_true and of every y_k of the whole problem
 
     @property
     def num_unknowns(self) -> int:
@@ -43,39 +61,82 @@ class Problem:
 
     def data_digest(self) -> str:
         """sha256 over the digests of the ground truth and of every measurement tensor."""
-        parts = [array_digest(self.x_true), *(array_digest(y_k) for y_k in self.y)]
-        return hashlib.sha256("".join(parts).encode()).hexdigest()
+        return self.data_sha256
+
+
+@dataclass
+class ProblemSetup:
+    """Ground truth and operator factory of a problem; ``build`` measures what a rank needs."""
+
+    name: str
+    x_true: torch.Tensor
+    num_operators: int
+    make_operator: Callable[[int], LinearPhysics]  # k -> A_k, on the CPU
+    noise_level: float  # noise std relative to RMS(A x) over all operators
+    seed: int
+    source: dict = field(default_factory=dict)
+
+    @property
+    def num_unknowns(self) -> int:
+        return self.x_true.numel()
+
+    def build(self, indices: Sequence[int] | None = None, gather: Gather = _local_only,
+              device: torch.device | str = "cpu") -> Problem:
+        """The problem restricted to operators ``indices`` (all when None), on ``device``.
+
+        ``gather`` collects per-rank lists when ranks build disjoint operator sets that
+        together cover 0..K-1; it is the identity in one process.
+        """
+        indices = tuple(range(self.num_operators)) if indices is None else tuple(indices)
+        x_true = self.x_true.to(device)
+        operators = [self.make_operator(k).to(device) for k in indices]
+        with torch.no_grad():
+            clean = [operator.A(x_true) for operator in operators]
+        local = [(k, float(torch.sum(c.double() ** 2)), c.numel())
+                 for k, c in zip(indices, clean, strict=True)]
+        per_operator = sorted(item for part in gather(local) for item in part)
+        if [k for k, _, _ in per_operator] != list(range(self.num_operators)):
+            raise ValueError("ranks must build disjoint operator sets covering every operator")
+        squares = sum(s for _, s, _ in per_operator)  # operator order: the same on every rank
+        count = sum(n for _, _, n in per_operator)
+        noise_std = self.noise_level * (squares / count) ** 0.5
+        y = [c + noise_std * operator_noise(c, self.seed, k)
+             for k, c in zip(indices, clean, strict=True)]
+        digests = sorted(item for part in gather([(k, array_digest(y_k))
+                                                   for k, y_k in zip(indices, y, strict=True)])
+                         for item in part)
+        parts = [array_digest(x_true), *(digest for _, digest in digests)]
+        return Problem(self.name, stack(operators), x_true, TensorList(y), noise_std,
+                       self.source, indices, self.num_operators,
+                       hashlib.sha256("".join(parts).encode()).hexdigest())
+
+
+def operator_noise(clean: torch.Tensor, seed: int, k: int) -> torch.Tensor:
+    """Unit Gaussian noise shaped like ``clean``, from operator k's own seeded generator.
+
+    Drawn on the CPU so that every device and every split of the operators sees the same
+    numbers.
+    """
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + k)
+    noise = torch.randn(clean.shape, generator=generator, dtype=clean.dtype)
+    return noise.to(clean.device)
 
 
 @dataclass(frozen=True)
 class ProblemSpec:
-    """How to build a problem: its parameters and the function that takes them."""
+    """How to set up a problem: its parameters and the function that takes them."""
 
     name: str
     params: dict[str, Param]
-    build: Callable[..., Problem]
+    setup: Callable[..., ProblemSetup]
     # (C, *spatial) of the ground truth for these parameters, without building anything;
     # raises ValueError when the parameters are inconsistent with each other.
     image_shape: Callable[..., tuple[int, ...]]
+    # Number of operators A_k for these parameters (what distribute_physics splits).
+    num_operators: Callable[..., int]
     description: str
 
 
 def stack(operators: list[LinearPhysics]) -> StackedLinearPhysics:
     """Operators as one stacked physics whose adjoint sums over the stack."""
     return StackedLinearPhysics(operators)
-
-
-def measure(name: str, physics: StackedLinearPhysics, x_true: torch.Tensor,
-            noise_level: float, seed: int) -> Problem:
-    """Simulate y = A x + n with Gaussian n of std ``noise_level`` x RMS(A x), seeded."""
-    with torch.no_grad():
-        clean = physics.A(x_true)
-    squares = sum(float(torch.sum(c.double() ** 2)) for c in clean)
-    count = sum(c.numel() for c in clean)
-    noise_std = noise_level * (squares / count) ** 0.5
-    generator = torch.Generator(device=x_true.device).manual_seed(seed)
-    noisy = [
-        c + noise_std * torch.randn(c.shape, generator=generator, device=c.device, dtype=c.dtype)
-        for c in clean
-    ]
-    return Problem(name, physics, x_true, TensorList(noisy), noise_std)

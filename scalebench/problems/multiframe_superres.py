@@ -13,7 +13,7 @@ import torch
 from deepinv.physics import Downsampling
 
 from scalebench.params import Param
-from scalebench.problems.base import Problem, ProblemSpec, measure, stack
+from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import astronaut
 
 PARAMS = {
@@ -43,17 +43,21 @@ def image_shape(image_size: int, factor: int, **_) -> tuple[int, ...]:
     return (3, image_size, image_size)
 
 
-def build(image_size: int, num_frames: int, blur_sigma: float, factor: int,
-          noise_level: float, seed: int) -> Problem:
-    image_shape(image_size, factor)
-    x_true = astronaut(image_size)
-    operators = [
-        Downsampling(img_size=tuple(x_true.shape[1:]), factor=factor, padding="circular",
-                     filter=rotated_gaussian_kernel(blur_sigma, math.pi * k / num_frames))
-        for k in range(num_frames)
-    ]
-    return measure("multiframe_superres", stack(operators), x_true, noise_level, seed)
+def operator_count(num_frames: int, **_) -> int:
+    return num_frames
 
 
-SPEC = ProblemSpec("multiframe_superres", PARAMS, build, image_shape,
+def setup(image_size: int, num_frames: int, blur_sigma: float, factor: int,
+          noise_level: float, seed: int) -> ProblemSetup:
+    shape = image_shape(image_size, factor)
+
+    def make_operator(k: int) -> Downsampling:
+        kernel = rotated_gaussian_kernel(blur_sigma, math.pi * k / num_frames)
+        return Downsampling(img_size=shape, factor=factor, padding="circular", filter=kernel)
+
+    return ProblemSetup("multiframe_superres", astronaut(image_size), num_frames,
+                        make_operator, noise_level, seed)
+
+
+SPEC = ProblemSpec("multiframe_superres", PARAMS, setup, image_shape, operator_count,
                    "multi-frame super-resolution of a colour image")

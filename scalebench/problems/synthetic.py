@@ -5,7 +5,7 @@ from __future__ import annotations
 from deepinv.physics import Denoising, Downsampling
 
 from scalebench.params import Param
-from scalebench.problems.base import Problem, ProblemSpec, measure, stack
+from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import random_ellipses
 
 PARAMS = {
@@ -25,17 +25,19 @@ def image_shape(image_size: int, channels: int, task: str, factor: int,
     return (channels, image_size, image_size)
 
 
-def build(image_size: int, channels: int, task: str, factor: int, noise_level: float,
-          seed: int) -> Problem:
-    image_shape(image_size, channels, task, factor)
-    x_true = random_ellipses(image_size, channels, seed)
-    if task == "denoising":
-        operator = Denoising()  # A = identity
-    else:
-        operator = Downsampling(img_size=tuple(x_true.shape[1:]), factor=factor,
-                                filter="gaussian", padding="circular")
-    return measure(f"synthetic_{task}", stack([operator]), x_true, noise_level, seed + 1)
+def setup(image_size: int, channels: int, task: str, factor: int, noise_level: float,
+          seed: int) -> ProblemSetup:
+    shape = image_shape(image_size, channels, task, factor)
+
+    def make_operator(_: int) -> Denoising | Downsampling:
+        if task == "denoising":
+            return Denoising()  # A = identity
+        return Downsampling(img_size=shape, factor=factor, filter="gaussian",
+                            padding="circular")
+
+    return ProblemSetup(f"synthetic_{task}", random_ellipses(image_size, channels, seed), 1,
+                        make_operator, noise_level, seed + 1)
 
 
-SPEC = ProblemSpec("synthetic", PARAMS, build, image_shape,
+SPEC = ProblemSpec("synthetic", PARAMS, setup, image_shape, lambda **_: 1,
                    "generated image of any size, SR or denoising")

@@ -10,7 +10,7 @@ import torch
 from deepinv.physics import Tomography
 
 from scalebench.params import Param
-from scalebench.problems.base import Problem, ProblemSpec, measure, stack
+from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import shepp_logan
 
 PARAMS = {
@@ -36,16 +36,22 @@ def image_shape(image_size: int, num_angles: int, num_operators: int, **_) -> tu
     return (1, image_size, image_size)
 
 
-def build(image_size: int, num_angles: int, num_operators: int, noise_level: float,
-          seed: int) -> Problem:
+def operator_count(num_operators: int, **_) -> int:
+    return num_operators
+
+
+def setup(image_size: int, num_angles: int, num_operators: int, noise_level: float,
+          seed: int) -> ProblemSetup:
     image_shape(image_size, num_angles, num_operators)
-    x_true = shepp_logan(image_size)
-    operators = [
-        Tomography(angles=group, img_width=image_size, circle=False, normalize=False)
-        for group in angle_groups(num_angles, num_operators)
-    ]
-    return measure("tomography_2d", stack(operators), x_true, noise_level, seed)
+    groups = angle_groups(num_angles, num_operators)
+
+    def make_operator(k: int) -> Tomography:
+        return Tomography(angles=groups[k], img_width=image_size, circle=False,
+                          normalize=False)
+
+    return ProblemSetup("tomography_2d", shepp_logan(image_size), num_operators, make_operator,
+                        noise_level, seed)
 
 
-SPEC = ProblemSpec("tomography_2d", PARAMS, build, image_shape,
+SPEC = ProblemSpec("tomography_2d", PARAMS, setup, image_shape, operator_count,
                    "2D parallel-beam CT of a phantom")

@@ -1,8 +1,12 @@
-"""Parameters and set-up shared by the solvers: device, denoiser, tiling, profiler."""
+"""Parameters and set-up shared by the solvers: device, denoiser, tiling, distribution,
+compilation, profiler."""
 
 from __future__ import annotations
 
+import time
+
 import torch
+from torch import nn
 
 from scalebench.denoisers import DENOISERS, TiledDenoiser, build_denoiser, check_input_size
 from scalebench.errors import ConfigError
@@ -22,6 +26,9 @@ DENOISER_PARAMS = {
     "seed": Param(0, int, minimum=0, doc="seed of random weights and of added noise"),
     "deterministic": Param(True, bool, doc="deterministic mode (scalebench.determinism)"),
     "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
+    "distribute_denoiser": Param(False, bool, doc="split the denoiser's tiles across ranks"),
+    "compile": Param(False, bool, doc="run the denoiser through torch.compile (compile time "
+                                      "reported apart)"),
 }
 
 
@@ -41,9 +48,63 @@ def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:
                      params["overlap"])
 
 
-def make_denoiser(params: dict, channels: int, device: torch.device) -> TiledDenoiser:
-    """The configured denoiser wrapped in its tiling."""
-    model = build_denoiser(params["denoiser"], channels, params["pretrained"], device,
+def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
+    """Tiles the denoiser cuts an image of shape (C, *spatial) into (1 when untiled)."""
+    from scalebench.denoisers import tile_windows
+
+    spatial = image_shape[1:]
+    if not 0 < params["patch_size"] < max(spatial):
+        return 1
+    counts = [len(tile_windows(n, params["patch_size"], params["overlap"])) for n in spatial]
+    return int(torch.tensor(counts).prod())
+
+
+def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators: int,
+                       world_size: int) -> None:
+    """Raise ConfigError when a rank would have no work or every rank the same work."""
+    if world_size <= 1:
+        return
+    physics, tiles = params.get("distribute_physics", False), params["distribute_denoiser"]
+    if not (physics or tiles):
+        raise ConfigError(f"{world_size} ranks but neither distribute_physics nor "
+                          f"distribute_denoiser is true: every rank would repeat the same work")
+    if physics and num_operators < world_size:
+        raise ConfigError(f"distribute_physics: {num_operators} operator(s) for {world_size} "
+                          f"ranks leaves ranks without work (use at most {num_operators} ranks "
+                          f"or more operators)")
+    tile_count = count_tiles(params, image_shape)
+    if tiles and tile_count < world_size:
+        raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) for {world_size} ranks "
+                          f"leaves ranks without work (lower patch_size or use fewer ranks)")
+
+
+def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.device,
+                  context=None) -> nn.Module:
+    """The configured denoiser with its tiling, split across ranks when distributed."""
+    model = build_denoiser(params["denoiser"], image_shape[0], params["pretrained"], device,
                            params["seed"])
-    return TiledDenoiser(model, params["patch_size"], params["overlap"],
-                         params["max_batch_size"])
+    if params["compile"]:
+        model = torch.compile(model, dynamic=False)
+    if not params["distribute_denoiser"]:
+        return TiledDenoiser(model, params["patch_size"], params["overlap"],
+                             params["max_batch_size"])
+    from deepinv.distributed.framework import DistributedProcessing
+
+    from scalebench.distributed.tiling import WindowTiling
+
+    patch = params["patch_size"] if 0 < params["patch_size"] < max(image_shape[1:]) \
+        else max(image_shape[1:])
+    strategy = WindowTiling((1, *image_shape), patch, params["overlap"])
+    return DistributedProcessing(context, model, strategy=strategy,
+                                 max_batch_size=params["max_batch_size"] or None)
+
+
+def warm_up(denoiser: nn.Module, image_shape: tuple[int, ...], sigma: float,
+            device: torch.device) -> float:
+    """Run the denoiser once on an image-shaped input (compiles it); return the seconds."""
+    start = time.perf_counter()
+    with torch.no_grad():
+        denoiser(torch.zeros((1, *image_shape), device=device), sigma)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 from torch import nn
 
+from provenance import array_digest
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import DENOISER_PARAMS
 
 DENOISING_PARAMS = dict(DENOISER_PARAMS)
 
 
+def ground_truth_digest(x_true: torch.Tensor) -> str:
+    """Digest of the data a denoiser run uses: the ground truth alone."""
+    return hashlib.sha256(array_digest(x_true).encode()).hexdigest()
+
+
 def noisy_copy(x_true: torch.Tensor, sigma: float, seed: int) -> torch.Tensor:
     """x_true plus white Gaussian noise of standard deviation ``sigma`` (seeded)."""
-    generator = torch.Generator(device=x_true.device).manual_seed(seed)
-    noise = torch.randn(x_true.shape, generator=generator, device=x_true.device,
-                        dtype=x_true.dtype)
-    return x_true + sigma * noise
+    # Drawn on the CPU: the same noise on every device and every rank.
+    generator = torch.Generator().manual_seed(seed)
+    noise = torch.randn(x_true.shape, generator=generator, dtype=x_true.dtype)
+    return x_true + sigma * noise.to(x_true.device)
 
 
 class DenoisingLoop:

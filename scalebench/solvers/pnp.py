@@ -12,8 +12,10 @@ import warnings
 import torch
 from torch import nn
 
+from scalebench.distributed.context import TimedContext
+from scalebench.distributed.physics import RankStack, local_indices
 from scalebench.params import Param
-from scalebench.problems import Problem
+from scalebench.problems import Problem, ProblemSetup
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import DENOISER_PARAMS
 
@@ -23,16 +25,28 @@ PNP_PARAMS = {
     "step_size": Param(None, float, minimum=0.0, nullable=True,
                        doc="gradient step; null: 1 / ||A||^2 from power iteration"),
     "init": Param("adjoint", str, choices=INITS, doc="initial estimate"),
+    "distribute_physics": Param(False, bool, doc="each rank builds and applies only its share "
+                                                 "of the operators A_k"),
 }
 POWER_ITERATIONS = 30
+
+
+def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) -> Problem:
+    """Every operator in this process, or this rank's share of them with a split adjoint."""
+    if not distribute:
+        return setup.build(device=context.device)
+    indices = local_indices(setup.num_operators, context.rank, context.world_size)
+    problem = setup.build(indices, context.gather_values, context.device)
+    problem.physics = RankStack(list(problem.physics.physics_list), context)
+    return problem
 
 
 def operator_norm_squared(problem: Problem, iterations: int = POWER_ITERATIONS,
                           seed: int = 0) -> float:
     """||A||^2 by power iteration on A^T A from a seeded random start (deterministic)."""
     x_true = problem.x_true
-    generator = torch.Generator(device=x_true.device).manual_seed(seed)
-    x = torch.randn(x_true.shape, generator=generator, device=x_true.device, dtype=x_true.dtype)
+    generator = torch.Generator().manual_seed(seed)  # CPU: the same start on every device
+    x = torch.randn(x_true.shape, generator=generator, dtype=x_true.dtype).to(x_true.device)
     norm = 0.0
     with torch.no_grad():
         for _ in range(iterations):

@@ -1,0 +1,2 @@
+"""Running one experiment on several processes: process group, timed collectives, split
+physics and tiles, per-rank statistics."""

@@ -1,0 +1,243 @@
+"""``scalebench run``: the light launcher.
+
+It imports only the standard library, so the process that waits for a run holds no torch,
+deepinv or problem data; everything that needs them runs in short-lived children (``steps``)
+or in the ranks (``rank_entry``). For each experiment of the config (one dataset x solver
+parameter combination) in turn, it starts the ranks in a staging folder, then publishes the
+results file with every experiment finished so far (atomically, marked partial until the
+last one). A failing experiment is recorded (experiment, rank, error) and the others still
+run. SIGTERM / SIGINT stop the running experiment, keep what finished (marked partial) and
+remove the staging folder; ``--resume`` runs only the experiments a partial file lacks.
+
+Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
+written when none finished); 2 bad input; 128 + signal number when stopped by a signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from scalebench.errors import ScalebenchError
+from scalebench.launch import ranks
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
+
+
+class RunFailed(ScalebenchError):
+    """The run did not finish every experiment; the message says what happened."""
+
+
+@dataclass
+class RunRequest:
+    config: Path
+    benchmark: Path
+    output: str | None = None  # result name; default <config stem>_<date-time>
+    nproc: int = 1  # local ranks (launcher "local")
+    launcher: str = "local"  # "local" or "srun" (inside a SLURM allocation)
+    resume: bool = False
+    html: bool = True
+    python: list[str] = field(default_factory=lambda: [sys.executable])
+    srun_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    """What the launcher knows while a run goes on."""
+
+    final: Path
+    staging: Path
+    parts: list[tuple[str, Path]] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    finished: int = 0  # experiments of this launch published
+    stopped_by: int | None = None  # signal number
+    group: ranks.RankGroup | None = None
+
+
+def run_step(request: RunRequest, *args: str) -> str:
+    """Run a ``steps`` child; its stdout, or ScalebenchError with its one-line error."""
+    result = subprocess.run([*request.python, "-m", "scalebench.launch.steps", *args],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        message = lines[-1] if lines else f"step '{args[0]}' failed ({result.returncode})"
+        error = RunFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
+        raise error(message.removeprefix("scalebench: error: "))
+    return result.stdout
+
+
+def world_size(request: RunRequest) -> int:
+    if request.launcher == "srun":
+        return int(os.environ.get("SLURM_NTASKS", "0")) or _missing_allocation()
+    return request.nproc
+
+
+def _missing_allocation() -> int:
+    raise ScalebenchError("--launcher srun needs a SLURM allocation (SLURM_NTASKS is unset); "
+                          "submit with sbatch slurm_templates/multinode.sh or use --nproc")
+
+
+def result_path(request: RunRequest) -> Path:
+    name = request.output or f"{request.config.stem}_{datetime.now():%Y-%m-%d_%H%M%S}"
+    if not name or os.sep in name or name.startswith("."):
+        raise ScalebenchError(f"--output must be a plain file name without '{os.sep}' or a "
+                              f"leading dot, got {name!r}")
+    return request.benchmark / "outputs" / f"{name.removesuffix('.parquet')}.parquet"
+
+
+def _finished(request: RunRequest, final: Path) -> set[str]:
+    """Experiments already in ``final`` (resume), or refuse to overwrite it."""
+    if not request.resume:
+        for taken in (final, final.with_suffix("")):
+            if taken.exists():
+                raise ScalebenchError(f"result {taken} already exists; choose another "
+                                      f"--output, or add --resume to complete a partial run")
+        return set()
+    if not final.is_file():
+        raise ScalebenchError(f"--resume: no result {final} to resume (give the --output "
+                              f"name of the interrupted run)")
+    record = json.loads(run_step(request, "status", str(final)))
+    if record.get("status") != "partial":
+        raise ScalebenchError(f"--resume: {final} is not a partial run (status "
+                              f"{record.get('status', 'unknown')!r}); nothing to resume")
+    return set(record.get("experiments", []))
+
+
+def run(request: RunRequest) -> int:
+    """Validate, run every experiment, publish; return the exit status."""
+    request.benchmark = request.benchmark.resolve()
+    if not (request.benchmark / "objective.py").is_file():
+        raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
+    final = result_path(request)
+    done = _finished(request, final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_staging(final)
+    # Same file system as the results, so that publishing is an atomic rename.
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{final.stem}-", dir=final.parent))
+    state = RunState(final, staging)
+    previous = {sig: signal.signal(sig, lambda signum, _: _stop(state, signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
+                                       "--world-size", str(world_size(request)),
+                                       "--folder", str(staging / "configs")))
+        todo = [e for e in experiments if e["id"] not in done]
+        for index, experiment in enumerate(todo):
+            if state.stopped_by is not None:
+                break
+            _run_experiment(request, state, experiment, index)
+        return _conclude(request, state, len(experiments), len(todo))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stop(state: RunState, signum: int) -> None:
+    state.stopped_by = signum
+    if state.group is not None:
+        state.group.signal(signum)
+
+
+def _remove_stale_staging(final: Path) -> None:
+    """Staging folders of this result left by a launcher that was killed outright."""
+    for stale in final.parent.glob(f".staging-{final.stem}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
+                    index: int) -> None:
+    folder = state.staging / experiment["id"]
+    folder.mkdir()
+    config = Path(experiment["config"])
+    print(f"[scalebench] experiment {experiment['id']}: {experiment['label']}", flush=True)
+    if request.launcher == "srun":
+        port = PORT_BASE + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000 + index % 1000
+        state.group = ranks.start_srun(request.python, folder, request.benchmark, config,
+                                       request.srun_args, port)
+    else:
+        state.group = ranks.start_local(request.python, request.nproc, folder,
+                                        request.benchmark, config)
+    statuses = state.group.wait()
+    state.group = None
+    _keep_artefacts(folder, state.final.with_suffix(""), experiment["id"])
+    result = folder / "result.parquet"
+    if all(s == 0 for s in statuses) and result.is_file():
+        state.parts.append((experiment["id"], result))
+        _publish(request, state, "partial")
+        state.finished += 1
+    elif state.stopped_by is None:
+        state.failures.append(_failure(folder, experiment, statuses))
+        print(f"[scalebench] experiment {experiment['id']} failed: "
+              f"{state.failures[-1]['error']}", file=sys.stderr, flush=True)
+
+
+def _failure(folder: Path, experiment: dict, statuses: list[int]) -> dict:
+    """The first failed rank's note (rank, host, error), or the exit statuses."""
+    notes = sorted((json.loads(p.read_text()) for p in folder.glob("rank*.failed")),
+                   key=lambda note: note["rank"])
+    failure = {"experiment": experiment["id"], "label": experiment["label"]}
+    if not notes:
+        return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
+    tail = [line for line in notes[0]["log_tail"] if line.strip()]
+    return {**failure, "rank": notes[0]["rank"], "host": notes[0]["host"],
+            "error": tail[-1] if tail else f"exit status {notes[0]['exit_status']}"}
+
+
+def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
+    """Per-run artefacts (traces) of every rank and the rank logs, into the result folder."""
+    sources = [folder / "result", *sorted(folder.glob("rank*/result"))]
+    for source in sources:
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            target = destination / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    for log in sorted(folder.glob("rank*.log")):
+        target = destination / "logs" / f"{identifier}.{log.name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(log, target)
+
+
+def _publish(request: RunRequest, state: RunState, status: str) -> None:
+    args = ["publish", "--final", str(state.final), "--status", status,
+            "--failures", json.dumps(state.failures), "--config", str(request.config)]
+    for identifier, part in state.parts:
+        args += ["--part", f"{identifier}={part}"]
+    run_step(request, *args)
+    state.parts.clear()  # now in the final file
+
+
+def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> int:
+    finished = state.finished
+    complete = not state.failures and state.stopped_by is None
+    if state.final.is_file():
+        _publish(request, state, "complete" if complete else "partial")
+    elif state.failures or state.stopped_by is not None:
+        print("[scalebench] no experiment finished; no result file was written",
+              file=sys.stderr)
+    if state.stopped_by is not None:
+        name = signal.Signals(state.stopped_by).name
+        print(f"[scalebench] stopped by {name}: {finished} of {todo} experiment(s) of this "
+              f"launch finished; partial results in {state.final}; complete them with "
+              f"--resume --output {state.final.stem}", file=sys.stderr)
+        return 128 + state.stopped_by
+    print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
+    if request.html and state.final.is_file():
+        report = run_step(request, "render", str(state.final), "--benchmark",
+                       str(request.benchmark))
+        print(f"Report: {report.strip()}")
+    if state.failures:
+        for failure in state.failures:
+            print(f"[scalebench] FAILED {failure['label']} (rank {failure['rank']}): "
+                  f"{failure['error']}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK

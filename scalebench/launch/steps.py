@@ -1,0 +1,147 @@
+"""The launcher's steps that need the whole stack, each run in a short-lived child process.
+
+``python -m scalebench.launch.steps expand CONFIG --world-size N --folder DIR`` validates the
+whole grid for N ranks and writes one benchopt config per experiment (a dataset x solver
+parameter combination) into DIR; it prints the experiments as JSON.
+``... status RESULTS`` prints the run record of a results file (status, finished experiments).
+``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
+(atomically; the rows already in F are kept) and records the run in its metadata.
+``... render RESULTS --benchmark B`` writes benchopt's HTML report.
+Exit status 2 with one line on stderr for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import yaml
+
+from provenance.canonical import canonical_json, config_hash
+from provenance.results import (
+    UnreadableResults,
+    distinct_records,
+    read_table,
+    rename_provenance,
+    write_atomically,
+)
+from provenance.schema import METADATA_KEY, SCHEMA_VERSION
+from scalebench.errors import ScalebenchError
+
+RUN_KEY = b"scalebench.run"
+EXPERIMENT_COLUMN = "experiment_id"
+
+
+def _label(name: str, params: dict) -> str:
+    inside = ",".join(f"{key}={value}" for key, value in params.items())
+    return f"{name}[{inside}]" if inside else name
+
+
+def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
+    """One benchopt config per experiment of ``config``, in benchopt's order."""
+    from scalebench.config import load_experiment
+
+    experiment = load_experiment(config, world_size)
+    raw = yaml.safe_load(config.read_text())
+    options = {key: value for key, value in raw.items()
+               if key not in ("dataset", "solver")}
+    folder.mkdir(parents=True, exist_ok=True)
+    experiments = []
+    for dataset in experiment.datasets:
+        for dataset_params in dataset.combinations():
+            for solver in experiment.solvers:
+                for solver_params in solver.combinations():
+                    key = {"dataset": {dataset.name: dataset_params},
+                           "solver": {solver.name: solver_params}}
+                    identifier = config_hash(canonical_json(key))[:16]
+                    path = folder / f"{identifier}.yml"
+                    path.write_text(yaml.safe_dump(
+                        {**options, "dataset": [key["dataset"]], "solver": [key["solver"]]},
+                        sort_keys=False))
+                    label = f"{_label(dataset.name, dataset_params)} x " \
+                            f"{_label(solver.name, solver_params)}"
+                    experiments.append({"id": identifier, "label": label, "config": str(path)})
+    return experiments
+
+
+def run_record(path: Path) -> dict:
+    """The run record stored in a results file by ``publish`` ({} for other files)."""
+    metadata = read_table(path).schema.metadata or {}
+    return json.loads(metadata[RUN_KEY]) if RUN_KEY in metadata else {}
+
+
+def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: list[dict],
+            config: str) -> int:
+    """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows."""
+    tables, done = [], []
+    if final.is_file():
+        tables.append(read_table(final).replace_schema_metadata(None))
+        done = list(run_record(final).get("experiments", []))
+    for identifier, part in parts:
+        table = rename_provenance(read_table(part))
+        tables.append(table.append_column(EXPERIMENT_COLUMN,
+                                          pa.array([identifier] * table.num_rows)))
+        done.append(identifier)
+    table = pa.concat_tables(tables, promote_options="permissive")
+    document = {"schema_version": SCHEMA_VERSION, "records": distinct_records(table)}
+    record = {"status": status, "experiments": done, "failures": failures, "config": config}
+    metadata = {METADATA_KEY: json.dumps(document).encode(),
+                RUN_KEY: json.dumps(record).encode()}
+    write_atomically(table.replace_schema_metadata(metadata), final)
+    return table.num_rows
+
+
+def render(results: Path, benchmark: Path) -> Path:
+    from benchopt.benchmark import Benchmark
+    from benchopt.plotting import plot_benchmark
+
+    plot_benchmark(results, benchmark, html=True, display=False)
+    return benchmark / "outputs" / f"{Benchmark(benchmark).name}_{results.stem}.html"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scalebench.launch.steps")
+    steps = parser.add_subparsers(dest="step", required=True)
+    step = steps.add_parser("expand")
+    step.add_argument("config", type=Path)
+    step.add_argument("--world-size", type=int, default=1)
+    step.add_argument("--folder", type=Path, required=True)
+    step = steps.add_parser("status")
+    step.add_argument("results", type=Path)
+    step = steps.add_parser("publish")
+    step.add_argument("--final", type=Path, required=True)
+    step.add_argument("--status", choices=("partial", "complete"), required=True)
+    step.add_argument("--part", action="append", default=[], help="ID=PATH")
+    step.add_argument("--failures", default="[]", help="JSON list of failures")
+    step.add_argument("--config", default="")
+    step = steps.add_parser("render")
+    step.add_argument("results", type=Path)
+    step.add_argument("--benchmark", type=Path, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.step == "expand":
+            print(json.dumps(expand(args.config, args.world_size, args.folder)))
+        elif args.step == "status":
+            print(json.dumps(run_record(args.results)))
+        elif args.step == "publish":
+            parts = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) for item in args.part]
+            rows = publish(args.final, parts, args.status, json.loads(args.failures),
+                           args.config)
+            print(json.dumps({"rows": rows}))
+        else:
+            print(render(args.results, args.benchmark))
+    except (ScalebenchError, UnreadableResults) as error:
+        print(f"scalebench: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
