@@ -39,7 +39,8 @@ FIELDS: dict[str, tuple[type, str]] = {
     "world_size": (int, "number of ranks of the run (WORLD_SIZE, else SLURM_NTASKS, else 1)"),
     "ranks_per_node": (int, "ranks per node (LOCAL_WORLD_SIZE, else SLURM, else 1)"),
     "rank": (int, "rank of the process that produced the row"),
-    "rank_hosts": (str, "JSON list of the host name of every rank, in rank order"),
+    "rank_hosts": (str, "JSON list of where every rank ran (SLURM node name, else host "
+                        "name), in rank order"),
     "preflight": (str, "JSON of the job's pre-flight check (topology, all-reduce bandwidth); "
                        "'{}' when none ran"),
     "python": (str, "Python version"),

@@ -6,6 +6,7 @@ validation and the measured loop from here.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from abc import abstractmethod
@@ -28,6 +29,9 @@ from scalebench.solvers.common import (
     warm_up,
 )
 from scalebench.stamping import run_record
+
+# Testing hook for failure handling: the rank named here raises at its second iteration.
+FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"
 
 
 class ProblemDataset(BaseDataset):
@@ -60,9 +64,20 @@ class LoopSolver(BaseSolver):
         validate_parameters(f"solver '{self.name}'", parameters, self.param_specs)
         super().__init__(**parameters)
 
+    def save_parameters(self, **parameters) -> None:
+        super().save_parameters(**parameters)
+        # An unset resource must not override the parallel config's value (benchopt hands
+        # every slurm_* parameter to submitit), nor show as a parameter of the run.
+        for key in [k for k, v in self._parameters.items()
+                    if k.startswith("slurm_") and v is None]:
+            del self._parameters[key]
+
     @property
     def params(self) -> dict:
-        return resolved_parameters(self._parameters, self.param_specs)
+        """Every parameter of the run (defaults filled in), unset resources left out."""
+        resolved = resolved_parameters(self._parameters, self.param_specs)
+        return {k: v for k, v in resolved.items() if k in self._parameters
+                or not (k.startswith("slurm_") and v is None)}
 
     def set_objective(self, problem: ProblemSetup) -> None:
         start = time.perf_counter()
@@ -104,10 +119,14 @@ class LoopSolver(BaseSolver):
                               "compile_time_s": self.compile_time_s}
 
     def run(self, callback) -> None:
+        failing_rank = os.environ.get(FAULT_VARIABLE)
         with self.profiler:
-            for _ in range(self.params["max_iter"]):
+            for iteration in range(self.params["max_iter"]):
                 if self.context.agree(not callback()):
                     return
+                if iteration == 1 and failing_rank == str(self.context.rank):
+                    raise RuntimeError(f"injected failure on rank {failing_rank} "
+                                       f"({FAULT_VARIABLE})")
                 self.loop.iterate()
             callback()
 

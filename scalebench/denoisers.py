@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -49,12 +50,15 @@ def build_denoiser(name: str, channels: int, pretrained: str = "none",
     torch.manual_seed(seed)
     if name == "tv":
         model = dinv.models.TVDenoiser(n_it_max=TV_ITERATIONS)
-    elif name == "drunet":
-        model = dinv.models.DRUNet(in_channels=channels, out_channels=channels,
-                                   pretrained=source, device=device)
     else:
-        model = dinv.models.DnCNN(in_channels=channels, out_channels=channels,
-                                  pretrained=source, device=device)
+        architecture = dinv.models.DRUNet if name == "drunet" else dinv.models.DnCNN
+        try:
+            model = architecture(in_channels=channels, out_channels=channels,
+                                 pretrained=source, device=device)
+        except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise MissingFileError(f"denoiser '{name}': cannot load weights {weights}: "
+                                   f"{type(error).__name__}: {first_line}") from None
     # Inference only: no parameter needs a gradient (and deepinv's distributed tiling then
     # skips its gradient synchronisation).
     return model.to(device).eval().requires_grad_(False)

@@ -69,10 +69,12 @@ def load_experiments(df: pd.DataFrame, rows: list[int] | None) -> list[Experimen
         raise ScalebenchError(f"rows without provenance: column '{missing[0]}' is missing; "
                               f"replay needs results written by scalebench")
     selected = df if rows is None else df.iloc[rows]
-    keys = selected[[column("config_hash"), "idx_rep"]].drop_duplicates()
+    # The same config run on another number of ranks is another experiment.
+    keys = selected[[column("config_hash"), "idx_rep", column("world_size")]].drop_duplicates()
     experiments = []
-    for stored_hash, repetition in keys.itertuples(index=False):
-        group = df[(df[column("config_hash")] == stored_hash) & (df.idx_rep == repetition)]
+    for stored_hash, repetition, ranks in keys.itertuples(index=False):
+        group = df[(df[column("config_hash")] == stored_hash) & (df.idx_rep == repetition)
+                   & (df[column("world_size")] == ranks)]
         config = json.loads(group[column("config_json")].iloc[0])
         experiments.append(Experiment(config, stored_hash, int(repetition),
                                       group.sort_values("stop_val")))
@@ -170,37 +172,60 @@ def _replay_config(experiments: list[Experiment]) -> dict:
             "max-runs": max_iter + 1, "timeout": "24h"}
 
 
-def _rerun(experiments: list[Experiment], benchmark: Path, workdir: Path) -> pd.DataFrame:
-    from scalebench.cli import execute_benchopt
+def _world_size(experiment: Experiment) -> int:
+    return int(experiment.rows[column("world_size")].iloc[0])
 
-    groups: dict[str, list[Experiment]] = {}
+
+def _rerun(experiments: list[Experiment], benchmark: Path, workdir: Path) -> pd.DataFrame:
+    """Re-run through the launcher, one run per dataset config and world size."""
+    from scalebench.launch.runner import RunFailed, RunRequest, run
+
+    groups: dict[tuple[str, int], list[Experiment]] = {}
     for experiment in experiments:
-        key = json.dumps(experiment.config["dataset"], sort_keys=True)
+        key = (json.dumps(experiment.config["dataset"], sort_keys=True), _world_size(experiment))
         groups.setdefault(key, []).append(experiment)
     frames = []
-    for index, group in enumerate(groups.values()):
+    for index, ((_, nproc), group) in enumerate(groups.items()):
         config = workdir / f"replay_{index}.yml"
         config.write_text(yaml.safe_dump(_replay_config(group), sort_keys=False))
-        result = execute_benchopt(config, benchmark, workdir, f"replay_{index}")
-        frames.append(read_results(result))
+        request = RunRequest(config, benchmark, f"replay_{index}", nproc=nproc, html=False,
+                             outputs=workdir)
+        if run(request) != 0:
+            raise RunFailed("the replayed run failed; see the messages above")
+        frames.append(read_results(workdir / f"replay_{index}.parquet"))
     return pd.concat(frames, ignore_index=True)
 
 
-def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> bool:
-    """Print one line per experiment; True when every experiment matches."""
+@dataclass
+class Verdict:
+    """The outcome of replaying one experiment."""
+
+    status: str  # MATCH, DIFFER, REFUSED or TAMPERED
+    label: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.status} {self.label}: {self.detail}"
+
+
+def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> list[Verdict]:
+    """One verdict per experiment of the selected rows, in the file's order."""
     df = read_results(path)
     experiments = load_experiments(df, parse_rows(rows, len(df)))
     current = collect(refresh=True)
     current["torch_threads"] = torch.get_num_threads()
     runnable, verdicts = [], {}
     for experiment in experiments:
+        # The launcher re-runs on the archived number of ranks.
+        here = {**current, "world_size": _world_size(experiment)}
         tampered = tampering(experiment)
-        differences = environment_differences(experiment, current)
+        differences = environment_differences(experiment, here)
         if tampered:
-            verdicts[experiment.label] = f"TAMPERED {experiment.label}: {tampered}"
+            verdicts[experiment.label] = Verdict("TAMPERED", experiment.label, tampered)
         elif differences and not force:
-            verdicts[experiment.label] = (
-                f"REFUSED {experiment.label}: environment differs ({'; '.join(differences)});"
+            verdicts[experiment.label] = Verdict(
+                "REFUSED", experiment.label, f"environment differs ({'; '.join(differences)});"
                 f" --force compares within rtol {FORCE_RTOL:g} instead")
         else:
             runnable.append((experiment, differences))
@@ -209,18 +234,19 @@ def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> bool:
             replayed = _rerun([e for e, _ in runnable], benchmark, Path(workdir))
         for experiment, differences in runnable:
             verdicts[experiment.label] = _verdict(experiment, differences, replayed)
-    for experiment in experiments:
-        print(verdicts[experiment.label])
-    return all(line.startswith("MATCH") for line in verdicts.values())
+    return [verdicts[experiment.label] for experiment in experiments]
 
 
-def _verdict(experiment: Experiment, differences: list[str], replayed: pd.DataFrame) -> str:
+def _verdict(experiment: Experiment, differences: list[str],
+             replayed: pd.DataFrame) -> Verdict:
     mine = replayed[(replayed[column("config_hash")] == experiment.config_hash)
-                    & (replayed.idx_rep == experiment.repetition)].sort_values("stop_val")
+                    & (replayed.idx_rep == experiment.repetition)
+                    & (replayed[column("world_size")] == _world_size(experiment))
+                    ].sort_values("stop_val")
     tolerance = FORCE_RTOL if differences else 0.0
     difference = compare(experiment.rows, mine, tolerance)
     how = "bit for bit" if not tolerance else \
         f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
     if difference is None:
-        return f"MATCH {experiment.label}: {len(mine)} iterations equal {how}"
-    return f"DIFFER {experiment.label}: {difference}; compared {how}"
+        return Verdict("MATCH", experiment.label, f"{len(mine)} iterations equal {how}")
+    return Verdict("DIFFER", experiment.label, f"{difference}; compared {how}")

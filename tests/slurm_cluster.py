@@ -1,9 +1,10 @@
 """A real multi-node SLURM cluster on this machine (loopback only), for tests.
 
 Debian's SLURM is built with MULTIPLE_SLURMD, so several ``slurmd -N nK`` daemons on one host act
-as separate nodes. Everything (munge socket, state, spool, pid files, logs) lives under one base
-directory and the ports are picked free, so two clusters (or two CI runs) never collide with each
-other or with a system-wide munge/slurm. See shared/notes/local-slurm.md for what was verified.
+as separate nodes. Everything (munge key, state, spool, pid files, logs) lives under one base
+directory, the munge socket in its own /tmp/slurm-munge-* directory, and the ports are picked
+free, so two clusters (or two CI runs) never collide with each other or with a system-wide
+munge/slurm. See shared/notes/local-slurm.md for what was verified.
 
 Usage: ``from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401`` in a test module
 (``slurm_cluster`` works too, at the cost of ruff F811 on the test arguments), then take
@@ -399,7 +400,11 @@ class LocalSlurmCluster:
 
     def sbatch(self, args: list[str], env: dict[str, str] | None = None,
                cwd: str | os.PathLike | None = None) -> str:
-        """Submit with ``sbatch --parsable ARGS``; return the job id."""
+        """Submit with ``sbatch --parsable ARGS``; return the job id.
+
+        ``env`` is added to os.environ (less any SLURM_*/SBATCH_* of an enclosing job); the job
+        inherits that environment, since sbatch exports everything by default.
+        """
         result = self._run(["sbatch", "--parsable", *args], env=env, cwd=cwd)
         # --parsable prints "<id>" or "<id>;<cluster>".
         return result.stdout.strip().split(";")[0]

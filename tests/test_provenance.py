@@ -15,8 +15,8 @@ from provenance.schema import FIELDS
 from scalebench.determinism import DETERMINISTIC_ENV, apply_determinism
 from tests.conftest import REPO
 
-RUN_FIELDS = {"profiler_mode", "deterministic_mode", "seeds", "data_sha256", "config_hash",
-              "config_json", "result_sha256"}
+RUN_FIELDS = {"rank_hosts", "profiler_mode", "deterministic_mode", "seeds", "data_sha256",
+              "config_hash", "config_json", "result_sha256"}
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from provenance.schema import FIELDS, METADATA_KEY
+from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
 from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
 
 
@@ -66,7 +66,7 @@ def test_every_row_carries_complete_provenance(archive):
     assert config["solver"]["params"]["max_iter"] == 3
     assert pnp.prov_deterministic_mode.all() and pnp.prov_deterministic_algorithms.all()
     document = json.loads(pq.read_metadata(results).metadata[METADATA_KEY])
-    assert document["schema_version"] == 1 and len(document["records"]) == 2
+    assert document["schema_version"] == SCHEMA_VERSION and len(document["records"]) == 2
 
 
 def test_check_accepts_the_archive(archive):

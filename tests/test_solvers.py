@@ -27,7 +27,7 @@ def tomography():
 def _pnp(problem, profiler_mode="light", trace_path=None, **overrides):
     params = resolved_parameters({"denoiser_sigma": 0.002, **overrides}, PNP_PARAMS)
     profiler = StepProfiler(CPU, profiler_mode, trace_path)
-    loop = PnPLoop(problem, make_denoiser(params, 1, CPU), params["denoiser_sigma"],
+    loop = PnPLoop(problem, make_denoiser(params, (1, 64, 64), CPU), params["denoiser_sigma"],
                    params["step_size"], params["init"], profiler)
     return loop, profiler
 
@@ -114,7 +114,8 @@ def test_denoising_loop_denoises_the_seeded_noisy_image():
     problem = build_problem("synthetic", image_size=64, task="denoising")
     params = resolved_parameters({"denoiser_sigma": 0.1}, DENOISING_PARAMS)
     profiler = StepProfiler(CPU)
-    loop = DenoisingLoop(problem.x_true, make_denoiser(params, 1, CPU), 0.1, 0, profiler)
+    denoiser = make_denoiser(params, (1, 64, 64), CPU)
+    loop = DenoisingLoop(problem.x_true, denoiser, 0.1, 0, profiler)
     noisy_psnr = psnr(loop.noisy, problem.x_true)
     loop.iterate()
     assert psnr(loop.x, problem.x_true) > noisy_psnr + 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 
 from torch import nn
@@ -43,5 +44,7 @@ def rank_statistics(context: TimedContext, figures: dict[str, float]) -> dict[st
 
 
 def rank_hosts(context: TimedContext) -> list[str]:
-    """Host name of every rank, in rank order."""
-    return [values[0] for values in context.gather_values([socket.gethostname()])]
+    """Where every rank ran, in rank order: its SLURM node name (host names can repeat
+    across nodes, e.g. in containers), else its host name."""
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return [values[0] for values in context.gather_values([host])]

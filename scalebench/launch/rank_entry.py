@@ -8,7 +8,8 @@ rank that fails writes ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, 
 SIGTERM / SIGINT are passed on to benchopt.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
-variables (srun sets them per task).
+variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
+maps them itself, since a clean container environment has no SLURM_* variables).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
-LOG_TAIL_LINES = 30
+LOG_TAIL_LINES = 80
 
 
 def slurm_ranks(env: dict[str, str]) -> dict[str, str]:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="take the ranks from SLURM's task variables")
     args = parser.parse_args(argv)
     env = dict(os.environ)
-    if args.from_slurm:
+    if args.from_slurm and "RANK" not in env:
         env.update(slurm_ranks(env))
     return run_rank(args.folder, args.benchmark, args.config, env)
 

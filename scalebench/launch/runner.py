@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from scalebench.errors import ScalebenchError
 from scalebench.launch import ranks
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
 PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
 
 
@@ -48,6 +50,7 @@ class RunRequest:
     html: bool = True
     python: list[str] = field(default_factory=lambda: [sys.executable])
     srun_args: list[str] = field(default_factory=list)
+    outputs: Path | None = None  # results folder; default <benchmark>/outputs
 
 
 @dataclass
@@ -91,7 +94,8 @@ def result_path(request: RunRequest) -> Path:
     if not name or os.sep in name or name.startswith("."):
         raise ScalebenchError(f"--output must be a plain file name without '{os.sep}' or a "
                               f"leading dot, got {name!r}")
-    return request.benchmark / "outputs" / f"{name.removesuffix('.parquet')}.parquet"
+    folder = request.outputs or request.benchmark / "outputs"
+    return folder / f"{name.removesuffix('.parquet')}.parquet"
 
 
 def _finished(request: RunRequest, final: Path) -> set[str]:
@@ -188,9 +192,17 @@ def _failure(folder: Path, experiment: dict, statuses: list[int]) -> dict:
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
     if not notes:
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
-    tail = [line for line in notes[0]["log_tail"] if line.strip()]
     return {**failure, "rank": notes[0]["rank"], "host": notes[0]["host"],
-            "error": tail[-1] if tail else f"exit status {notes[0]['exit_status']}"}
+            "error": error_line(notes[0]["log_tail"]) or
+            f"exit status {notes[0]['exit_status']}"}
+
+
+def error_line(lines: list[str]) -> str:
+    """The last exception line of a traceback (``SomeError: message``), else the last line."""
+    for line in reversed(lines):
+        if EXCEPTION_LINE.match(line.strip()):
+            return line.strip()
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
@@ -234,7 +246,7 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
     if request.html and state.final.is_file():
         report = run_step(request, "render", str(state.final), "--benchmark",
                        str(request.benchmark))
-        print(f"Report: {report.strip()}")
+        print(f"Report: {report.strip().splitlines()[-1]}")
     if state.failures:
         for failure in state.failures:
             print(f"[scalebench] FAILED {failure['label']} (rank {failure['rank']}): "

@@ -13,6 +13,17 @@ from scalebench.errors import ConfigError
 from scalebench.params import Param
 from scalebench.profiling import PROFILER_MODES
 
+# Resources of one run under benchopt's submitit backend (``--parallel-config``): benchopt
+# hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
+# parameter. Unset (null) ones fall back to the parallel config; other launchers ignore them.
+SLURM_PARAMS = {
+    "slurm_nodes": Param(None, int, minimum=1, nullable=True, doc="nodes of the run's job"),
+    "slurm_ntasks_per_node": Param(None, int, minimum=1, nullable=True,
+                                   doc="ranks per node of the run's job"),
+    "slurm_gres": Param(None, str, nullable=True, doc="generic resources, e.g. 'gpu:4'"),
+    "slurm_time": Param(None, str, nullable=True, doc="time limit of the run's job"),
+}
+
 DENOISER_PARAMS = {
     "denoiser": Param("tv", str, choices=DENOISERS, doc="denoiser architecture"),
     "pretrained": Param("none", str, doc="'none' (random init), 'hub' or a .pth file path"),
@@ -29,6 +40,7 @@ DENOISER_PARAMS = {
     "distribute_denoiser": Param(False, bool, doc="split the denoiser's tiles across ranks"),
     "compile": Param(False, bool, doc="run the denoiser through torch.compile (compile time "
                                       "reported apart)"),
+    **SLURM_PARAMS,
 }
 
 

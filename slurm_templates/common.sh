@@ -1,0 +1,86 @@
+# Shared body of the batch templates (sourced by multinode.sh and singlenode.sh).
+#
+# Options (environment variables, e.g. `sbatch --export=ALL,SB_CONFIG=... multinode.sh`):
+#   SB_CONFIG       experiment YAML (required), relative to SB_REPO or absolute
+#   SB_OUTPUT       result name (default: <config name>_<job id>)
+#   SB_RESUME       1: complete the partial result SB_OUTPUT
+#   SB_RUNTIME      none (host venv), apptainer, docker or podman (default none)
+#   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
+#   SB_REPO         the repository (default: the folder sbatch was called from)
+#   SB_GPUS         1: one GPU per task (--gpus-per-task=1, --nv / --gpus) (default 0)
+#   SB_BINDS, SB_DATA, SB_WEIGHTS, SB_PYTHON: see task-python.sh
+#   SB_LAUNCHER_PYTHON  host python for the launcher (default: the venv's for none, else
+#                   python3; the launcher needs only the standard library)
+#   SB_DRY_RUN      1: print the commands instead of running them
+# Resources come from sbatch itself (--nodes, --ntasks-per-node, --time, --gpus-per-node...).
+# The templates never call sbatch from inside a container.
+
+sb_main() {
+  set -euo pipefail
+  SB_REPO=${SB_REPO:-${SLURM_SUBMIT_DIR:-$PWD}}
+  SB_RUNTIME=${SB_RUNTIME:-none}
+  SB_GPUS=${SB_GPUS:-0}
+  : "${SB_CONFIG:?SB_CONFIG must name the experiment YAML file}"
+  case "$SB_CONFIG" in /*) ;; *) SB_CONFIG=$SB_REPO/$SB_CONFIG ;; esac
+  local config_name
+  config_name=$(basename "$SB_CONFIG")
+  SB_OUTPUT=${SB_OUTPUT:-${config_name%.*}_${SLURM_JOB_ID}}
+  export SB_REPO SB_RUNTIME SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON
+  if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
+    SB_IMAGE_DIGEST=${SB_IMAGE_DIGEST:-$(sb_run_or_print "$SB_RUNTIME" image inspect \
+      --format '{{.Id}}' "${SB_IMAGE:?SB_IMAGE must name the image}")}
+    export SB_IMAGE_DIGEST
+  fi
+  export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
+  export SCALEBENCH_PREFLIGHT=$SB_REPO/benchmark_inference/outputs/$SB_OUTPUT.preflight.json
+  local task=$SB_REPO/slurm_templates/task-python.sh
+  local srun_args=()
+  [ "$SB_GPUS" = 1 ] && srun_args+=(--gpus-per-task=1)
+
+  echo "[scalebench] job $SLURM_JOB_ID: $SLURM_NTASKS task(s) on $SLURM_JOB_NODELIST" \
+       "(master $MASTER_ADDR), runtime $SB_RUNTIME, config $SB_CONFIG"
+  # Pre-flight: topology and a short all-reduce across every rank, before the benchmark.
+  MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 + 1000 )) SB_TASK_RANKS=1 sb_run_or_print \
+    srun --kill-on-bad-exit=1 --export=ALL "${srun_args[@]}" "$task" \
+    -m scalebench.preflight --output "$SCALEBENCH_PREFLIGHT"
+
+  local launcher=("${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}" -m scalebench run "$SB_CONFIG"
+                  --launcher srun --output "$SB_OUTPUT" --python "$task"
+                  "--srun-args=${srun_args[*]}")
+  [ "${SB_RESUME:-0}" = 1 ] && launcher+=(--resume)
+  if [ "${SB_DRY_RUN:-0}" = 1 ]; then
+    printf '%q ' "${launcher[@]}"; printf '\n'
+    return 0
+  fi
+  # SLURM signals the batch shell before the time limit (--signal=B:TERM@...): pass it on to
+  # the launcher, which stops the running experiment and keeps what finished.
+  PYTHONPATH=$SB_REPO${PYTHONPATH:+:$PYTHONPATH} "${launcher[@]}" &
+  local pid=$!
+  trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
+  local status=0
+  wait "$pid" || status=$?
+  if kill -0 "$pid" 2>/dev/null; then  # wait was interrupted by the trap: wait for the end
+    wait "$pid" || status=$?
+  fi
+  return "$status"
+}
+
+sb_run_or_print() {
+  if [ "${SB_DRY_RUN:-0}" = 1 ]; then
+    printf '%q ' "$@"; printf '\n'
+  else
+    "$@"
+  fi
+}
+
+sb_launcher_python() {
+  if [ "$SB_RUNTIME" = none ]; then echo "${SB_PYTHON:-$SB_REPO/.venv/bin/python}"
+  else echo python3; fi
+}
+
+sb_first_node_address() {
+  # Node names may not resolve: take the first node's NodeAddr from scontrol.
+  local first
+  first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+  scontrol show node "$first" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p' | head -n 1
+}
