@@ -7,7 +7,6 @@ validation and the measured loop from here.
 from __future__ import annotations
 
 import os
-import re
 import time
 from abc import abstractmethod
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
+from provenance.schema import column
 from scalebench.determinism import apply_determinism, set_threads
 from scalebench.distributed.context import run_context
 from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
@@ -108,12 +108,12 @@ class LoopSolver(BaseSolver):
         # the "time" column counts iterations only; set-up time is a figure of its own.
         start = time.perf_counter()
         mode, rank = self.params["profiler"], self.context.rank
+        self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
+                                     self.context)
         label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)
         self.loop = self.make_loop(self.profiler)
-        self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
-                                     self.context)
         self.context.comm_time_s, self.context.comm_bytes = 0.0, 0  # set-up is not an iteration
         self.setup_figures = {"setup_time_s": self.setup_time_s + time.perf_counter() - start,
                               "compile_time_s": self.compile_time_s}
@@ -139,10 +139,17 @@ class LoopSolver(BaseSolver):
                     run_record=self.run_record)
 
     def _trace_path(self) -> Path:
-        try:
-            folder = self.get_run_output_path()
-        except (RuntimeError, AttributeError):  # no per-run folder (e.g. `benchopt test`)
-            folder = Path.cwd() / "outputs" / "traces" / re.sub(r"[^\w.=-]+", "_", str(self))
-        if self.context.world_size > 1:
-            return folder / f"torch_trace_rank{self.context.rank}.json"
-        return folder / "torch_trace.json"
+        """``<run artefacts>/traces/<config hash>/rep_<k>/torch_trace[_rank<r>].json``.
+
+        Named by the rows' config hash: benchopt's own per-run folder is named after every
+        parameter and outgrows file-name limits.
+        """
+        context = getattr(self, "_run_context", None)
+        base = getattr(context, "run_output_base", None)
+        repetition = getattr(context, "repetition", 0)
+        if base is None:  # no per-run folder (e.g. `benchopt test`)
+            base = Path.cwd() / "outputs"
+        digest = self.run_record[column("config_hash")][:16]
+        name = "torch_trace.json" if self.context.world_size == 1 else \
+            f"torch_trace_rank{self.context.rank}.json"
+        return Path(base) / "traces" / digest / f"rep_{repetition}" / name

@@ -137,7 +137,11 @@ def test_a_failing_rank_ends_the_run_within_bounded_time(benchmark, write_config
     assert done.returncode == 1, done.stderr[-3000:]
     assert "(rank 1)" in done.stderr and "injected failure" in done.stderr
     assert "no result file was written" in done.stderr
-    assert not list((benchmark / "outputs").glob("*"))
+    assert not list((benchmark / "outputs").glob("*.parquet"))
+    assert not list((benchmark / "outputs").glob(".staging-*"))
+    logs = {p.name.split(".", 1)[1]: p.read_text()
+            for p in (benchmark / "outputs" / "f" / "logs").iterdir()}
+    assert "injected failure on rank 1" in logs["rank1.log"]
 
 
 def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_config, tmp_path):

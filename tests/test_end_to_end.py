@@ -55,8 +55,10 @@ def test_scalebench_run_writes_every_iteration_with_metrics_and_step_costs(bench
     step_total = (measured.objective_grad_time_s + measured.objective_denoise_time_s).cumsum()
     assert (measured.time.to_numpy() >= step_total.to_numpy()).all()
     assert set(df.p_solver_profiler) == {"light", "torch"}
-    traces = list((benchmark / "outputs" / "tiny").glob("*/*/denoiser*/rep_0/torch_trace.json"))
+    traces = list((benchmark / "outputs" / "tiny" / "traces").glob("*/rep_0/torch_trace.json"))
     assert len(traces) == 1 and '"denoise"' in traces[0].read_text()
+    traced = df[df.p_solver_profiler == "torch"].prov_config_hash.iloc[0]
+    assert traces[0].parent.parent.name == traced[:16]
     report = benchmark / "outputs" / "benchmark_inference_tiny.html"
     assert report.is_file() and f"Report: {report}" in result.stdout
     assert not [name for name in _outputs(benchmark) if name.startswith(".partial")]

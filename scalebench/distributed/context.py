@@ -12,7 +12,6 @@ with every collective timed, device synchronised on both sides, and its payload 
 
 from __future__ import annotations
 
-import atexit
 import os
 import time
 from datetime import timedelta
@@ -52,13 +51,9 @@ def _init_process_group() -> None:
         return
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)))
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    # Never destroyed explicitly: after a rank's error, destroying would wait for peers that
+    # may be blocked in a collective; the process's exit closes the connections.
     dist.init_process_group(backend=backend, timeout=timeout)
-    atexit.register(_destroy)
-
-
-def _destroy() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 class TimedContext(DistributedContext):

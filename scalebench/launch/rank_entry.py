@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
@@ -67,8 +68,9 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str]) -
                 sys.stdout.flush()
         status = process.wait()
     if status != 0 or (rank == 0 and not output.is_file()):
+        # failed_at tells the root cause from its consequences (peers losing a collective).
         note = {"rank": rank, "host": socket.gethostname(), "exit_status": status,
-                "log_tail": list(tail)}
+                "failed_at": time.time(), "log_tail": list(tail)}
         (folder / f"rank{rank}.failed").write_text(json.dumps(note))
         return status or 1
     return 0

@@ -186,9 +186,9 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
 
 
 def _failure(folder: Path, experiment: dict, statuses: list[int]) -> dict:
-    """The first failed rank's note (rank, host, error), or the exit statuses."""
+    """The note (rank, host, error) of the rank that failed first, or the exit statuses."""
     notes = sorted((json.loads(p.read_text()) for p in folder.glob("rank*.failed")),
-                   key=lambda note: note["rank"])
+                   key=lambda note: (note["failed_at"], note["rank"]))
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
     if not notes:
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
