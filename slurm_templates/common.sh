@@ -4,6 +4,7 @@
 #   SB_CONFIG       experiment YAML (required), relative to SB_REPO or absolute
 #   SB_OUTPUT       result name (default: <config name>_<job id>)
 #   SB_RESUME       1: complete the partial result SB_OUTPUT
+#   SB_HTML         0: skip benchopt's HTML report
 #   SB_RUNTIME      none (host venv), apptainer, docker or podman (default none)
 #   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
 #   SB_REPO         the repository (default: the folder sbatch was called from)
@@ -49,9 +50,10 @@ sb_main() {
 
   local launcher=("${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}" -m scalebench run "$SB_CONFIG"
                   --benchmark "$SB_BENCHMARK" --launcher srun --output "$SB_OUTPUT"
-                  --python "$task" --no-html
+                  --python "$task"
                   "--srun-args=${srun_args[*]}")
   [ "${SB_RESUME:-0}" = 1 ] && launcher+=(--resume)
+  [ "${SB_HTML:-1}" = 0 ] && launcher+=(--no-html)
   if [ "${SB_DRY_RUN:-0}" = 1 ]; then
     printf '%q ' "${launcher[@]}"; printf '\n'
     return 0

@@ -12,7 +12,9 @@ with every collective timed, device synchronised on both sides, and its payload 
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import time
 from datetime import timedelta
 from typing import Any
@@ -51,9 +53,29 @@ def _init_process_group() -> None:
         return
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)))
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-    # Never destroyed explicitly: after a rank's error, destroying would wait for peers that
-    # may be blocked in a collective; the process's exit closes the connections.
     dist.init_process_group(backend=backend, timeout=timeout)
+    previous_hook = sys.excepthook
+
+    def remember_failure(*exc_info) -> None:
+        _FAILED.append(exc_info[0])
+        previous_hook(*exc_info)
+
+    sys.excepthook = remember_failure
+    atexit.register(_leave_process_group)
+
+
+_FAILED: list = []
+
+
+def _leave_process_group() -> None:
+    """Destroy the group on a normal exit (tearing it down at exit aborts the process). After
+    an error, peers may be blocked in a collective: leave at once with status 1."""
+    if _FAILED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class TimedContext(DistributedContext):

@@ -1,0 +1,260 @@
+"""The SLURM templates: exact generated command lines per runtime, and real jobs on a real
+two-node SLURM cluster started by the tests (bare-metal runtime)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import BENCHMARK, REPO, run_cli
+from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401
+
+TEMPLATES = REPO / "slurm_templates"
+TASK = TEMPLATES / "task-python.sh"
+SLURM_TASK = {"SB_TASK_RANKS": "1", "SLURM_PROCID": "3", "SLURM_NTASKS": "4",
+              "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_ID": "42",
+              "SLURMD_NODENAME": "n2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "20042"}
+RANK_ENV = ("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 "
+            "MASTER_PORT=20042 SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_NTASKS_PER_NODE=2 "
+            "SLURMD_NODENAME=n2").split()
+
+
+def dry_run(command: list[str], **env: str) -> str:
+    base = {"PATH": "/usr/bin:/bin", "SB_DRY_RUN": "1", "SB_REPO": "/repo"}
+    done = subprocess.run(command, env={**base, **env}, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def flags(option: str, values: list[str]) -> str:
+    return " ".join(f"{option} {value}" for value in values)
+
+
+GOLDEN_TASK = {
+    ("none", "0"): "/repo/.venv/bin/python -m scalebench.preflight",
+    ("apptainer", "0"): "apptainer exec --cleanenv --pwd /repo "
+                        f"{flags('--env', RANK_ENV)} --bind /repo:/repo /img/sb.sif python "
+                        "-m scalebench.preflight",
+    ("apptainer", "1"): "apptainer exec --cleanenv --pwd /repo --nv "
+                        f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
+                        "--bind /repo:/repo /img/sb.sif python -m scalebench.preflight",
+    ("docker", "0"): "docker run --rm --network host --ipc host --workdir /repo "
+                     f"{flags('--env', RANK_ENV)} --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
+                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
+    ("podman", "1"): "podman run --rm --network host --ipc host --workdir /repo "
+                     "--gpus device=1 "
+                     f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
+                     "--env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
+                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
+}
+
+
+@pytest.mark.parametrize(("runtime", "gpus"), list(GOLDEN_TASK))
+def test_task_command_line_for_each_runtime(runtime, gpus):
+    image = "/img/sb.sif" if runtime == "apptainer" else "sb:1"
+    env = {**SLURM_TASK, "SB_RUNTIME": runtime, "SB_GPUS": gpus, "SB_IMAGE": image,
+           "SB_IMAGE_DIGEST": "sha256:abc"}
+    if gpus == "1":
+        env["CUDA_VISIBLE_DEVICES"] = "1"
+    line = dry_run([str(TASK), "-m", "scalebench.preflight"], **env).strip()
+    assert line == GOLDEN_TASK[(runtime, gpus)]
+
+
+def test_task_binds_data_and_weights_and_sets_torch_home():
+    line = dry_run([str(TASK), "-V"], SB_RUNTIME="apptainer", SB_IMAGE="/i.sif",
+                   SB_DATA="/data", SB_WEIGHTS="/w", SB_BINDS="/scratch:/scratch").strip()
+    assert line == ("apptainer exec --cleanenv --pwd /repo --env TORCH_HOME=/w --bind "
+                    "/repo:/repo --bind /data:/data --bind /w:/w --bind /scratch:/scratch "
+                    "/i.sif python -V")
+
+
+def test_unknown_runtime_is_a_one_line_error():
+    done = subprocess.run([str(TASK), "-V"], env={"SB_REPO": "/repo", "SB_RUNTIME": "lxc"},
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("task-python.sh: SB_RUNTIME must be none, apptainer, "
+                                   "docker or podman, got 'lxc'")
+
+
+def test_batch_template_commands():
+    env = {"SB_CONFIG": "configs/default.yml", "SLURM_JOB_ID": "42", "SLURM_NTASKS": "4",
+           "SLURM_JOB_NODELIST": "n[1-2]", "MASTER_ADDR": "10.0.0.1", "SB_GPUS": "1",
+           "SB_RUNTIME": "apptainer", "SB_IMAGE": "/img/sb.sif", "SB_RESUME": "1",
+           "SB_REPO": str(REPO)}
+    lines = dry_run(["bash", str(TEMPLATES / "multinode.sh")], **env).splitlines()
+    assert lines == [
+        "[scalebench] job 42: 4 task(s) on n[1-2] (master 10.0.0.1), runtime apptainer, "
+        f"config {REPO}/configs/default.yml",
+        "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
+        f"{REPO}/slurm_templates/task-python.sh -m scalebench.preflight --output "
+        f"{REPO}/benchmark_inference/outputs/default_42.preflight.json ",
+        f"python3 -m scalebench run {REPO}/configs/default.yml --benchmark "
+        f"{REPO}/benchmark_inference --launcher srun --output default_42 --python "
+        f"{REPO}/slurm_templates/task-python.sh --srun-args=--gpus-per-task=1 --resume ",
+    ]
+
+
+def test_srun_step_of_one_experiment():
+    from scalebench.launch.ranks import srun_command
+
+    command = srun_command(["/repo/slurm_templates/task-python.sh"], Path("/o/e1"),
+                           Path("/repo/benchmark_inference"), Path("/o/e1.yml"),
+                           ["--gpus-per-task=1"])
+    assert " ".join(command) == (
+        "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
+        "/repo/slurm_templates/task-python.sh -m scalebench.launch.rank_entry --folder /o/e1 "
+        "--benchmark /repo/benchmark_inference --config /o/e1.yml --from-slurm")
+
+
+# ---- real jobs -------------------------------------------------------------------------
+
+DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators": 4,
+                             "noise_level": 0.05}}
+SOLVER = {"max_iter": 3, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
+          "patch_size": 16, "overlap": 8, "distribute_physics": True,
+          "distribute_denoiser": True, "num_threads": 1}
+
+
+def experiment(*solvers: dict) -> dict:
+    return {"objective": ["imaging_inverse_problem"], "dataset": [DATASET],
+            "solver": [{"pnp": s} for s in solvers], "max-runs": 100, "timeout": 300}
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    copy = tmp_path / "benchmark_inference"
+    shutil.copytree(BENCHMARK, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    return tmp_path
+
+
+def submit(cluster, workspace: Path, template: str, config: dict, name: str,
+           sbatch: list[str], **env: str) -> str:
+    path = workspace / f"{name}.yml"
+    path.write_text(json.dumps(config))
+    exports = {"SB_CONFIG": str(path), "SB_OUTPUT": name, "SB_HTML": "0",
+               "SB_BENCHMARK": str(workspace / "benchmark_inference"), "SB_REPO": str(REPO),
+               **env}
+    return cluster.sbatch([*sbatch, f"--output={workspace}/{name}-%j.out",
+                           str(TEMPLATES / template)],
+                          env={**os.environ, **cluster.env, **exports}, cwd=str(REPO))
+
+
+def results(workspace: Path, name: str) -> pd.DataFrame:
+    path = workspace / "benchmark_inference" / "outputs" / f"{name}.parquet"
+    return pd.read_parquet(path).sort_values(["solver_name", "stop_val"]).reset_index(drop=True)
+
+
+def job_log(workspace: Path, name: str, job: str) -> str:
+    return (workspace / f"{name}-{job}.out").read_text()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The experiment in one local process."""
+    folder = tmp_path_factory.mktemp("reference")
+    shutil.copytree(BENCHMARK, folder / "benchmark_inference",
+                    ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    config = folder / "one.yml"
+    config.write_text(json.dumps(experiment(SOLVER)))
+    done = run_cli("run", config, "--benchmark", folder / "benchmark_inference", "--output",
+                   "one", "--no-html")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return results(folder, "one")
+
+
+@pytest.mark.parametrize(("template", "sbatch", "hosts"), [
+    ("multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
+    ("singlenode.sh", ["--nodes=1", "--ntasks-per-node=2"], ["n1", "n1"]),
+])
+def test_template_runs_the_experiment_across_ranks(slurm_cluster, workspace, reference,
+                                                   template, sbatch, hosts):
+    job = submit(slurm_cluster, workspace, template, experiment(SOLVER), "job", sbatch)
+    state = slurm_cluster.wait(job, timeout=300)
+    log = job_log(workspace, "job", job)
+    assert state == "COMPLETED", log[-3000:]
+    assert "[preflight] 2 rank(s)" in log and "all-reduce 16 MB" in log
+    df = results(workspace, "job")
+    assert set(df.prov_world_size) == {2} and set(df.prov_slurm_job_id) == {job}
+    assert set(df.prov_slurm_nodelist) == {"n[1-2]" if hosts[1] == "n2" else "n1"}
+    assert json.loads(df.prov_rank_hosts.iloc[0]) == hosts
+    preflight = json.loads(df.prov_preflight.iloc[0])
+    assert preflight["world_size"] == 2 and preflight["all_reduce"]["bus_gb_s"] > 0
+    assert df.prov_result_sha256.tolist() == reference.prov_result_sha256.tolist()
+    assert df.objective_psnr_db.tolist() == reference.objective_psnr_db.tolist()
+    assert (df[df.stop_val > 0].objective_comm_time_s_max > 0).all()
+    # only rank 0 wrote results; no staging folder is left behind
+    outputs = workspace / "benchmark_inference" / "outputs"
+    assert sorted(p.name for p in outputs.glob("*.parquet")) == ["job.parquet"]
+    assert not list(outputs.glob(".staging-*"))
+
+
+def test_cancelled_job_keeps_finished_experiments_and_resume_completes(slurm_cluster,
+                                                                       workspace):
+    config = experiment(*({**SOLVER, "seed": seed, "max_iter": 2} for seed in range(3)))
+    sbatch = ["--nodes=2", "--ntasks-per-node=1"]
+    job = submit(slurm_cluster, workspace, "multinode.sh", config, "cut", sbatch)
+    result = workspace / "benchmark_inference" / "outputs" / "cut.parquet"
+    deadline = time.monotonic() + 240
+    while not result.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    slurm_cluster.scancel(job)
+    assert slurm_cluster.wait(job, timeout=60) == "CANCELLED"
+    record = json.loads(pq.read_metadata(result).metadata[b"scalebench.run"])
+    assert record["status"] == "partial" and 1 <= len(record["experiments"]) < 3
+    kept = results(workspace, "cut")
+
+    again = submit(slurm_cluster, workspace, "multinode.sh", config, "cut", sbatch,
+                   SB_RESUME="1")
+    state = slurm_cluster.wait(again, timeout=300)
+    assert state == "COMPLETED", job_log(workspace, "cut", again)[-3000:]
+    record = json.loads(pq.read_metadata(result).metadata[b"scalebench.run"])
+    assert record["status"] == "complete" and len(set(record["experiments"])) == 3
+    df = results(workspace, "cut")
+    assert sorted(set(df.p_solver_seed)) == [0, 1, 2] and len(df) == 9
+    assert set(kept.prov_slurm_job_id) == {job}  # finished rows were kept, not redone
+    assert set(df.prov_slurm_job_id) == {job, again}
+    assert not list((workspace / "benchmark_inference" / "outputs").glob(".staging-*"))
+
+
+def test_a_rank_that_raises_ends_the_job_without_hanging(slurm_cluster, workspace):
+    start = time.monotonic()
+    job = submit(slurm_cluster, workspace, "multinode.sh", experiment(SOLVER), "boom",
+                 ["--nodes=2", "--ntasks-per-node=1"], SCALEBENCH_FAIL_RANK="1")
+    state = slurm_cluster.wait(job, timeout=240)
+    assert time.monotonic() - start < 180
+    log = job_log(workspace, "boom", job)
+    assert state == "FAILED" and slurm_cluster.job_exit_code(job) == 1, log[-3000:]
+    assert "(rank 1): " in log and "injected failure on rank 1" in log
+    assert not (workspace / "benchmark_inference" / "outputs" / "boom.parquet").exists()
+
+
+def test_benchopt_submitit_backend_with_resources_as_parameters(slurm_cluster, workspace):
+    """benchopt's own SLURM path: one job per run, two ranks from per-solver parameters."""
+    config = workspace / "submitit.yml"
+    solver = {**SOLVER, "slurm_nodes": 1, "slurm_ntasks_per_node": 2}
+    config.write_text(json.dumps(experiment(solver)))
+    parallel = workspace / "parallel.yml"
+    parallel.write_text(json.dumps({"backend": "submitit", "slurm_partition": "debug",
+                                    "slurm_time": "00:10:00"}))
+    benchmark = workspace / "benchmark_inference"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchopt", "run", str(benchmark), "--config", str(config),
+         "--parallel-config", str(parallel), "--no-plot", "--no-display", "--output", "sub"],
+        env={**os.environ, **slurm_cluster.env}, cwd=str(workspace), capture_output=True,
+        text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    df = pd.read_parquet(benchmark / "outputs" / "sub.parquet")
+    assert set(df.objective_prov_world_size) == {2}
+    assert df.objective_prov_slurm_job_id.iloc[0] != ""
+    assert (df[df.stop_val > 0].objective_comm_time_s_max > 0).all()
+    assert set(df.p_solver_slurm_ntasks_per_node) == {2}
