@@ -97,7 +97,11 @@ def _validate(config: Path, nproc: int) -> int:
         request = RunRequest(config, DEFAULT_BENCHMARK)
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder))
-    print(f"{config}: valid ({len(experiments)} experiment(s), {nproc} rank(s) each)")
+    from scalebench.launch.runner import experiment_ranks
+
+    counts = sorted({experiment_ranks(e, nproc) for e in experiments})
+    print(f"{config}: valid ({len(experiments)} experiment(s); ranks per experiment: "
+          f"{', '.join(map(str, counts))})")
     return EXIT_OK
 
 

@@ -22,7 +22,12 @@ from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS
 from scalebench.solvers import SOLVERS
-from scalebench.solvers.common import check_denoiser_fits, check_distribution, resolve_device
+from scalebench.solvers.common import (
+    check_denoiser_fits,
+    check_distribution,
+    resolve_device,
+    run_ranks,
+)
 from scalebench.stamping import OBJECTIVE_NAME
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
@@ -43,9 +48,22 @@ class Component:
     grid: dict[str, list] = field(default_factory=dict)
 
     def combinations(self) -> list[dict]:
+        """Every parameter combination; a key "a, b" zips its values (benchopt's syntax)."""
         keys = list(self.grid)
-        return [dict(zip(keys, values, strict=True))
-                for values in itertools.product(*self.grid.values())]
+        combos = []
+        for values in itertools.product(*self.grid.values()):
+            combo = {}
+            for key, value in zip(keys, values, strict=True):
+                names = [name.strip() for name in key.split(",")]
+                if len(names) == 1:
+                    combo[key] = value
+                    continue
+                if not isinstance(value, list | tuple) or len(value) != len(names):
+                    raise ConfigError(f"'{key}': each value must be a list of {len(names)} "
+                                      f"values (one per name), got {value!r}")
+                combo.update(zip(names, value, strict=True))
+            combos.append(combo)
+        return combos
 
 
 @dataclass
@@ -91,8 +109,8 @@ def _check_components(components: list[Component], registry: dict[str, dict[str,
             if not values:
                 raise ConfigError(f"{owner}: parameter '{key}' has an empty list of values "
                                   f"(give one value or a non-empty list)")
-            for value in values:
-                validate_parameters(owner, {key: value}, registry[component.name])
+        for combination in component.combinations():
+            validate_parameters(owner, combination, registry[component.name])
 
 
 def _check_options(raw: dict) -> dict[str, Any]:
@@ -127,7 +145,7 @@ def _check_pairs(experiment: Experiment, world_size: int) -> None:
                     try:
                         check_denoiser_fits(params, shape)
                         check_distribution(params, shape, spec.num_operators(**values),
-                                           world_size)
+                                           run_ranks(params, world_size))
                         resolve_device(params["device"])
                         resolve_weights(params["denoiser"], shape[0], params["pretrained"])
                     except ScalebenchError as error:
@@ -140,8 +158,9 @@ def _check_pairs(experiment: Experiment, world_size: int) -> None:
 
 
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
-    """Read and validate an experiment file for ``world_size`` ranks; raise ConfigError
-    naming the first problem."""
+    """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
+    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming the first
+    problem."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())

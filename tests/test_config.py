@@ -4,7 +4,7 @@ import pytest
 
 from scalebench.config import load_experiment
 from scalebench.errors import ConfigError
-from tests.conftest import tiny_experiment
+from tests.conftest import REPO, tiny_experiment
 
 
 def _with_dataset(**params):
@@ -78,10 +78,24 @@ def test_valid_grid_is_accepted(write_config):
     assert len(loaded.datasets[0].combinations()) == 4
 
 
-@pytest.mark.parametrize("path", ["configs/default.yml", "configs/examples/tomography_2d.yml",
-                                  "configs/examples/multiframe_superres.yml",
-                                  "configs/examples/synthetic.yml"])
-def test_shipped_configs_are_valid(path):
-    from tests.conftest import REPO
+SHIPPED = sorted(str(p.relative_to(REPO)) for p in (REPO / "configs").rglob("*.yml")
+                 if p.name != "submitit.yml")
 
+
+def test_every_shipped_experiment_is_checked():
+    assert {"configs/default.yml", "configs/scaling/strong_scaling.yml"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("path", SHIPPED)
+def test_shipped_configs_are_valid(path):
     load_experiment(REPO / path)
+
+
+def test_zipped_keys_pair_their_values(write_config):
+    experiment = _with_dataset(**{"image_size, num_angles": [[32, 8], [64, 16]]})
+    loaded = load_experiment(write_config(experiment))
+    assert loaded.datasets[0].combinations() == [{"image_size": 32, "num_angles": 8},
+                                                 {"image_size": 64, "num_angles": 16}]
+    bad = _with_dataset(**{"image_size, num_angles": [[32, 8, 1]]})
+    with pytest.raises(ConfigError, match="each value must be a list of 2 values"):
+        load_experiment(write_config(bad))

@@ -218,3 +218,17 @@ def test_compile_reports_its_time_apart(benchmark, write_config):
     # compiling happened at set-up: no iteration carries it
     assert (measured.objective_denoise_time_s < compile_s).all()
     assert (measured.objective_setup_time_s >= compile_s).all()
+
+
+def test_ranks_given_as_parameters_run_each_experiment_on_its_own_ranks(benchmark,
+                                                                        write_config):
+    solver = {**PNP, "max_iter": 1, "slurm_nodes": 1, "slurm_ntasks_per_node": [1, 2],
+              "patch_size, overlap": [[16, 8], [24, 0]]}
+    done = run(benchmark, write_config(experiment([{"pnp": solver}])), "p")
+    assert done.returncode == 0, done.stderr[-3000:]
+    df = rows(benchmark, "p")
+    runs = df.groupby(["p_solver_slurm_ntasks_per_node", "p_solver_patch_size"])
+    assert sorted(runs.prov_world_size.first().items()) == [
+        ((1, 16), 1), ((1, 24), 1), ((2, 16), 2), ((2, 24), 2)]
+    assert set(zip(df.p_solver_patch_size, df.p_solver_overlap, strict=True)) == {
+        (16, 8), (24, 0)}

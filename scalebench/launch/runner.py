@@ -134,6 +134,7 @@ def run(request: RunRequest) -> int:
         experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs")))
+        _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):
             if state.stopped_by is not None:
@@ -167,10 +168,12 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
     if request.launcher == "srun":
         port = PORT_BASE + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000 + index % 1000
         state.group = ranks.start_srun(request.python, folder, request.benchmark, config,
-                                       request.srun_args, port)
+                                       [*request.srun_args, *srun_resources(experiment)],
+                                       port)
     else:
-        state.group = ranks.start_local(request.python, request.nproc, folder,
-                                        request.benchmark, config)
+        state.group = ranks.start_local(request.python, experiment_ranks(experiment,
+                                                                         request.nproc),
+                                        folder, request.benchmark, config)
     statuses = state.group.wait()
     state.group = None
     _keep_artefacts(folder, state.final.with_suffix(""), experiment["id"])
@@ -183,6 +186,32 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
         state.failures.append(_failure(folder, experiment, statuses))
         print(f"[scalebench] experiment {experiment['id']} failed: "
               f"{state.failures[-1]['error']}", file=sys.stderr, flush=True)
+
+
+def experiment_ranks(experiment: dict, default: int) -> int:
+    """Ranks an experiment asks for (slurm_nodes x slurm_ntasks_per_node), else ``default``."""
+    if experiment["nodes"] is None and experiment["ntasks_per_node"] is None:
+        return default
+    return (experiment["nodes"] or 1) * (experiment["ntasks_per_node"] or 1)
+
+
+def srun_resources(experiment: dict) -> list[str]:
+    """srun options that give an experiment its own share of the allocation."""
+    if experiment["nodes"] is None and experiment["ntasks_per_node"] is None:
+        return []
+    nodes, per_node = experiment["nodes"] or 1, experiment["ntasks_per_node"] or 1
+    return [f"--nodes={nodes}", f"--ntasks={nodes * per_node}",
+            f"--ntasks-per-node={per_node}"]
+
+
+def _check_allocation(request: RunRequest, experiments: list[dict]) -> None:
+    """Refuse experiments that need more ranks than the allocation has."""
+    available = world_size(request)
+    for experiment in experiments:
+        needed = experiment_ranks(experiment, available)
+        if request.launcher == "srun" and needed > available:
+            raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
+                                  f"the allocation has {available} tasks")
 
 
 def _failure(folder: Path, experiment: dict, statuses: list[int]) -> dict:

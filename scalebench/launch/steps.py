@@ -41,7 +41,8 @@ def _label(name: str, params: dict) -> str:
 
 
 def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
-    """One benchopt config per experiment of ``config``, in benchopt's order."""
+    """One benchopt config per experiment of ``config``, in benchopt's order, with the
+    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set)."""
     from scalebench.config import load_experiment
 
     experiment = load_experiment(config, world_size)
@@ -63,7 +64,10 @@ def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
                         sort_keys=False))
                     label = f"{_label(dataset.name, dataset_params)} x " \
                             f"{_label(solver.name, solver_params)}"
-                    experiments.append({"id": identifier, "label": label, "config": str(path)})
+                    experiments.append({
+                        "id": identifier, "label": label, "config": str(path),
+                        "nodes": solver_params.get("slurm_nodes"),
+                        "ntasks_per_node": solver_params.get("slurm_ntasks_per_node")})
     return experiments
 
 

@@ -71,6 +71,14 @@ def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     return int(torch.tensor(counts).prod())
 
 
+def run_ranks(params: dict, default: int) -> int:
+    """Ranks of a run: slurm_nodes x slurm_ntasks_per_node where given, else ``default``."""
+    nodes, per_node = params.get("slurm_nodes"), params.get("slurm_ntasks_per_node")
+    if nodes is None and per_node is None:
+        return default
+    return (nodes or 1) * (per_node or 1)
+
+
 def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators: int,
                        world_size: int) -> None:
     """Raise ConfigError when a rank would have no work or every rank the same work."""
