@@ -1,0 +1,93 @@
+"""The light launcher: no copy of the stack in the waiting process, signals reach the ranks."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BENCHMARK, REPO, tiny_experiment
+
+HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
+LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
+                 "scalebench.launch.rank_entry")
+
+
+def test_launcher_modules_import_only_the_standard_library():
+    code = (f"import sys; import {', '.join(LIGHT_MODULES)}; "
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]"
+
+
+def _descendants(pid: int) -> list[int]:
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                direct = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                direct = []
+            found += direct
+            queue += direct
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.fixture
+def running(tmp_path, write_config):
+    """A launcher whose benchopt worker is running (long enough to be interrupted)."""
+    benchmark = tmp_path / "benchmark_inference"
+    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    experiment = tiny_experiment(solver=[{"pnp": {"max_iter": 400, "device": "cpu"}}],
+                                 **{"max-runs": 1000})
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),
+         "--benchmark", str(benchmark), "--output", "long", "--no-html"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, worker = time.monotonic() + 120, None
+    while worker is None and time.monotonic() < deadline:
+        worker = next((pid for pid in _descendants(launcher.pid)
+                       if "-m benchopt run" in _cmdline(pid)), None)
+        time.sleep(0.1)
+    assert worker is not None, "the benchopt worker did not start"
+    time.sleep(3)  # let it import the stack
+    yield launcher, worker, benchmark
+    if launcher.poll() is None:
+        launcher.kill()
+
+
+def test_waiting_launcher_holds_no_torch(running):
+    launcher, worker, _ = running
+    maps = Path(f"/proc/{launcher.pid}/maps").read_text()
+    assert "libtorch" not in maps and "libtorch" in Path(f"/proc/{worker}/maps").read_text()
+    status = Path(f"/proc/{launcher.pid}/status").read_text()
+    rss_kb = int(next(line for line in status.splitlines()
+                      if line.startswith("VmRSS:")).split()[1])
+    assert rss_kb < 100 * 1024
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_reaches_the_worker_and_removes_the_staging_folder(running, signum):
+    launcher, worker, benchmark = running
+    launcher.send_signal(signum)
+    _, stderr = launcher.communicate(timeout=60)
+    assert launcher.returncode == 128 + signum
+    assert f"stopped by {signal.Signals(signum).name}" in stderr
+    assert not Path(f"/proc/{worker}").exists() or "benchopt" not in _cmdline(worker)
+    outputs = benchmark / "outputs"
+    assert not list(outputs.glob(".staging-*"))
+    assert not (outputs / "long.parquet").exists()  # nothing had finished

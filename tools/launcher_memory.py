@@ -1,0 +1,104 @@
+"""Resident memory of the launcher against the processes doing the work, during a real run.
+
+Starts `scalebench run CONFIG --nproc N` (default: the embedded default experiment on 2 ranks)
+and samples, every 0.1 s, the resident set (VmRSS) of the launcher process and of every
+process below it (rank parents, benchopt workers, short-lived steps); prints the peak of each
+kind. Target: the launcher under 100 MB while the workers hold the stack.
+
+    python tools/launcher_memory.py [--config configs/default.yml] [--nproc 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_MB = 100.0
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    """Every process below ``pid``."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        try:
+            tasks = Path(f"/proc/{parent}/task").iterdir()
+            direct = [int(c) for task in tasks
+                      for c in (task / "children").read_text().split()]
+        except OSError:
+            direct = []
+        found += direct
+        queue += direct
+    return found
+
+
+def command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yml")
+    parser.add_argument("--nproc", type=int, default=2)
+    args = parser.parse_args()
+    peaks: dict[str, float] = {"launcher": 0.0, "rank parent": 0.0, "benchopt worker": 0.0,
+                               "launcher step": 0.0}
+    with tempfile.TemporaryDirectory() as folder:
+        benchmark = Path(folder) / "benchmark_inference"
+        shutil.copytree(REPO / "benchmark_inference", benchmark,
+                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+        config = args.config
+        if args.nproc > 1:  # the default experiment, with its work split across the ranks
+            import yaml
+
+            raw = yaml.safe_load(args.config.read_text())
+            for entry in raw["solver"]:
+                for params in entry.values():
+                    params.update({"distribute_denoiser": True, "patch_size": 64,
+                                   "num_threads": 1})
+            config = Path(folder) / "split.yml"
+            config.write_text(yaml.safe_dump(raw))
+        launcher = subprocess.Popen([sys.executable, "-m", "scalebench", "run", str(config),
+                                     "--benchmark", str(benchmark), "--output", "memory",
+                                     "--no-html", "--nproc", str(args.nproc)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        while launcher.poll() is None:
+            peaks["launcher"] = max(peaks["launcher"], rss_mb(launcher.pid))
+            for pid in children(launcher.pid):
+                line = command(pid)
+                kind = ("rank parent" if "rank_entry" in line else
+                        "benchopt worker" if "benchopt" in line else
+                        "launcher step" if "launch.steps" in line else None)
+                if kind:
+                    peaks[kind] = max(peaks[kind], rss_mb(pid))
+            time.sleep(0.1)
+        if launcher.returncode:
+            raise SystemExit(launcher.stderr.read().decode()[-3000:])
+    print(json.dumps({"config": str(args.config), "ranks": args.nproc,
+                      "peak_rss_mb": {k: round(v, 1) for k, v in peaks.items()},
+                      "launcher_target_mb": TARGET_MB,
+                      "launcher_within_target": peaks["launcher"] < TARGET_MB}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
