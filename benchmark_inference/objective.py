@@ -15,9 +15,12 @@ class Objective(BaseObjective):
     min_benchopt_version = "1.10"
     # The objective itself has no parameters: datasets and solvers carry them all.
     parameters = {}
+    # benchopt's own test suite (`benchopt test`) runs every solver on this small dataset.
+    test_config = {"dataset": {"name": "synthetic", "image_size": 32, "task": "denoising"}}
 
     def set_data(self, problem):
-        # problem: scalebench.problems.Problem (physics, ground truth, measurements).
+        # problem: scalebench.problems.ProblemSetup (ground truth, operator factory, noise);
+        # solvers build the operators and measurements they need on their rank and device.
         self.problem = problem
 
     def get_objective(self):

@@ -59,6 +59,8 @@ class LoopSolver(BaseSolver):
     # Never stop on a flat curve: the run length is the solver's own ``max_iter``.
     stopping_criterion = StoppingCriterion(strategy="callback")
     param_specs: dict[str, Param] = {}
+    # benchopt's own test suite (`benchopt test`) runs a few CPU iterations.
+    test_config = {"max_iter": 3, "device": "cpu"}
 
     def __init__(self, **parameters) -> None:
         validate_parameters(f"solver '{self.name}'", parameters, self.param_specs)
