@@ -232,3 +232,59 @@ def test_ranks_given_as_parameters_run_each_experiment_on_its_own_ranks(benchmar
         ((1, 16), 1), ((1, 24), 1), ((2, 16), 2), ((2, 24), 2)]
     assert set(zip(df.p_solver_patch_size, df.p_solver_overlap, strict=True)) == {
         (16, 8), (24, 0)}
+
+
+def _check_ranks(rank: int, port: int, differ: bool, outcome) -> None:
+    """Runs in each spawned rank: the start-up check of data and weights."""
+    import torch
+
+    from scalebench.distributed.context import run_context
+    from scalebench.distributed.ranks import check_same_on_every_rank
+    from scalebench.errors import ScalebenchError
+
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port), "LOCAL_RANK": str(rank)})
+    context = run_context(torch.device("cpu"))
+    torch.manual_seed(1 if differ and rank == 1 else 0)
+    network = torch.nn.Linear(4, 4)
+    try:
+        check_same_on_every_rank(context, network, "data")
+        outcome.put((rank, "same"))
+    except ScalebenchError as error:
+        outcome.put((rank, str(error)))
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_ranks_check_that_they_start_from_identical_weights(differ):
+    import torch.multiprocessing as mp
+
+    from scalebench.launch.ranks import free_port
+
+    context = mp.get_context("spawn")
+    outcome = context.Queue()
+    processes = [context.Process(target=_check_ranks, args=(rank, port, differ, outcome))
+                 for port in [free_port()] for rank in range(2)]
+    for process in processes:
+        process.start()
+    results = dict(outcome.get(timeout=120) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+    if differ:
+        assert results[0] == results[1] == ("rank 1 has other denoiser weights than rank 0: "
+                                            "ranks must start from identical inputs")
+    else:
+        assert results == {0: "same", 1: "same"}
+
+
+def test_nvtx_ranges_carry_the_rank(monkeypatch):
+    import torch
+
+    from scalebench.profiling import StepProfiler
+
+    names = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", names.append)
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: None)
+    profiler = StepProfiler(torch.device("cpu"), "nvtx", rank_label=" rank 1")
+    with profiler.step("grad"):
+        pass
+    assert names == ["grad rank 1"]
