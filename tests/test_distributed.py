@@ -156,7 +156,7 @@ def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_conf
     assert set(df.p_solver_pretrained) == {"none"} and len(df) == 3
     record = json.loads(pq.read_metadata(benchmark / "outputs" / "f.parquet")
                         .metadata[b"scalebench.run"])
-    assert record["status"] == "partial" and record["failures"][0]["rank"] == 0
+    assert record["status"] == "partial" and record["failures"][0]["rank"] in (0, 1)
     assert len(record["experiments"]) == 1
     assert not list((benchmark / "outputs").glob(".staging-*"))
 
