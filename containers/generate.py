@@ -162,7 +162,6 @@ def dockerfile(pins: Pins) -> str:
     labels = {**pinned_labels(pins), **build_labels("${{{}}}")}
     lines.append("LABEL " + " \\\n      ".join(f'{k}="{v}"' for k, v in labels.items()))
     lines.append("ENV " + " \\\n    ".join(f'{k}="{v}"' for k, v in environment().items()))
-    lines.append('SHELL ["/bin/sh", "-eu", "-c"]')
     # Only what the dependency install needs comes first, so that its layer stays cached.
     lines += [f"COPY {name} {PREFIX}/src/{name}" for name in
               ("pyproject.toml", "constraints.txt", "containers/requirements.py")]

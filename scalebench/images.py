@@ -19,7 +19,8 @@ from a checkout with any Python 3.11.
     python -m scalebench.images verify IMAGE --digest sha256:HEX [--engine docker]
     python -m scalebench.images run IMAGE [--engine podman] [--no-gpus] [--bind SRC:DST] -- CMD
     python -m scalebench.images build [--engine podman] [--tag NAME] [--base REF] [--weights DIR]
-    python -m scalebench.images build-sif OUT.sif [--base REF] [--weights DIR]
+        [-- BUILDER OPTIONS]
+    python -m scalebench.images build-sif OUT.sif [--base REF] [--weights DIR] [-- OPTIONS]
 """
 
 from __future__ import annotations
@@ -229,7 +230,6 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("image")
     run.add_argument("--no-gpus", action="store_true", help="do not request GPUs")
     run.add_argument("--bind", action="append", default=[], help="SRC:DST (repeatable)")
-    run.add_argument("cmd", nargs=argparse.REMAINDER, help="command (after --)")
     image = commands.add_parser("build", help="build the Docker/podman image")
     image.add_argument("--tag", default="scalebench:latest")
     sif = commands.add_parser("build-sif", help="build the Apptainer image")
@@ -239,31 +239,28 @@ def _parser() -> argparse.ArgumentParser:
                          "containers/base-image.toml)")
         sub.add_argument("--weights", type=Path, default=ROOT / "containers/weights",
                          help="folder with manifest.txt and the weights it lists")
-        sub.add_argument("extra", nargs=argparse.REMAINDER, help="options for the builder "
-                         "(after --)")
     for sub in (verify, run, image):
         sub.add_argument("--engine", default=os.environ.get("SCALEBENCH_ENGINE", "docker"),
                          help="docker or podman, with global options (default: docker)")
     return parser
 
 
-def _strip(rest: list[str]) -> list[str]:
-    return rest[1:] if rest[:1] == ["--"] else rest
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Everything after '--' is the command to run (run) or options for the builder (build)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    argv, rest = argv[:split], argv[split + 1:]
     args = _parser().parse_args(argv)
     try:
         if args.command == "verify":
             print(verify_image(args.image, args.digest, args.engine))
         elif args.command == "run":
-            command = run_argv(args.image, _strip(args.cmd), args.engine, not args.no_gpus,
-                               args.bind)
+            command = run_argv(args.image, rest, args.engine, not args.no_gpus, args.bind)
             return subprocess.run(command, check=False).returncode
         elif args.command == "build":
-            print(build(args.engine, args.tag, args.base, args.weights, _strip(args.extra)))
+            print(build(args.engine, args.tag, args.base, args.weights, rest))
         else:
-            print(build_sif(args.output, args.base, args.weights, _strip(args.extra)))
+            print(build_sif(args.output, args.base, args.weights, rest))
         return EXIT_OK
     except ImageMismatch as error:
         print(f"scalebench: error: {error}", file=sys.stderr)
