@@ -47,6 +47,7 @@ class Podman:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.conf = root / "containers.conf"
         self.conf.write_text(CONTAINERS_CONF)
         self.command = ["podman", "--root", str(root / "storage"), "--runroot",
