@@ -214,8 +214,10 @@ def build_sif(output: Path, base: str | None, weights: Path, extra: list[str]) -
         context = stage_context(Path(folder), weights.resolve())
         argv = ["apptainer", "build", "--build-arg", "WEIGHTS=.build-weights"]
         argv += [f"--build-arg={key}={value}" for key, value in arguments.items()]
+        # Apptainer releases with reproducible builds take their times from this variable.
+        env = {**os.environ, "SOURCE_DATE_EPOCH": arguments["SOURCE_DATE_EPOCH"]}
         subprocess.run([*argv, *extra, str(output.resolve()), "containers/scalebench.def"],
-                       cwd=context, check=True)
+                       cwd=context, check=True, env=env)
     return image_digest(str(output))
 
 
