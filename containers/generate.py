@@ -118,7 +118,7 @@ def steps(pins: Pins) -> list[tuple[str, str]]:
          "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
          f"--no-install-recommends ca-certificates {' '.join(pins.python_packages)} "
          "&& rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log "
-         "/var/log/alternatives.log /var/cache/ldconfig/aux-cache"),
+         "/var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/apt/*.bin"),
         ("Every version comes from constraints.txt; requirement names from pyproject.toml.",
          f"{python} -m venv {VENV} && {VENV}/bin/python {src}/containers/requirements.py "
          f"{src}/pyproject.toml {extras} > /tmp/requirements.txt && "
