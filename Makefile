@@ -31,3 +31,19 @@ lock: $(STAMP)
 
 clean-outputs:
 	rm -rf benchmark_inference/outputs
+
+# Container images (README, "Run in a container"). ENGINE may be podman, with global options.
+ENGINE ?= docker
+IMAGE ?= scalebench:latest
+SIF ?= scalebench.sif
+.PHONY: image-docker image-apptainer image-definitions
+
+image-docker: $(STAMP)
+	$(BIN)/python -m scalebench.images build --engine "$(ENGINE)" --tag $(IMAGE)
+
+image-apptainer: $(STAMP)
+	$(BIN)/python -m scalebench.images build-sif $(SIF)
+
+# Regenerates containers/Dockerfile and containers/scalebench.def after a change of the pins.
+image-definitions:
+	$(PYTHON) containers/generate.py

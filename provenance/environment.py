@@ -24,7 +24,7 @@ ENV_ALLOWLIST_PREFIXES = ("NCCL_",)
 ENV_ALLOWLIST = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR",
                  "MKL_DYNAMIC", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
                  "CUDA_LAUNCH_BLOCKING", "PYTHONHASHSEED", "TORCH_HOME",
-                 "SCALEBENCH_IMAGE_DIGEST")
+                 "SCALEBENCH_IMAGE_DIGEST", "SCALEBENCH_OFFLINE", "HF_HUB_OFFLINE")
 # Build information baked into container images at build time (commit, dirty flag, diff hash).
 BUILD_INFO_PATHS = ("/opt/scalebench/build-info.json",)
 APPTAINER_LABELS = Path("/.singularity.d/labels.json")
@@ -66,6 +66,9 @@ def _image() -> tuple[str, str]:
     labels_file = os.environ.get("SCALEBENCH_IMAGE_LABELS")
     if labels_file:
         labels = json.loads(Path(labels_file).read_text())
+    # A Docker/podman container cannot read its own labels: the launch helper hands them in.
+    if os.environ.get("SCALEBENCH_IMAGE_LABELS_JSON"):
+        labels = json.loads(os.environ["SCALEBENCH_IMAGE_LABELS_JSON"])
     if handed_in:
         digest = handed_in
     elif sif:

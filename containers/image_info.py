@@ -1,0 +1,50 @@
+"""What the scalebench image holds and how to use it (printed when it runs without a command)."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+
+BUILD_INFO = Path("/opt/scalebench/build-info.json")
+APPTAINER_LABELS = Path("/.singularity.d/labels.json")
+PACKAGES = ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy")
+USAGE = """\
+Usage:
+  docker run --rm --gpus all -v $PWD/results:/results IMAGE scalebench run CONFIG --output NAME
+  apptainer run --nv --bind $PWD/results:/results scalebench.sif scalebench run CONFIG
+  ... IMAGE scalebench replay /results/NAME.parquet      (bit-for-bit re-run, same image)
+  ... IMAGE scalebench-image-test                         (self-test: imports, tiny run, GPU)
+Results are written to /results; bind a host folder there. Experiments shipped in the image:
+/opt/scalebench/src/configs. Pretrained weights: $TORCH_HOME/hub/checkpoints. Nothing is
+downloaded at run time (SCALEBENCH_OFFLINE=1, HF_HUB_OFFLINE=1)."""
+
+
+def labels() -> dict:
+    """Labels as provenance sees them: Apptainer's file, or those handed in at launch."""
+    if os.environ.get("SCALEBENCH_IMAGE_LABELS_JSON"):
+        return json.loads(os.environ["SCALEBENCH_IMAGE_LABELS_JSON"])
+    if APPTAINER_LABELS.is_file():
+        return json.loads(APPTAINER_LABELS.read_text())
+    return {}
+
+
+def main() -> None:
+    info = json.loads(BUILD_INFO.read_text()) if BUILD_INFO.is_file() else {}
+    print("scalebench image")
+    print(f"  code: commit {info.get('commit', 'unknown')}"
+          f"{' (dirty)' if info.get('dirty') else ''}, built {info.get('build_date', '?')}")
+    print(f"  digest: {os.environ.get('SCALEBENCH_IMAGE_DIGEST') or 'not handed in'}")
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in PACKAGES)
+    print(f"  packages: {versions}")
+    weights = Path(os.environ.get("TORCH_HOME", "/opt/scalebench/torch")) / "hub/checkpoints"
+    names = sorted(p.name for p in weights.glob("*.pth")) if weights.is_dir() else []
+    print(f"  weights: {', '.join(names) or 'none'}")
+    for key, value in sorted(labels().items()):
+        print(f"  label {key}={value}")
+    print(USAGE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Real container tooling for the tests: podman in a private storage root, a local Debian base.
+
+No container registry is reachable from the test machines, so the base image is made from
+Debian packages with mmdebstrap, and podman runs with runc and explicit ulimits (crun and the
+default ulimits fail on these hosts). Missing tools are installed with apt-get (as root).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = {"podman": "podman", "buildah": "buildah", "runc": "runc", "mmdebstrap": "mmdebstrap"}
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+"""
+BASE_TAG = "localhost/debian:bookworm-minbase"
+MIRROR = "deb http://deb.debian.org/debian bookworm main"
+BUILD_MOUNT = "/run/scalebench-build"  # pip settings for the build only, mounted read-only
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def ensure_tools() -> None:
+    """Install podman, buildah, runc and mmdebstrap when missing (idempotent)."""
+    missing = [package for command, package in TOOLS.items() if shutil.which(command) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        pytest.skip(f"container tests need {', '.join(missing)}; installing them needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
+                   capture_output=True)
+
+
+class Podman:
+    """podman with its own storage under ``root``; ``command`` is the engine prefix."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.conf = root / "containers.conf"
+        self.conf.write_text(CONTAINERS_CONF)
+        self.command = ["podman", "--root", str(root / "storage"), "--runroot",
+                        str(root / "run"), "--storage-driver", "overlay"]
+
+    def __call__(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.command, *args], capture_output=True, text=True,
+                              timeout=timeout, check=False, env=self.environment())
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, "CONTAINERS_CONF": str(self.conf)}
+
+    def remove_everything(self) -> None:
+        self("rm", "--all", "--force")
+        self("system", "reset", "--force")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def debian_base(podman: Podman, folder: Path) -> str:
+    """A minimal Debian 12 image from Debian packages, as NAME@sha256:DIGEST."""
+    tarball = folder / "debian-bookworm-minbase.tar"
+    subprocess.run(["mmdebstrap", "--variant=minbase", "--include=ca-certificates", "bookworm",
+                    str(tarball), MIRROR], check=True, capture_output=True, timeout=900)
+    imported = podman("import", str(tarball), BASE_TAG)
+    assert imported.returncode == 0, imported.stderr
+    tarball.unlink()
+    digest = podman("image", "inspect", "--format", "{{.Digest}}", BASE_TAG).stdout.strip()
+    return f"{BASE_TAG}@{digest}"
+
+
+def _host_pip_locations() -> tuple[list[str], list[str]]:
+    """Local find-links folders and file:// indexes of the host's pip configuration."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                            text=True, check=False).stdout
+    find_links, indexes = [], []
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        values = value.strip().strip("'\"").split()
+        if key.endswith(".find-links"):
+            find_links += [v for v in values if Path(v).is_dir()]
+        elif key.endswith(".extra-index-url"):
+            indexes += [v for v in values if v.startswith("file://")]
+    return sorted(set(find_links)), sorted(set(indexes))
+
+
+def local_pip_options(folder: Path) -> list[str]:
+    """podman build options that let pip in the build use the host's local wheels and CA.
+
+    Everything is mounted read-only under one folder at build time only and handed to pip via
+    PIP_CONFIG_FILE: the image keeps none of it (only the empty mount point). Packages the host
+    has no local copy of still come from PyPI, through the host's proxy with its CA bundle.
+    """
+    find_links, indexes = _host_pip_locations()
+    settings = folder / "pip-settings"
+    settings.mkdir()
+    mounts = [f"{settings}:{BUILD_MOUNT}:ro"]
+    inside_links, inside_indexes = [], []
+    for number, location in enumerate(find_links + [i.removeprefix("file://") for i in indexes]):
+        source = Path(location)
+        root = source.parent if source.name == "simple" else source
+        (settings / f"local{number}").mkdir()
+        mounts.append(f"{root}:{BUILD_MOUNT}/local{number}:ro")
+        inside = f"{BUILD_MOUNT}/local{number}"
+        if location in find_links:
+            inside_links.append(inside)
+        else:
+            inside_indexes.append(f"file://{inside}/simple")
+    lines = ["[global]", f"cert = {BUILD_MOUNT}/ca-certificates.crt"]
+    if inside_links:
+        lines.append(f"find-links = {' '.join(inside_links)}")
+    if inside_indexes:
+        lines.append(f"extra-index-url = {' '.join(inside_indexes)}")
+    (settings / "pip.conf").write_text("\n".join(lines) + "\n")
+    (settings / "ca-certificates.crt").touch()
+    mounts.append(f"{HOST_CA}:{BUILD_MOUNT}/ca-certificates.crt:ro")
+    options = ["--network", "host", "--build-arg", f"PIP_CONFIG_FILE={BUILD_MOUNT}/pip.conf"]
+    for mount in mounts:
+        options += ["-v", mount]
+    return options
+
+
+def seeded_weights(folder: Path) -> Path:
+    """A weights folder: a seeded random DnCNN (gray) saved under deepinv's published name,
+    with its real checksum in manifest.txt, so that the image's verification path runs."""
+    import deepinv as dinv
+    import torch
+
+    folder.mkdir(parents=True)
+    torch.manual_seed(0)
+    model = dinv.models.DnCNN(in_channels=1, out_channels=1, pretrained=None)
+    path = folder / "dncnn_sigma2_gray.pth"
+    torch.save(model.state_dict(), path)
+    checksum = hashlib.sha256(path.read_bytes()).hexdigest()
+    (folder / "manifest.txt").write_text(
+        f"{checksum} {path.name} test://seeded-random-dncnn-made-by-the-test\n")
+    return folder

@@ -1,0 +1,314 @@
+"""The container bundle: definitions generated from the pins, a real image built and run.
+
+Fast tests check the Dockerfile and the Apptainer definition against pyproject.toml,
+constraints.txt and containers/base-image.toml (and against each other), run hadolint and the
+weights verification. Slow tests build the Dockerfile with podman from a local Debian base
+(no registry is reachable), run the benchmark inside it through the launch helper and replay
+the rows in the same image; Apptainer builds run where apptainer is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from dockerfile_parse import DockerfileParser
+from spython.main.parse.parsers import SingularityParser
+
+from containers.generate import read_lock
+from tests.conftest import REPO, tiny_experiment
+from tests.container_tools import (
+    BASE_TAG,
+    Podman,
+    debian_base,
+    ensure_tools,
+    local_pip_options,
+    seeded_weights,
+)
+
+DOCKERFILE = REPO / "containers/Dockerfile"
+DEFINITION = REPO / "containers/scalebench.def"
+SECTIONS = ("arguments", "files", "labels", "environment", "post", "runscript", "test", "help")
+LOCK = read_lock((REPO / "constraints.txt").read_text())
+
+
+def run(*args: str, timeout: int = 120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, check=False, **kwargs)
+
+
+def apptainer_recipe():
+    return SingularityParser(str(DEFINITION)).recipe["spython-base"]
+
+
+def apptainer_labels() -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in apptainer_recipe().labels)
+
+
+def test_definitions_are_generated_from_the_pins():
+    result = run("containers/generate.py", "--check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_changed_pin_makes_both_definitions_out_of_date(tmp_path):
+    for name in ("pyproject.toml", "constraints.txt", "containers/base-image.toml",
+                 "containers/Dockerfile", "containers/scalebench.def"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(REPO / name, tmp_path / name)
+    lock = tmp_path / "constraints.txt"
+    lock.write_text(lock.read_text().replace("deepinv==0.5.0", "deepinv==0.5.1"))
+    result = run("containers/generate.py", "--check", "--root", str(tmp_path))
+    assert result.returncode == 1
+    assert "containers/Dockerfile disagrees" in result.stderr
+    assert "containers/scalebench.def disagrees" in result.stderr
+
+
+def test_labels_equal_the_lock_in_both_definitions():
+    docker = DockerfileParser(str(DOCKERFILE)).labels
+    for name in ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy"):
+        assert docker[f"org.scalebench.{name}"] == LOCK[name], name
+    lock_hash = hashlib.sha256((REPO / "constraints.txt").read_bytes()).hexdigest()
+    assert docker["org.scalebench.constraints-sha256"] == lock_hash
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert docker["org.opencontainers.image.version"] == project["version"]
+    apptainer = apptainer_labels()
+    pinned = {k: v for k, v in docker.items() if "{" not in apptainer[k]}
+    assert pinned == {k: v for k, v in apptainer.items() if "{" not in v}
+    assert set(docker) == set(apptainer)
+    for required in ("source", "revision", "version", "created", "base.name", "base.digest"):
+        assert f"org.opencontainers.image.{required}" in docker
+
+
+def test_both_definitions_build_the_same_way():
+    base = tomllib.loads((REPO / "containers/base-image.toml").read_text())
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert f">={base['python']['version']}" in project["requires-python"]
+    parser = DockerfileParser(str(DOCKERFILE))
+    text = DEFINITION.read_text()
+    sections = re.findall(r"(?m)^%(\w+)", text)
+    assert sections == list(SECTIONS)
+    arguments = dict(re.findall(r"(?m)^    (\w+)=(.*)$", text.split("%files")[0]))
+    for name, value in parser.args.items():
+        if name != "PIP_CONFIG_FILE":
+            assert arguments[name] == value, name
+    assert "From: {{ BASE_NAME }}@{{ BASE_DIGEST }}" in text
+    assert parser.baseimage == f"{arguments['BASE_NAME']}@{arguments['BASE_DIGEST']}"
+    # The same commands, environment, runscript and self-test in both.
+    post = " ".join(apptainer_recipe().install).replace("\\", " ")
+    for instruction in parser.structure:
+        if instruction["instruction"] == "RUN":
+            command = instruction["value"].replace("\\", " ")
+            assert " ".join(command.split()) in " ".join(post.split())
+    environment = dict(line.split("=", 1) for line in apptainer_recipe().environ)
+    assert {k: v.strip('"') for k, v in environment.items()} == {
+        k: v for k, v in parser.envs.items()}
+    assert "scalebench-entrypoint" in apptainer_recipe().cmd
+    assert "exec /opt/scalebench/bin/scalebench-image-test" in text.split("%test")[1]
+    assert '"/opt/scalebench/bin/scalebench-entrypoint"' in parser.content
+    for key in ("SCALEBENCH_OFFLINE", "HF_HUB_OFFLINE", "TORCH_HOME"):
+        assert key in parser.envs
+
+
+def test_hadolint_passes_on_the_dockerfile():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def verify_weights(source: Path, destination: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", str(REPO / "containers/verify-weights.sh"), str(source),
+                           str(destination)], capture_output=True, text=True, check=False)
+
+
+def test_weights_are_verified_against_the_manifest(tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.pth").write_bytes(b"weights")
+    good = hashlib.sha256(b"weights").hexdigest()
+    (source / "manifest.txt").write_text(f"# comment\n{good} a.pth https://example/a.pth\n")
+    result = verify_weights(source, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out/a.pth").read_bytes() == b"weights"
+    (source / "manifest.txt").write_text(f"{'0' * 64} a.pth https://example/a.pth\n")
+    assert "a.pth has sha256 " + good in verify_weights(source, tmp_path / "o2").stderr
+    (source / "manifest.txt").write_text(f"{good} b.pth https://example/b.pth\n")
+    result = verify_weights(source, tmp_path / "o3")
+    assert result.returncode == 1
+    assert "b.pth listed in" in result.stderr and "https://example/b.pth" in result.stderr
+
+
+def test_production_weights_need_recorded_checksums(tmp_path):
+    """The committed manifest lists deepinv's files; unknown checksums stop the build."""
+    manifest = (REPO / "containers/weights/manifest.txt").read_text()
+    result = verify_weights(REPO / "containers/weights", tmp_path / "out")
+    if "unknown " in manifest:
+        assert result.returncode == 1
+        assert "has no recorded sha256" in result.stderr
+
+
+def test_production_build_needs_a_recorded_base_digest():
+    base = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]
+    if base["digest"]:
+        pytest.skip("a base digest is recorded in containers/base-image.toml")
+    result = run("-m", "scalebench.images", "build", "--engine", "podman")
+    assert result.returncode == 2
+    assert "containers/base-image.toml records no digest" in result.stderr
+    assert "unrecorded-see-containers-base-image.toml" in DOCKERFILE.read_text()
+
+
+def test_verify_image_of_a_sif_file(tmp_path):
+    sif = tmp_path / "scalebench.sif"
+    sif.write_bytes(b"not really a SIF, but hashed as one")
+    digest = "sha256:" + hashlib.sha256(sif.read_bytes()).hexdigest()
+    result = run("-m", "scalebench.images", "verify", str(sif), "--digest", digest)
+    assert result.returncode == 0 and "verified" in result.stdout, result.stderr
+    other = "sha256:" + "1" * 64
+    result = run("-m", "scalebench.images", "verify", str(sif), "--digest", other)
+    assert result.returncode == 1 and "another image" in result.stderr
+    result = run("-m", "scalebench.images", "verify", str(sif), "--digest", "abc")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "64 lower-case hex" in result.stderr
+
+
+# --- real images -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    """The Dockerfile built with podman from a local Debian base: (podman, image ID)."""
+    ensure_tools()
+    folder = tmp_path_factory.mktemp("image")
+    podman = Podman(folder / "podman")
+    from scalebench.images import build
+
+    previous = os.environ.get("CONTAINERS_CONF")
+    os.environ["CONTAINERS_CONF"] = str(podman.conf)  # read by the podman that build() calls
+    try:
+        started = time.monotonic()
+        base = debian_base(podman, folder)
+        weights = seeded_weights(folder / "weights")
+        digest = build(podman.command, "localhost/scalebench:test", base, weights,
+                       local_pip_options(folder))
+        print(f"\nimage built in {time.monotonic() - started:.0f} s")
+        yield podman, digest
+    finally:
+        if previous is None:
+            os.environ.pop("CONTAINERS_CONF", None)
+        else:
+            os.environ["CONTAINERS_CONF"] = previous
+        podman.remove_everything()
+
+
+def in_image(podman: Podman, digest: str, results: Path, *command: str):
+    """Run ``command`` through the launch helper, results folder bound at /results."""
+    return run("-m", "scalebench.images", "run", digest, "--engine", " ".join(podman.command),
+               "--no-gpus", "--bind", f"{results}:/results", "--", *command, timeout=900,
+               env=podman.environment())
+
+
+@pytest.mark.slow
+def test_image_runs_the_benchmark_and_replays_it_bit_for_bit(image, tmp_path):
+    podman, digest = image
+    results = tmp_path / "results"
+    results.mkdir()
+    experiment = tiny_experiment()
+    experiment["solver"][1]["denoiser"] = {**experiment["solver"][1]["denoiser"],
+                                           "denoiser": "dncnn", "pretrained": "hub"}
+    (results / "tiny.yml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+    ran = in_image(podman, digest, results, "scalebench", "run", "/results/tiny.yml",
+                   "--output", "tiny")
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    rows = pd.read_parquet(results / "tiny.parquet")
+    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}",
+                               digest).stdout)
+    assert set(rows["prov_image_digest"]) == {digest}
+    assert [json.loads(value) for value in set(rows["prov_image_labels"])] == [labels]
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert set(rows["prov_code_commit"]) == {head}
+    assert labels["org.opencontainers.image.revision"] == head
+    assert labels["org.scalebench.torch"] == LOCK["torch"]
+    assert "dncnn" in set(rows["p_solver_denoiser"])  # the baked, verified weights were used
+    replayed = in_image(podman, digest, results, "scalebench", "replay", "/results/tiny.parquet")
+    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    verdicts = [line for line in replayed.stdout.splitlines() if line.startswith(("MATCH",
+                                                                                "DIFFER"))]
+    assert len(verdicts) == 2 and all(v.startswith("MATCH") for v in verdicts), verdicts
+
+
+@pytest.mark.slow
+def test_image_describes_itself_and_passes_its_self_test(image, tmp_path):
+    podman, digest = image
+    info = in_image(podman, digest, tmp_path)
+    assert info.returncode == 0, info.stderr
+    assert "scalebench image" in info.stdout and digest in info.stdout
+    assert f"torch {LOCK['torch']}" in info.stdout and "dncnn_sigma2_gray.pth" in info.stdout
+    selftest = in_image(podman, digest, tmp_path, "scalebench-image-test")
+    assert selftest.returncode == 0, selftest.stdout[-2000:] + selftest.stderr[-2000:]
+    assert "image test passed" in selftest.stdout
+    assert "skipped: no GPU visible" in selftest.stdout
+
+
+@pytest.mark.slow
+def test_image_keeps_nothing_of_the_build_time_mounts(image, tmp_path):
+    """pip settings and the host CA bundle were mounted for the build only."""
+    podman, digest = image
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    listing = in_image(podman, digest, tmp_path, "sh", "-c",
+                       f"ls -A /run/scalebench-build; ls /etc/pip.conf 2>&1; sha256sum {bundle}")
+    lines = listing.stdout.splitlines()
+    assert lines[0].startswith("ls: cannot access '/etc/pip.conf'"), lines
+    base = podman("run", "--rm", "--entrypoint", "sha256sum", BASE_TAG, bundle)
+    assert base.returncode == 0, base.stderr
+    assert lines[1] == base.stdout.strip()  # the base's own bundle, unchanged
+
+
+@pytest.mark.slow
+def test_verify_image_by_id(image):
+    podman, digest = image
+    engine = " ".join(podman.command)
+    env = podman.environment()
+    ok = run("-m", "scalebench.images", "verify", "localhost/scalebench:test", "--digest",
+             digest, "--engine", engine, env=env)
+    assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
+    other = run("-m", "scalebench.images", "verify", "localhost/scalebench:test", "--digest",
+                "sha256:" + "2" * 64, "--engine", engine, env=env)
+    assert other.returncode == 1 and "another image" in other.stderr
+    missing = run("-m", "scalebench.images", "verify", "localhost/absent:1", "--digest",
+                  digest, "--engine", engine, env=env)
+    assert missing.returncode == 2 and "cannot inspect image" in missing.stderr
+
+
+@pytest.mark.slow
+def test_apptainer_image_builds_and_runs(tmp_path):
+    if shutil.which("apptainer") is None:
+        pytest.skip("apptainer is not installed (it is not packaged for Debian 12); the "
+                    "definition is parsed and checked against the pins by the tests above")
+    base = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]
+    if not base["digest"]:
+        pytest.skip("containers/base-image.toml records no base digest to build the SIF from")
+    from scalebench.images import build_sif, image_digest
+
+    sif = tmp_path / "scalebench.sif"
+    digest = build_sif(sif, None, seeded_weights(tmp_path / "weights"), [])
+    assert digest == image_digest(str(sif))
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "tiny.yml").write_text(yaml.safe_dump(tiny_experiment(), sort_keys=False))
+    ran = subprocess.run(["apptainer", "run", "--bind", f"{results}:/results", str(sif),
+                          "scalebench", "run", "/results/tiny.yml", "--output", "tiny"],
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert set(pd.read_parquet(results / "tiny.parquet")["prov_image_digest"]) == {digest}
