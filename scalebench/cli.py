@@ -8,6 +8,8 @@
   2 unreadable).
 - ``scalebench replay RESULTS``: re-run archived experiments and compare bit for bit (0 when
   every experiment matches).
+- ``scalebench verify-image IMAGE --digest sha256:...``: check an image before a replay (0 it
+  is that image, 1 another one, 2 bad input).
 
 This module and the launcher import only the standard library: the process that waits for a
 run holds no torch, deepinv or problem data.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -82,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
                         "environment differs, comparing within a tolerance")
     replay.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
                         help="benchopt benchmark folder (default: benchmark_inference)")
+    verify = commands.add_parser("verify-image",
+                                 help="check a container image's digest before a replay")
+    verify.add_argument("image", help="SIF file, or image name/ID known to the engine")
+    verify.add_argument("--digest", required=True, help="expected digest, sha256:HEX")
+    verify.add_argument("--engine", default=os.environ.get("SCALEBENCH_ENGINE", "docker"),
+                        help="docker or podman, with global options")
     return parser
 
 
@@ -127,9 +136,22 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK if all(v.status == "MATCH" for v in verdicts) else EXIT_FAILED
 
 
+def _verify_image(args: argparse.Namespace) -> int:
+    from scalebench.images import ImageMismatch, verify_image
+
+    try:
+        print(verify_image(args.image, args.digest, args.engine))
+    except ImageMismatch as error:
+        print(f"scalebench: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "verify-image":
+            return _verify_image(args)
         if args.command == "validate":
             return _validate(args.config, args.nproc)
         if args.command == "check":

@@ -312,3 +312,16 @@ def test_apptainer_image_builds_and_runs(tmp_path):
                          capture_output=True, text=True, timeout=900, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert set(pd.read_parquet(results / "tiny.parquet")["prov_image_digest"]) == {digest}
+
+
+def test_scalebench_verify_image_command_on_a_sif_file(tmp_path):
+    sif = tmp_path / "scalebench.sif"
+    sif.write_bytes(b"a stand-in for an image file")
+    digest = "sha256:" + hashlib.sha256(sif.read_bytes()).hexdigest()
+    same = subprocess.run([sys.executable, "-m", "scalebench", "verify-image", str(sif),
+                           "--digest", digest], capture_output=True, text=True)
+    assert same.returncode == 0, same.stderr
+    other = subprocess.run([sys.executable, "-m", "scalebench", "verify-image", str(sif),
+                            "--digest", "sha256:" + "0" * 64], capture_output=True, text=True)
+    assert other.returncode == 1 and other.stderr.startswith("scalebench: error: ")
+    assert len(other.stderr.strip().splitlines()) == 1
