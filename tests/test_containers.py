@@ -158,10 +158,13 @@ def test_production_weights_need_recorded_checksums(tmp_path):
         assert "has no recorded sha256" in result.stderr
 
 
-def test_production_build_needs_a_recorded_base_digest():
+def test_production_build_uses_the_recorded_base_digest_or_stops():
     base = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]
-    if base["digest"]:
-        pytest.skip("a base digest is recorded in containers/base-image.toml")
+    if base["digest"]:  # both definitions pin the recorded digest
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"])
+        assert f"ARG BASE_DIGEST={base['digest']}" in DOCKERFILE.read_text()
+        assert base["digest"] in (REPO / "containers/scalebench.def").read_text()
+        return
     result = run("-m", "scalebench.images", "build", "--engine", "podman")
     assert result.returncode == 2
     assert "containers/base-image.toml records no digest" in result.stderr
