@@ -3,12 +3,19 @@ compilation, profiler."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
 from torch import nn
 
-from scalebench.denoisers import DENOISERS, TiledDenoiser, build_denoiser, check_input_size
+from scalebench.denoisers import (
+    DENOISERS,
+    TiledDenoiser,
+    build_denoiser,
+    check_input_size,
+    tile_windows,
+)
 from scalebench.errors import ConfigError
 from scalebench.params import Param
 from scalebench.profiling import PROFILER_MODES
@@ -62,13 +69,11 @@ def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:
 
 def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     """Tiles the denoiser cuts an image of shape (C, *spatial) into (1 when untiled)."""
-    from scalebench.denoisers import tile_windows
-
     spatial = image_shape[1:]
     if not 0 < params["patch_size"] < max(spatial):
         return 1
     counts = [len(tile_windows(n, params["patch_size"], params["overlap"])) for n in spatial]
-    return int(torch.tensor(counts).prod())
+    return math.prod(counts)
 
 
 def run_ranks(params: dict, default: int) -> int:
