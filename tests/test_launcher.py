@@ -91,3 +91,14 @@ def test_signal_reaches_the_worker_and_removes_the_staging_folder(running, signu
     outputs = benchmark / "outputs"
     assert not list(outputs.glob(".staging-*"))
     assert not (outputs / "long.parquet").exists()  # nothing had finished
+
+
+def test_no_rank_outlives_a_killed_launcher(running):
+    launcher, worker, _ = running
+    launcher.kill()  # SIGKILL: the launcher cannot pass anything on
+    launcher.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{worker}").exists() and "benchopt" in _cmdline(worker) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{worker}").exists() or "benchopt" not in _cmdline(worker)

@@ -19,6 +19,7 @@ iteration spent communicating.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import statistics
@@ -43,6 +44,7 @@ VARIANTS = {  # name: (ranks, threads, distributed)
     "single1": (1, 1, False),
 }
 STAGES = ("grad_time_s", "denoise_time_s", "comm_time_s")
+RUN_NUMBERS = itertools.count()
 
 
 def run_variant(workdir: Path, dataset: dict, variant: str, iterations: int) -> dict:
@@ -54,7 +56,7 @@ def run_variant(workdir: Path, dataset: dict, variant: str, iterations: int) -> 
     config.write_text(yaml.safe_dump({"objective": ["imaging_inverse_problem"],
                                       "dataset": [dataset], "solver": [{"pnp": solver}],
                                       "max-runs": iterations + 1, "timeout": "2h"}))
-    name = f"{variant}_{len(list(workdir.glob('*.yml')))}"
+    name = f"{variant}_{next(RUN_NUMBERS)}"
     benchmark = workdir / "benchmark_inference"
     done = subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
                            "--benchmark", str(benchmark), "--output", name, "--no-html",

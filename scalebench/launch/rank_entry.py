@@ -15,6 +15,7 @@ maps them itself, since a clean container environment has no SLURM_* variables).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -26,6 +27,15 @@ from collections import deque
 from pathlib import Path
 
 LOG_TAIL_LINES = 80
+
+
+def end_with_parent() -> None:
+    """In a child process (preexec_fn): receive SIGTERM when its parent dies, even by SIGKILL,
+    so that no rank outlives its launcher. Linux only; elsewhere a no-op."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def slurm_ranks(env: dict[str, str]) -> dict[str, str]:
@@ -57,7 +67,8 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str]) -
     command = benchopt_command([sys.executable], benchmark, config, output)
     with log_path.open("w") as log:
         process = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace")
+                                   stderr=subprocess.STDOUT, text=True, errors="replace",
+                                   preexec_fn=end_with_parent)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, _: process.send_signal(signum))
         for line in process.stdout:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalebench.launch.rank_entry import end_with_parent
+
 POLL_S = 0.2
 
 
@@ -81,11 +83,11 @@ def start_local(python: list[str], nproc: int, folder: Path, benchmark: Path,
     processes = [
         subprocess.Popen([*python, *rank_entry_args(folder, benchmark, config)],
                          env={**os.environ, **local_rank_env(rank, nproc, port)},
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=end_with_parent)
         for rank in range(nproc)
     ] if nproc > 1 else [
         subprocess.Popen([*python, *rank_entry_args(folder, benchmark, config)],
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=end_with_parent)
     ]
     return RankGroup(processes)
 
@@ -96,7 +98,7 @@ def start_srun(python: list[str], folder: Path, benchmark: Path, config: Path,
     env = {**os.environ, "MASTER_PORT": str(port), "SB_TASK_RANKS": "1"}
     env.setdefault("MASTER_ADDR", first_node_address())
     process = subprocess.Popen(srun_command(python, folder, benchmark, config, srun_args),
-                               env=env, start_new_session=True)
+                               env=env, start_new_session=True, preexec_fn=end_with_parent)
     return RankGroup([process], grace_s=30.0)
 
 
