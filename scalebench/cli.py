@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                             help="benchopt benchmark folder (default: benchmark_inference)")
     run_parser.add_argument("--output", help="result name: <benchmark>/outputs/<name>.parquet "
                             "(default: <config name>_<date-time>); never overwrites")
+    run_parser.add_argument("--outputs", type=Path, default=None,
+                            help="results folder (default: <benchmark>/outputs)")
     run_parser.add_argument("--no-html", action="store_true", help="skip the HTML report")
     run_parser.add_argument("--nproc", type=_positive, default=1,
                             help="ranks on this machine (default 1)")
@@ -97,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     python = shlex.split(args.python) if args.python else [sys.executable]
     request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
-                         args.resume, not args.no_html, python, shlex.split(args.srun_args))
+                         args.resume, not args.no_html, python, shlex.split(args.srun_args),
+                         args.outputs.resolve() if args.outputs else None)
     return run(request)
 
 

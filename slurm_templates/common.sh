@@ -8,8 +8,9 @@
 #   SB_RUNTIME      none (host venv), apptainer, docker or podman (default none)
 #   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
 #   SB_REPO         the repository (default: the folder sbatch was called from)
-#   SB_BENCHMARK    benchmark folder (default: SB_REPO/benchmark_inference); results land in
-#                   its outputs/ folder, next to <name>.preflight.json
+#   SB_BENCHMARK    benchmark folder (default: SB_REPO/benchmark_inference)
+#   SB_OUTPUTS      results folder (default: SB_BENCHMARK/outputs), also holding
+#                   <name>.preflight.json; bound into containers
 #   SB_GPUS         1: one GPU per task (--gpus-per-task=1, --nv / --gpus) (default 0)
 #   SB_BINDS, SB_DATA, SB_WEIGHTS, SB_PYTHON: see task-python.sh
 #   SB_LAUNCHER_PYTHON  host python for the launcher (default: the venv's for none, else
@@ -29,14 +30,16 @@ sb_main() {
   config_name=$(basename "$SB_CONFIG")
   SB_OUTPUT=${SB_OUTPUT:-${config_name%.*}_${SLURM_JOB_ID}}
   SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
-  export SB_REPO SB_RUNTIME SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON
+  SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
+  export SB_REPO SB_RUNTIME SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON SB_OUTPUTS
   if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
     SB_IMAGE_DIGEST=${SB_IMAGE_DIGEST:-$(sb_run_or_print "$SB_RUNTIME" image inspect \
       --format '{{.Id}}' "${SB_IMAGE:?SB_IMAGE must name the image}")}
     export SB_IMAGE_DIGEST
   fi
   export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
-  export SCALEBENCH_PREFLIGHT=$SB_BENCHMARK/outputs/$SB_OUTPUT.preflight.json
+  [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it
+  export SCALEBENCH_PREFLIGHT=$SB_OUTPUTS/$SB_OUTPUT.preflight.json
   local task=$SB_REPO/slurm_templates/task-python.sh
   local srun_args=()
   [ "$SB_GPUS" = 1 ] && srun_args+=(--gpus-per-task=1)
@@ -49,7 +52,8 @@ sb_main() {
     -m scalebench.preflight --output "$SCALEBENCH_PREFLIGHT"
 
   local launcher=("${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}" -m scalebench run "$SB_CONFIG"
-                  --benchmark "$SB_BENCHMARK" --launcher srun --output "$SB_OUTPUT"
+                  --benchmark "$SB_BENCHMARK" --outputs "$SB_OUTPUTS" --launcher srun
+                  --output "$SB_OUTPUT"
                   --python "$task"
                   "--srun-args=${srun_args[*]}")
   [ "${SB_RESUME:-0}" = 1 ] && launcher+=(--resume)

@@ -11,8 +11,8 @@
 # Variables: SB_RUNTIME (none), SB_REPO (the repository, bound at the same path), SB_PYTHON
 # (venv python for none, `python` in images), SB_IMAGE (SIF file or image name), SB_IMAGE_DIGEST
 # (docker/podman: the image id handed to provenance), SB_GPUS (1: expose GPUs), SB_BINDS
-# (extra host:container binds, comma-separated), SB_DATA, SB_WEIGHTS (bound at the same path;
-# SB_WEIGHTS becomes TORCH_HOME).
+# (extra host:container binds, comma-separated), SB_OUTPUTS, SB_DATA, SB_WEIGHTS (bound at the
+# same path unless inside the repository; SB_WEIGHTS becomes TORCH_HOME).
 set -euo pipefail
 
 SB_RUNTIME=${SB_RUNTIME:-none}
@@ -34,7 +34,9 @@ passed=(RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT SLUR
         SCALEBENCH_COLLECTIVE_TIMEOUT_S OMP_NUM_THREADS)
 
 binds=("$SB_REPO")
-for extra in ${SB_DATA:-} ${SB_WEIGHTS:-}; do binds+=("$extra"); done
+for extra in ${SB_OUTPUTS:-} ${SB_DATA:-} ${SB_WEIGHTS:-}; do
+  case "$extra" in "$SB_REPO"/*) ;; *) binds+=("$extra") ;; esac  # already under the repo
+done
 IFS=, read -r -a extra_binds <<< "${SB_BINDS:-}"
 
 command=()

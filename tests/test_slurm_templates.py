@@ -72,10 +72,11 @@ def test_task_command_line_for_each_runtime(runtime, gpus):
 
 def test_task_binds_data_and_weights_and_sets_torch_home():
     line = dry_run([str(TASK), "-V"], SB_RUNTIME="apptainer", SB_IMAGE="/i.sif",
-                   SB_DATA="/data", SB_WEIGHTS="/w", SB_BINDS="/scratch:/scratch").strip()
+                   SB_DATA="/data", SB_WEIGHTS="/w", SB_BINDS="/scratch:/scratch",
+                   SB_OUTPUTS="/results").strip()
     assert line == ("apptainer exec --cleanenv --pwd /repo --env TORCH_HOME=/w --bind "
-                    "/repo:/repo --bind /data:/data --bind /w:/w --bind /scratch:/scratch "
-                    "/i.sif python -V")
+                    "/repo:/repo --bind /results:/results --bind /data:/data --bind /w:/w "
+                    "--bind /scratch:/scratch /i.sif python -V")
 
 
 def test_unknown_runtime_is_a_one_line_error():
@@ -90,17 +91,18 @@ def test_batch_template_commands():
     env = {"SB_CONFIG": "configs/default.yml", "SLURM_JOB_ID": "42", "SLURM_NTASKS": "4",
            "SLURM_JOB_NODELIST": "n[1-2]", "MASTER_ADDR": "10.0.0.1", "SB_GPUS": "1",
            "SB_RUNTIME": "apptainer", "SB_IMAGE": "/img/sb.sif", "SB_RESUME": "1",
-           "SB_REPO": str(REPO)}
+           "SB_REPO": str(REPO), "SB_OUTPUTS": "/scratch/results"}
     lines = dry_run(["bash", str(TEMPLATES / "multinode.sh")], **env).splitlines()
     assert lines == [
         "[scalebench] job 42: 4 task(s) on n[1-2] (master 10.0.0.1), runtime apptainer, "
         f"config {REPO}/configs/default.yml",
         "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
         f"{REPO}/slurm_templates/task-python.sh -m scalebench.preflight --output "
-        f"{REPO}/benchmark_inference/outputs/default_42.preflight.json ",
+        "/scratch/results/default_42.preflight.json ",
         f"python3 -m scalebench run {REPO}/configs/default.yml --benchmark "
-        f"{REPO}/benchmark_inference --launcher srun --output default_42 --python "
-        f"{REPO}/slurm_templates/task-python.sh --srun-args=--gpus-per-task=1 --resume ",
+        f"{REPO}/benchmark_inference --outputs /scratch/results --launcher srun --output "
+        f"default_42 --python {REPO}/slurm_templates/task-python.sh "
+        "--srun-args=--gpus-per-task=1 --resume ",
     ]
 
 
