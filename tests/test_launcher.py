@@ -102,3 +102,16 @@ def test_no_rank_outlives_a_killed_launcher(running):
             and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not Path(f"/proc/{worker}").exists() or "benchopt" not in _cmdline(worker)
+
+
+def test_results_go_to_the_outputs_folder_given(tmp_path, write_config):
+    benchmark = tmp_path / "benchmark_inference"
+    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    experiment = tiny_experiment(solver=[{"pnp": {"max_iter": 1, "device": "cpu"}}])
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),
+         "--benchmark", str(benchmark), "--outputs", str(tmp_path / "results"), "--output",
+         "elsewhere", "--no-html"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "results" / "elsewhere.parquet").is_file()
+    assert not (benchmark / "outputs").exists()
