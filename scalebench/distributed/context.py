@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from deepinv.distributed import DistributedContext
 
+from scalebench.launch.rank_entry import slurm_ranks
 from scalebench.launch.ranks import first_node_address
 
 TIMEOUT_VARIABLE = "SCALEBENCH_COLLECTIVE_TIMEOUT_S"
@@ -34,9 +35,7 @@ def export_rank_environment() -> None:
     env = os.environ
     if "RANK" in env or int(env.get("SLURM_NTASKS", "1")) <= 1 or "SLURM_PROCID" not in env:
         return
-    env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-    env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-    env["LOCAL_WORLD_SIZE"] = env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]
+    env.update(slurm_ranks(env))
     env.setdefault("MASTER_ADDR", first_node_address())
     env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
 

@@ -59,10 +59,6 @@ class Problem:
         return replace(self, physics=self.physics.to(device), x_true=self.x_true.to(device),
                        y=TensorList([y_k.to(device) for y_k in self.y]))
 
-    def data_digest(self) -> str:
-        """sha256 over the digests of the ground truth and of every measurement tensor."""
-        return self.data_sha256
-
 
 @dataclass
 class ProblemSetup:
