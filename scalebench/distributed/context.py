@@ -40,12 +40,6 @@ def export_rank_environment() -> None:
     env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
 
 
-def world_size() -> int:
-    """Ranks of this run as the environment declares them (1 outside a launcher)."""
-    export_rank_environment()
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 def _init_process_group() -> None:
     export_rank_environment()
     if dist.is_initialized() or "RANK" not in os.environ:
