@@ -114,7 +114,7 @@ def steps(pins: Pins) -> list[tuple[str, str]]:
     src = f"{PREFIX}/src"
     extras = " ".join(EXTRAS)
     return [
-        ("The interpreter from the base's distribution; the base digest pins its version.",
+        ("The interpreter of the base's distribution release (rows record its exact version).",
          "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
          f"--no-install-recommends ca-certificates {' '.join(pins.python_packages)} "
          "&& rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log "

@@ -1,7 +1,8 @@
-"""Real container tooling for the tests: podman in a private storage root, a local Debian base.
+"""Real container tooling for the tests: podman in a private storage root, a local base.
 
-No container registry is reachable from the test machines, so the base image is made from
-Debian packages with mmdebstrap, and podman runs with runc and explicit ulimits (crun and the
+No container registry is reachable from the test machines, so the base image is a stand-in
+made with mmdebstrap from the packages of the distribution release under the production base
+(containers/base-image.toml), and podman runs with runc and explicit ulimits (crun and the
 default ulimits fail on these hosts). Missing tools are installed with apt-get (as root).
 """
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,13 @@ default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 """
-BASE_TAG = "localhost/debian:bookworm-minbase"
-MIRROR = "deb http://deb.debian.org/debian bookworm main"
+DISTRIBUTION = tomllib.loads((Path(__file__).resolve().parent.parent /
+                             "containers/base-image.toml").read_text())["base"]["distribution"]
+BASE_TAG = f"localhost/{DISTRIBUTION['name']}:{DISTRIBUTION['release']}-minbase"
+# Debian packages the Ubuntu archive keys (from trixie on), checked by Debian's signed archive.
+UBUNTU_KEYRING = ("ubuntu-archive-keyring", "trixie",
+                  "deb http://deb.debian.org/debian trixie main",
+                  "usr/share/keyrings/ubuntu-archive-keyring.gpg")
 BUILD_MOUNT = "/run/scalebench-build"  # pip settings for the build only, mounted read-only
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -66,11 +73,23 @@ class Podman:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def debian_base(podman: Podman, folder: Path) -> str:
-    """A minimal Debian 12 image from Debian packages, as NAME@sha256:DIGEST."""
-    tarball = folder / "debian-bookworm-minbase.tar"
-    subprocess.run(["mmdebstrap", "--variant=minbase", "--include=ca-certificates", "bookworm",
-                    str(tarball), MIRROR], check=True, capture_output=True, timeout=900)
+def _ubuntu_keyring(folder: Path) -> Path:
+    package, release, source, path = UBUNTU_KEYRING
+    root = folder / "keyring-root"
+    subprocess.run(["mmdebstrap", "--variant=extract", f"--include={package}", release,
+                    str(root), source], check=True, capture_output=True, timeout=600)
+    return root / path
+
+
+def stand_in_base(podman: Podman, folder: Path) -> str:
+    """A minimal root of the production base's distribution release, as NAME@sha256:DIGEST."""
+    tarball = folder / "base-minbase.tar"
+    options = ["--variant=minbase", "--include=ca-certificates"]
+    if DISTRIBUTION["name"] == "ubuntu":
+        options.append(f"--keyring={_ubuntu_keyring(folder)}")
+    sources = [f"deb {DISTRIBUTION['mirror']} {suite} main" for suite in DISTRIBUTION["suites"]]
+    subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball), *sources],
+                   check=True, capture_output=True, timeout=900)
     imported = podman("import", str(tarball), BASE_TAG)
     assert imported.returncode == 0, imported.stderr
     tarball.unlink()
@@ -143,4 +162,14 @@ def seeded_weights(folder: Path) -> Path:
     checksum = hashlib.sha256(path.read_bytes()).hexdigest()
     (folder / "manifest.txt").write_text(
         f"{checksum} {path.name} test://seeded-random-dncnn-made-by-the-test\n")
+    return folder
+
+
+def pinned_wheels(folder: Path, names: tuple[str, ...], python: str) -> Path:
+    """Wheels of ``names`` and of their dependencies, at the lock's versions, for ``python``
+    (MAJOR.MINOR): a local index for pip inside a container, which keeps no pip settings."""
+    constraints = Path(__file__).resolve().parent.parent / "constraints.txt"
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+                    "--python-version", python, "-c", str(constraints), "-d", str(folder),
+                    *names], check=True, capture_output=True, timeout=600)
     return folder

@@ -2,9 +2,10 @@
 
 Fast tests check the Dockerfile and the Apptainer definition against pyproject.toml,
 constraints.txt and containers/base-image.toml (and against each other), run hadolint and the
-weights verification. Slow tests build the Dockerfile with podman from a local Debian base
-(no registry is reachable), run the benchmark inside it through the launch helper and replay
-the rows in the same image; Apptainer builds run where apptainer is installed.
+weights verification. Slow tests build the Dockerfile with podman from a stand-in base of the
+production base's distribution release (no registry is reachable), run the benchmark inside
+it through the launch helper, replay the rows in the same image and run some of the project's
+tests on the image's interpreter; Apptainer builds run where apptainer is installed.
 """
 
 from __future__ import annotations
@@ -24,23 +25,27 @@ import pandas as pd
 import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
+from packaging.specifiers import SpecifierSet
 from spython.main.parse.parsers import SingularityParser
 
 from containers.generate import read_lock
 from tests.conftest import REPO, tiny_experiment
 from tests.container_tools import (
     BASE_TAG,
+    DISTRIBUTION,
     Podman,
-    debian_base,
     ensure_tools,
     local_pip_options,
+    pinned_wheels,
     seeded_weights,
+    stand_in_base,
 )
 
 DOCKERFILE = REPO / "containers/Dockerfile"
 DEFINITION = REPO / "containers/scalebench.def"
 SECTIONS = ("arguments", "files", "labels", "environment", "post", "runscript", "test", "help")
 LOCK = read_lock((REPO / "constraints.txt").read_text())
+IMAGE_PYTHON = tomllib.loads((REPO / "containers/base-image.toml").read_text())["python"]
 
 
 def run(*args: str, timeout: int = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -91,9 +96,8 @@ def test_labels_equal_the_lock_in_both_definitions():
 
 
 def test_both_definitions_build_the_same_way():
-    base = tomllib.loads((REPO / "containers/base-image.toml").read_text())
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert f">={base['python']['version']}" in project["requires-python"]
+    assert f"{IMAGE_PYTHON['version']}.0" in SpecifierSet(project["requires-python"])
     parser = DockerfileParser(str(DOCKERFILE))
     text = DEFINITION.read_text()
     sections = re.findall(r"(?m)^%(\w+)", text)
@@ -190,7 +194,7 @@ def test_verify_image_of_a_sif_file(tmp_path):
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
-    """The Dockerfile built with podman from a local Debian base: (podman, image ID)."""
+    """The Dockerfile built with podman from a stand-in base: (podman, image ID)."""
     ensure_tools()
     folder = tmp_path_factory.mktemp("image")
     podman = Podman(folder / "podman")
@@ -200,7 +204,7 @@ def image(tmp_path_factory):
     os.environ["CONTAINERS_CONF"] = str(podman.conf)  # read by the podman that build() calls
     try:
         started = time.monotonic()
-        base = debian_base(podman, folder)
+        base = stand_in_base(podman, folder)
         weights = seeded_weights(folder / "weights")
         digest = build(podman.command, "localhost/scalebench:test", base, weights,
                        local_pip_options(folder))
@@ -276,6 +280,43 @@ def test_image_keeps_nothing_of_the_build_time_mounts(image, tmp_path):
     base = podman("run", "--rm", "--entrypoint", "sha256sum", BASE_TAG, bundle)
     assert base.returncode == 0, base.stderr
     assert lines[1] == base.stdout.strip()  # the base's own bundle, unchanged
+
+
+@pytest.mark.slow
+def test_image_interpreter_is_a_final_release_of_the_pinned_python(image, tmp_path):
+    """The interpreter and distribution release are those base-image.toml names."""
+    podman, digest = image
+    probe = ("import json, platform, sys; print(json.dumps([sys.version_info[:2], "
+             "sys.version_info.releaselevel, platform.freedesktop_os_release()]))")
+    result = in_image(podman, digest, tmp_path, "python", "-c", probe)
+    assert result.returncode == 0, result.stderr
+    version, level, release = json.loads(result.stdout)
+    assert ".".join(map(str, version)) == IMAGE_PYTHON["version"]
+    assert level == "final"  # not an alpha, beta or release candidate
+    assert release["ID"] == DISTRIBUTION["name"]
+    assert release["VERSION_ID"] == DISTRIBUTION["version"]
+    tag = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]["tag"]
+    assert tag.endswith(f"{DISTRIBUTION['name']}{DISTRIBUTION['version']}")
+
+
+# Project tests that need neither git nor a container engine, run on the image's interpreter.
+PORTABLE_TESTS = ("tests/test_config.py", "tests/test_metrics.py", "tests/test_operators.py")
+
+
+@pytest.mark.slow
+def test_project_tests_pass_on_the_image_interpreter(image, tmp_path):
+    """The pinned stack on another Python than the host's: pytest comes from wheels made for
+    the image's interpreter, installed in the throwaway container, never in the image."""
+    podman, digest = image
+    wheels = pinned_wheels(tmp_path / "wheels", ("pytest",), IMAGE_PYTHON["version"])
+    script = ("pip install --quiet --no-index --find-links /wheels --target /tmp/pytest "
+              "-c constraints.txt pytest && PYTHONPATH=/tmp/pytest python -m pytest -q "
+              f"-p no:cacheprovider {' '.join(PORTABLE_TESTS)}")
+    result = podman("run", "--rm", "-v", f"{REPO}:/repo:ro", "-v", f"{wheels}:/wheels:ro",
+                    "-w", "/repo", "-e", "PYTHONDONTWRITEBYTECODE=1", digest, "sh", "-c",
+                    script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout) and "failed" not in result.stdout
 
 
 @pytest.mark.slow
