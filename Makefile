@@ -21,13 +21,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check scalebench provenance benchmark_inference tests tools
+	$(BIN)/ruff check scalebench provenance benchmark_inference tests tools containers
 
-# Rewrites constraints.txt from the current environment (after a deliberate upgrade).
+# Rewrites constraints.txt from the current environment (after a deliberate upgrade), keeping
+# the pins of packages it does not hold (the images' astra-toolbox and CUDA 12 wheels).
 lock: $(STAMP)
-	{ echo "# Every version of the environment, as installed and tested together (pip freeze)."; \
-	  echo "# Used as pip constraints by the Makefile; regenerate with: make lock"; \
-	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+	$(BIN)/python containers/lock.py --python $(BIN)/python constraints.txt
 
 clean-outputs:
 	rm -rf benchmark_inference/outputs

@@ -88,8 +88,9 @@ def stand_in_base(podman: Podman, folder: Path) -> str:
     if DISTRIBUTION["name"] == "ubuntu":
         options.append(f"--keyring={_ubuntu_keyring(folder)}")
     sources = [f"deb {DISTRIBUTION['mirror']} {suite} main" for suite in DISTRIBUTION["suites"]]
-    subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball), *sources],
-                   check=True, capture_output=True, timeout=900)
+    made = subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball),
+                           *sources], capture_output=True, text=True, timeout=900, check=False)
+    assert made.returncode == 0, made.stderr[-3000:]
     imported = podman("import", str(tarball), BASE_TAG)
     assert imported.returncode == 0, imported.stderr
     tarball.unlink()
