@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -85,11 +86,20 @@ def stand_in_base(podman: Podman, folder: Path) -> str:
     """A minimal root of the production base's distribution release, as NAME@sha256:DIGEST."""
     tarball = folder / "base-minbase.tar"
     options = ["--variant=minbase", "--include=ca-certificates"]
-    if DISTRIBUTION["name"] == "ubuntu":
-        options.append(f"--keyring={_ubuntu_keyring(folder)}")
-    sources = [f"deb {DISTRIBUTION['mirror']} {suite} main" for suite in DISTRIBUTION["suites"]]
-    made = subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball),
-                           *sources], capture_output=True, text=True, timeout=900, check=False)
+    # apt verifies signatures as its unprivileged user: the keyring must be world-readable,
+    # which pytest's private temporary folders are not.
+    keys = Path(tempfile.mkdtemp(prefix="scalebench-keyring-"))
+    keys.chmod(0o755)
+    try:
+        if DISTRIBUTION["name"] == "ubuntu":
+            options.append(f"--keyring={_ubuntu_keyring(keys)}")
+        sources = [f"deb {DISTRIBUTION['mirror']} {suite} main"
+                   for suite in DISTRIBUTION["suites"]]
+        made = subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball),
+                               *sources], capture_output=True, text=True, timeout=900,
+                              check=False)
+    finally:
+        shutil.rmtree(keys, ignore_errors=True)
     assert made.returncode == 0, made.stderr[-3000:]
     imported = podman("import", str(tarball), BASE_TAG)
     assert imported.returncode == 0, imported.stderr
