@@ -14,7 +14,7 @@ The digest of a Docker/podman image is its image ID (the sha256 of its configura
 a push or pull leaves unchanged, unlike the manifest digest that depends on how the registry
 compresses layers; ``verify`` also accepts a repository digest the engine knows. The digest of
 a SIF is the sha256 of the file. Only the standard library is used, so that this module runs
-from a checkout with any Python 3.11.
+from a checkout with any Python that pyproject.toml allows.
 
     python -m scalebench.images verify IMAGE --digest sha256:HEX [--engine docker]
     python -m scalebench.images run IMAGE [--engine podman] [--no-gpus] [--bind SRC:DST] -- CMD
