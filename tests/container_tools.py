@@ -85,7 +85,11 @@ def _ubuntu_keyring(folder: Path) -> Path:
 def stand_in_base(podman: Podman, folder: Path) -> str:
     """A minimal root of the production base's distribution release, as NAME@sha256:DIGEST."""
     tarball = folder / "base-minbase.tar"
-    options = ["--variant=minbase", "--include=ca-certificates"]
+    # What a distribution's own container base holds beyond its required packages: apt, and
+    # for Ubuntu (where both are only "important") its archive keys.
+    packages = ["ca-certificates", "apt"] + (["ubuntu-keyring"]
+                                             if DISTRIBUTION["name"] == "ubuntu" else [])
+    options = ["--variant=minbase", f"--include={','.join(packages)}"]
     # apt verifies signatures as its unprivileged user: the keyring must be world-readable,
     # which pytest's private temporary folders are not.
     keys = Path(tempfile.mkdtemp(prefix="scalebench-keyring-"))
@@ -93,7 +97,8 @@ def stand_in_base(podman: Podman, folder: Path) -> str:
     try:
         if DISTRIBUTION["name"] == "ubuntu":
             options.append(f"--keyring={_ubuntu_keyring(keys)}")
-        sources = [f"deb {DISTRIBUTION['mirror']} {suite} main"
+        components = " ".join(DISTRIBUTION["components"])
+        sources = [f"deb {DISTRIBUTION['mirror']} {suite} {components}"
                    for suite in DISTRIBUTION["suites"]]
         made = subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball),
                                *sources], capture_output=True, text=True, timeout=900,
