@@ -31,6 +31,8 @@ VENV = f"{PREFIX}/venv"
 EXTRAS = ("image",)  # optional dependencies installed in the image (astra-toolbox)
 # Versions shown as labels; the whole lock is also identified by its checksum.
 LABELLED = ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy")
+CUDA_WHEEL_PREFIXES = ("nvidia-", "cuda-")
+NOT_CUDA_LIBRARIES = {"nvidia-ml-py"}  # a Python binding to the driver's NVML, a direct dependency
 UNRECORDED = "sha256:unrecorded-see-containers-base-image.toml"
 # Build arguments shared by both definitions, with the defaults of a production build.
 ARGUMENTS = ("SOURCE_DATE_EPOCH", "CREATED", "SOURCE_URL", "SCALEBENCH_COMMIT",
@@ -108,22 +110,31 @@ def environment() -> dict[str, str]:
             "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
 
 
+def cuda_wheels(pins: Pins) -> list[str]:
+    """The lock's CUDA library wheels (torch's CUDA 13 set, astra-toolbox's CUDA 12 set)."""
+    return sorted(name for name in pins.locked
+                  if name.startswith(CUDA_WHEEL_PREFIXES) and name not in NOT_CUDA_LIBRARIES)
+
+
 def steps(pins: Pins) -> list[tuple[str, str]]:
     """(why, shell command) run in order by both builds, after the sources are in place."""
     python = f"python{pins.python}"
     src = f"{PREFIX}/src"
     extras = " ".join(EXTRAS)
+    pip = (f"{VENV}/bin/pip install --no-cache-dir --disable-pip-version-check "
+           f"-c {src}/constraints.txt")
     return [
         ("The interpreter of the base's distribution release (rows record its exact version).",
          "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
          f"--no-install-recommends ca-certificates {' '.join(pins.python_packages)} "
          "&& rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log "
          "/var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/apt/*.bin"),
+        ("CUDA library wheels (half the stack) in a layer of their own: smaller layers.",
+         f"{python} -m venv {VENV} && {pip} {' '.join(cuda_wheels(pins))}"),
         ("Every version comes from constraints.txt; requirement names from pyproject.toml.",
-         f"{python} -m venv {VENV} && {VENV}/bin/python {src}/containers/requirements.py "
+         f"{VENV}/bin/python {src}/containers/requirements.py "
          f"{src}/pyproject.toml {extras} > /tmp/requirements.txt && "
-         f"{VENV}/bin/pip install --no-cache-dir --disable-pip-version-check "
-         f"-c {src}/constraints.txt -r /tmp/requirements.txt && rm /tmp/requirements.txt"),
+         f"{pip} -r /tmp/requirements.txt && rm /tmp/requirements.txt"),
     ]
 
 
