@@ -1,0 +1,267 @@
+"""The radio-interferometric measurement operator: weighted visibilities of a sky image.
+
+For a sky image x (N x N pixels, pixel (p, q) at direction cosines
+l = (q - N/2) * cell, m = (p - N/2) * cell) and baselines (u_j, v_j) in wavelengths, the
+visibilities are the 2D Fourier samples
+
+    V_j(x) = sum_{p,q} x[p, q] * exp(-2 i pi (u_j l + v_j m))
+
+(narrow field: the w term and the 1/n factor are neglected). The operator returns
+sqrt(w_j) V_j(x) for per-visibility weights w_j, as a real tensor of shape (B, 2, M) holding
+the real and imaginary parts. Its adjoint for the real inner product is
+Re(sum_j conj(e_j) sqrt(w_j) y_j), an image again; with weights summing to one the response of
+A^T A to a unit point source at the phase centre is 1, so A^T y is the dirty image.
+
+Coordinates are handed over in cycles per pixel (u_j * cell, v_j * cell), each within
+[-1/2, 1/2]. Four libraries compute the same transform (``BACKENDS``): a direct DFT (exact,
+O(M N^2), the reference), ducc0's wgridder, finufft (cufinufft for CUDA tensors) and deepinv's
+RadioInterferometry (torchkbnufft). ``auto`` takes the fastest accurate one for the device
+(measured by tools/radio_operators.py): ducc0 on the CPU, cufinufft on CUDA when installed,
+else deepinv's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import torch
+from deepinv.physics import LinearPhysics
+
+BACKENDS = ("auto", "ducc0", "finufft", "torchkbnufft", "dft")
+NUFFT_EPSILON = 1e-5  # requested relative accuracy of the gridding libraries (float32 floor)
+SPEED_OF_LIGHT = 299_792_458.0  # m/s; ducc0 takes uvw in metres with frequencies
+DFT_CHUNK_ELEMENTS = 1 << 22  # visibilities x pixels per DFT block (bounds its memory)
+
+
+def resolve_backend(name: str, device: torch.device) -> str:
+    """The library behind ``name`` on ``device``: ``auto`` picks the fastest accurate one."""
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "finufft" if importlib.util.find_spec("cufinufft") else "torchkbnufft"
+    return "ducc0"
+
+
+def _threads() -> int:
+    return max(1, torch.get_num_threads())
+
+
+class DirectFourier:
+    """The exact sums, in blocks of visibilities; O(M N^2) work."""
+
+    def __init__(self, uv: torch.Tensor, image_size: int) -> None:
+        offsets = torch.arange(image_size, dtype=torch.float64, device=uv.device)
+        self.offsets = offsets - image_size // 2
+        self.uv = uv
+        self.rows = max(1, DFT_CHUNK_ELEMENTS // (image_size * image_size))
+
+    def _phases(self, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # exp(-2 i pi u l) along columns, exp(-2 i pi v m) along rows: (rows, N) each.
+        angle = -2 * math.pi * block[:, :, None] * self.offsets
+        phases = torch.polar(torch.ones_like(angle), angle)
+        return phases[:, 0], phases[:, 1]
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        image = image.to(torch.complex128)
+        parts = []
+        for block in self.uv.split(self.rows):
+            along_u, along_v = self._phases(block)
+            parts.append(torch.einsum("bpq,jq,jp->bj", image, along_u, along_v))
+        return torch.cat(parts, dim=1)
+
+    def adjoint(self, vis: torch.Tensor) -> torch.Tensor:
+        vis = vis.to(torch.complex128)
+        image = 0
+        for block, part in zip(self.uv.split(self.rows), vis.split(self.rows, dim=1),
+                               strict=True):
+            along_u, along_v = self._phases(block)
+            image = image + torch.einsum("bj,jq,jp->bpq", part, along_u.conj(), along_v.conj())
+        return image.real
+
+
+class Ducc0Gridder:
+    """ducc0's wgridder (w = 0, no n term); CPU only: CUDA tensors go through host memory."""
+
+    def __init__(self, uv: torch.Tensor, image_size: int) -> None:
+        # With frequency c, uvw in metres equals uvw in wavelengths; one pixel is one unit.
+        uv = uv.detach().cpu().numpy().astype(np.float64)
+        self.uvw = np.ascontiguousarray(np.column_stack([uv, np.zeros(len(uv))]))
+        self.freq = np.array([SPEED_OF_LIGHT])
+        self.image_size = image_size
+        self.common = dict(pixsize_x=1.0, pixsize_y=1.0, epsilon=NUFFT_EPSILON,
+                           do_wgridding=False, divide_by_n=False)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        from ducc0.wgridder.experimental import dirty2vis
+
+        pixels = image.detach().cpu().numpy()
+        # ducc0's first image axis goes with u: hand it the columns-first (transposed) image.
+        vis = [dirty2vis(uvw=self.uvw, freq=self.freq, dirty=np.ascontiguousarray(plane.T),
+                         nthreads=_threads(), **self.common)[:, 0] for plane in pixels]
+        return torch.from_numpy(np.stack(vis)).to(image.device)
+
+    def adjoint(self, vis: torch.Tensor) -> torch.Tensor:
+        from ducc0.wgridder.experimental import vis2dirty
+
+        samples = vis.detach().cpu().numpy()
+        size = self.image_size
+        images = [vis2dirty(uvw=self.uvw, freq=self.freq, vis=np.ascontiguousarray(v[:, None]),
+                            npix_x=size, npix_y=size, nthreads=_threads(), **self.common).T
+                  for v in samples]
+        return torch.from_numpy(np.ascontiguousarray(np.stack(images))).to(vis.device)
+
+
+class FinufftTransform:
+    """finufft type 2 (forward) and type 1 (adjoint); cufinufft for CUDA tensors."""
+
+    def __init__(self, uv: torch.Tensor, image_size: int) -> None:
+        self.image_size = image_size
+        self.cuda = uv.device.type == "cuda"
+        # Rows go with v, columns with u; mode k of N is array index k + N/2.
+        angles = 2 * math.pi * uv
+        self.rows, self.cols = angles[:, 1].contiguous(), angles[:, 0].contiguous()
+        if not self.cuda:
+            self.rows, self.cols = self.rows.cpu().numpy(), self.cols.cpu().numpy()
+
+    def _library(self):
+        if self.cuda:
+            try:
+                import cufinufft
+            except ImportError:
+                raise RuntimeError("operator 'finufft' on CUDA needs cufinufft "
+                                   "(pip install cufinufft)") from None
+            return cufinufft
+        import finufft
+        return finufft
+
+    def _coordinates(self, dtype) -> tuple:
+        if self.cuda:
+            return self.rows.to(dtype), self.cols.to(dtype)
+        return self.rows.astype(dtype), self.cols.astype(dtype)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        real = torch.float32 if image.dtype == torch.float32 else torch.float64
+        complex_type = torch.complex64 if real == torch.float32 else torch.complex128
+        data = image.detach().to(complex_type).contiguous()
+        if not self.cuda:
+            rows, cols = self._coordinates(np.float32 if real == torch.float32 else np.float64)
+            out = self._library().nufft2d2(rows, cols, data.numpy(), isign=-1,
+                                           eps=NUFFT_EPSILON, nthreads=_threads())
+            return torch.from_numpy(np.atleast_2d(out))
+        rows, cols = self._coordinates(real)
+        return self._library().nufft2d2(rows, cols, data, isign=-1, eps=NUFFT_EPSILON)
+
+    def adjoint(self, vis: torch.Tensor) -> torch.Tensor:
+        size = (self.image_size, self.image_size)
+        data = vis.detach().contiguous()
+        if not self.cuda:
+            rows, cols = self._coordinates(np.float32 if data.dtype == torch.complex64
+                                           else np.float64)
+            out = self._library().nufft2d1(rows, cols, data.numpy(), size, isign=1,
+                                           eps=NUFFT_EPSILON, nthreads=_threads())
+            return torch.from_numpy(out.real.reshape(-1, *size).copy())
+        rows, cols = self._coordinates(data.real.dtype)
+        return self._library().nufft2d1(rows, cols, data, size, isign=1,
+                                        eps=NUFFT_EPSILON).real.reshape(-1, *size)
+
+
+class TorchKbNufft:
+    """deepinv's RadioInterferometry (torchkbnufft), unweighted and without its 1/N scaling."""
+
+    def __init__(self, uv: torch.Tensor, image_size: int) -> None:
+        from deepinv.physics import RadioInterferometry
+
+        # deepinv wants (2, M) angles in radians, first row along image rows (v).
+        angles = (2 * math.pi * uv.flip(1)).T.to(torch.float32).contiguous()
+        self.physics = RadioInterferometry((image_size, image_size), angles,
+                                           device=uv.device)
+        # undoes its orthonormal scaling by the oversampled grid size
+        self.scale = float(math.prod(self.physics.grid_size)) ** 0.5
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.physics.A(image[:, None].float())[:, 0] * self.scale
+
+    def adjoint(self, vis: torch.Tensor) -> torch.Tensor:
+        return self.physics.A_adjoint(vis[:, None].to(torch.complex64))[:, 0] * self.scale
+
+
+TRANSFORMS = {"dft": DirectFourier, "ducc0": Ducc0Gridder, "finufft": FinufftTransform,
+              "torchkbnufft": TorchKbNufft}
+
+
+class _Measure(torch.autograd.Function):
+    """y = A x with A^T as its backward, so gradients flow through any library."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, operator: VisibilityOperator) -> torch.Tensor:
+        ctx.operator = operator
+        return operator.apply_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.operator.apply_adjoint(grad), None
+
+
+class _MeasureAdjoint(torch.autograd.Function):
+    """x = A^T y with A as its backward."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, operator: VisibilityOperator) -> torch.Tensor:
+        ctx.operator = operator
+        return operator.apply_adjoint(y)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.operator.apply_forward(grad), None
+
+
+class VisibilityOperator(LinearPhysics):
+    """Weighted visibilities of an (B, 1, N, N) image, as (B, 2, M) real and imaginary parts.
+
+    ``uv``: (M, 2) baseline coordinates in cycles per pixel, each in [-1/2, 1/2];
+    ``weights``: (M,) non-negative visibility weights; ``backend``: one of ``BACKENDS``.
+    The transform of the operator's device is built on first use and kept.
+    """
+
+    def __init__(self, uv: torch.Tensor, weights: torch.Tensor, image_size: int,
+                 backend: str = "auto", **kwargs) -> None:
+        super().__init__(**kwargs)
+        if backend not in BACKENDS:
+            raise ValueError(f"operator must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if uv.ndim != 2 or uv.shape[1] != 2 or uv.shape[0] != weights.numel():
+            raise ValueError("uv must be (M, 2) with one weight per row")
+        if uv.numel() and float(uv.abs().max()) > 0.5:
+            raise ValueError("uv must lie within [-1/2, 1/2] cycles per pixel")
+        self.register_buffer("uv", uv.to(torch.float64))
+        self.register_buffer("sqrt_weights", weights.to(torch.float64).sqrt())
+        self.image_size = image_size
+        self.backend = backend
+        self._transforms: dict[tuple[str, str], object] = {}
+
+    @property
+    def library(self) -> str:
+        """The library that computes the transform on the operator's device."""
+        return resolve_backend(self.backend, self.uv.device)
+
+    def _transform(self):
+        key = (str(self.uv.device), self.library)
+        if key not in self._transforms:
+            self._transforms[key] = TRANSFORMS[key[1]](self.uv, self.image_size)
+        return self._transforms[key]
+
+    def apply_forward(self, x: torch.Tensor) -> torch.Tensor:
+        vis = self._transform().forward(x[:, 0]) * self.sqrt_weights
+        return torch.stack([vis.real, vis.imag], dim=1).to(x.dtype)
+
+    def apply_adjoint(self, y: torch.Tensor) -> torch.Tensor:
+        vis = torch.complex(y[:, 0].double(), y[:, 1].double()) * self.sqrt_weights
+        complex_type = torch.complex64 if y.dtype == torch.float32 else torch.complex128
+        return self._transform().adjoint(vis.to(complex_type))[:, None].to(y.dtype)
+
+    def A(self, x: torch.Tensor, **kwargs) -> torch.Tensor:
+        return _Measure.apply(x, self)
+
+    def A_adjoint(self, y: torch.Tensor, **kwargs) -> torch.Tensor:
+        return _MeasureAdjoint.apply(y, self)
