@@ -15,7 +15,7 @@ A^T A to a unit point source at the phase centre is 1, so A^T y is the dirty ima
 Coordinates are handed over in cycles per pixel (u_j * cell, v_j * cell), each within
 [-1/2, 1/2]. Four libraries compute the same transform (``BACKENDS``): a direct DFT (exact,
 O(M N^2), the reference), ducc0's wgridder, finufft (cufinufft for CUDA tensors) and deepinv's
-RadioInterferometry (torchkbnufft). ``auto`` takes the fastest accurate one for the device
+RadioInterferometry (torchkbnufft). ``auto`` takes the fastest accurate one installed for the device
 (measured by tools/radio_operators.py): ducc0 on the CPU, cufinufft on CUDA when installed,
 else deepinv's.
 """
@@ -35,13 +35,22 @@ SPEED_OF_LIGHT = 299_792_458.0  # m/s; ducc0 takes uvw in metres with frequencie
 DFT_CHUNK_ELEMENTS = 1 << 22  # visibilities x pixels per DFT block (bounds its memory)
 
 
+# Fastest accurate first, per device type (tools/radio_operators.py), with the Python module
+# each needs on that device; the exact DFT is the last resort.
+PREFERENCE = {"cpu": (("ducc0", "ducc0"), ("finufft", "finufft"),
+                      ("torchkbnufft", "torchkbnufft")),
+              "cuda": (("finufft", "cufinufft"), ("torchkbnufft", "torchkbnufft"))}
+
+
 def resolve_backend(name: str, device: torch.device) -> str:
-    """The library behind ``name`` on ``device``: ``auto`` picks the fastest accurate one."""
+    """The library behind ``name`` on ``device``: ``auto`` picks the fastest accurate one
+    among those installed."""
     if name != "auto":
         return name
-    if device.type == "cuda":
-        return "finufft" if importlib.util.find_spec("cufinufft") else "torchkbnufft"
-    return "ducc0"
+    for backend, module in PREFERENCE.get(device.type, PREFERENCE["cpu"]):
+        if importlib.util.find_spec(module):
+            return backend
+    return "dft"
 
 
 def _threads() -> int:
@@ -114,16 +123,17 @@ class Ducc0Gridder:
 
 
 class FinufftTransform:
-    """finufft type 2 (forward) and type 1 (adjoint); cufinufft for CUDA tensors."""
+    """finufft type 2 (forward) and type 1 (adjoint) plans; cufinufft for CUDA tensors.
+
+    Plans (one per precision and direction) are made and given the points once, then reused.
+    """
 
     def __init__(self, uv: torch.Tensor, image_size: int) -> None:
         self.image_size = image_size
         self.cuda = uv.device.type == "cuda"
         # Rows go with v, columns with u; mode k of N is array index k + N/2.
-        angles = 2 * math.pi * uv
-        self.rows, self.cols = angles[:, 1].contiguous(), angles[:, 0].contiguous()
-        if not self.cuda:
-            self.rows, self.cols = self.rows.cpu().numpy(), self.cols.cpu().numpy()
+        self.angles = (2 * math.pi * uv.flip(1)).contiguous()
+        self.plans: dict[tuple[int, torch.dtype], tuple] = {}
 
     def _library(self):
         if self.cuda:
@@ -136,35 +146,34 @@ class FinufftTransform:
         import finufft
         return finufft
 
-    def _coordinates(self, dtype) -> tuple:
+    def _plan(self, nufft_type: int, complex_type: torch.dtype):
+        key = (nufft_type, complex_type)
+        if key not in self.plans:
+            real = torch.float32 if complex_type == torch.complex64 else torch.float64
+            options = {} if self.cuda else {"nthreads": _threads()}
+            plan = self._library().Plan(nufft_type, (self.image_size, self.image_size),
+                                        eps=NUFFT_EPSILON, isign=-1 if nufft_type == 2 else 1,
+                                        dtype=str(complex_type).removeprefix("torch."),
+                                        **options)
+            points = [axis.contiguous() for axis in self.angles.to(real).unbind(1)]
+            if not self.cuda:
+                points = [axis.numpy() for axis in points]
+            plan.setpts(*points)
+            self.plans[key] = (plan, points)  # the plan reads the points it was given
+        return self.plans[key][0]
+
+    def _execute(self, nufft_type: int, data: torch.Tensor) -> torch.Tensor:
+        plan = self._plan(nufft_type, data.dtype)
         if self.cuda:
-            return self.rows.to(dtype), self.cols.to(dtype)
-        return self.rows.astype(dtype), self.cols.astype(dtype)
+            return torch.stack([plan.execute(item.contiguous()) for item in data])
+        return torch.from_numpy(np.stack([plan.execute(item.numpy()) for item in data]))
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        real = torch.float32 if image.dtype == torch.float32 else torch.float64
-        complex_type = torch.complex64 if real == torch.float32 else torch.complex128
-        data = image.detach().to(complex_type).contiguous()
-        if not self.cuda:
-            rows, cols = self._coordinates(np.float32 if real == torch.float32 else np.float64)
-            out = self._library().nufft2d2(rows, cols, data.numpy(), isign=-1,
-                                           eps=NUFFT_EPSILON, nthreads=_threads())
-            return torch.from_numpy(np.atleast_2d(out))
-        rows, cols = self._coordinates(real)
-        return self._library().nufft2d2(rows, cols, data, isign=-1, eps=NUFFT_EPSILON)
+        complex_type = torch.complex128 if image.dtype == torch.float64 else torch.complex64
+        return self._execute(2, image.detach().to(complex_type))
 
     def adjoint(self, vis: torch.Tensor) -> torch.Tensor:
-        size = (self.image_size, self.image_size)
-        data = vis.detach().contiguous()
-        if not self.cuda:
-            rows, cols = self._coordinates(np.float32 if data.dtype == torch.complex64
-                                           else np.float64)
-            out = self._library().nufft2d1(rows, cols, data.numpy(), size, isign=1,
-                                           eps=NUFFT_EPSILON, nthreads=_threads())
-            return torch.from_numpy(out.real.reshape(-1, *size).copy())
-        rows, cols = self._coordinates(data.real.dtype)
-        return self._library().nufft2d1(rows, cols, data, size, isign=1,
-                                        eps=NUFFT_EPSILON).real.reshape(-1, *size)
+        return self._execute(1, vis.detach()).real
 
 
 class TorchKbNufft:
