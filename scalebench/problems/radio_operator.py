@@ -57,6 +57,12 @@ def _threads() -> int:
     return max(1, torch.get_num_threads())
 
 
+def _gridding_threads() -> int:
+    """Threads of the adjoints (gridding), one in deterministic mode: ducc0's threads add
+    into the grid in a varying order, so only one thread gives bit-for-bit re-runs."""
+    return 1 if torch.are_deterministic_algorithms_enabled() else _threads()
+
+
 class DirectFourier:
     """The exact sums, in blocks of visibilities; O(M N^2) work."""
 
@@ -117,7 +123,8 @@ class Ducc0Gridder:
         samples = vis.detach().cpu().numpy()
         size = self.image_size
         images = [vis2dirty(uvw=self.uvw, freq=self.freq, vis=np.ascontiguousarray(v[:, None]),
-                            npix_x=size, npix_y=size, nthreads=_threads(), **self.common).T
+                            npix_x=size, npix_y=size, nthreads=_gridding_threads(),
+                            **self.common).T
                   for v in samples]
         return torch.from_numpy(np.ascontiguousarray(np.stack(images))).to(vis.device)
 
@@ -125,7 +132,8 @@ class Ducc0Gridder:
 class FinufftTransform:
     """finufft type 2 (forward) and type 1 (adjoint) plans; cufinufft for CUDA tensors.
 
-    Plans (one per precision and direction) are made and given the points once, then reused.
+    Plans (one per precision, direction and thread count) are made and given the points once,
+    then reused. On CUDA the type 1 spreading adds with atomics: not bit-reproducible.
     """
 
     def __init__(self, uv: torch.Tensor, image_size: int) -> None:
@@ -133,7 +141,7 @@ class FinufftTransform:
         self.cuda = uv.device.type == "cuda"
         # Rows go with v, columns with u; mode k of N is array index k + N/2.
         self.angles = (2 * math.pi * uv.flip(1)).contiguous()
-        self.plans: dict[tuple[int, torch.dtype], tuple] = {}
+        self.plans: dict[tuple[int, torch.dtype, int], tuple] = {}
 
     def _library(self):
         if self.cuda:
@@ -147,10 +155,11 @@ class FinufftTransform:
         return finufft
 
     def _plan(self, nufft_type: int, complex_type: torch.dtype):
-        key = (nufft_type, complex_type)
+        threads = _threads() if nufft_type == 2 else _gridding_threads()
+        key = (nufft_type, complex_type, threads)
         if key not in self.plans:
             real = torch.float32 if complex_type == torch.complex64 else torch.float64
-            options = {} if self.cuda else {"nthreads": _threads()}
+            options = {} if self.cuda else {"nthreads": threads}
             plan = self._library().Plan(nufft_type, (self.image_size, self.image_size),
                                         eps=NUFFT_EPSILON, isign=-1 if nufft_type == 2 else 1,
                                         dtype=str(complex_type).removeprefix("torch."),
@@ -177,7 +186,13 @@ class FinufftTransform:
 
 
 class TorchKbNufft:
-    """deepinv's RadioInterferometry (torchkbnufft), unweighted and without its 1/N scaling."""
+    """deepinv's RadioInterferometry (torchkbnufft), unweighted and rescaled to the sums.
+
+    Its output scale is that of an orthonormal transform on the oversampled grid up to
+    512 x 512 images but 1/(2N) of that from 1024 x 1024 on (deepinv 0.5, torchkbnufft 1.5),
+    so the scale is taken from its response to a unit point source at the phase centre,
+    whose visibilities are all 1.
+    """
 
     def __init__(self, uv: torch.Tensor, image_size: int) -> None:
         from deepinv.physics import RadioInterferometry
@@ -186,8 +201,10 @@ class TorchKbNufft:
         angles = (2 * math.pi * uv.flip(1)).T.to(torch.float32).contiguous()
         self.physics = RadioInterferometry((image_size, image_size), angles,
                                            device=uv.device)
-        # undoes its orthonormal scaling by the oversampled grid size
-        self.scale = float(math.prod(self.physics.grid_size)) ** 0.5
+        centre = torch.zeros((1, 1, image_size, image_size), device=uv.device)
+        centre[..., image_size // 2, image_size // 2] = 1.0
+        with torch.no_grad():
+            self.scale = 1.0 / float(self.physics.A(centre).real.mean())
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         return self.physics.A(image[:, None].float())[:, 0] * self.scale
