@@ -8,16 +8,18 @@ visibilities are the 2D Fourier samples
 
 (narrow field: the w term and the 1/n factor are neglected). The operator returns
 sqrt(w_j) V_j(x) for per-visibility weights w_j, as a real tensor of shape (B, 2, M) holding
-the real and imaginary parts. Its adjoint for the real inner product is
-Re(sum_j conj(e_j) sqrt(w_j) y_j), an image again; with weights summing to one the response of
-A^T A to a unit point source at the phase centre is 1, so A^T y is the dirty image.
+the real and imaginary parts. Its adjoint for the real inner product maps y to
+Re(sum_j sqrt(w_j) (y_re + i y_im)_j exp(+2 i pi (u_j l + v_j m))), an image; with weights
+summing to one, A^T A responds with 1 to a unit point source at the phase centre, so A^T y
+is the dirty image.
 
 Coordinates are handed over in cycles per pixel (u_j * cell, v_j * cell), each within
 [-1/2, 1/2]. Four libraries compute the same transform (``BACKENDS``): a direct DFT (exact,
-O(M N^2), the reference), ducc0's wgridder, finufft (cufinufft for CUDA tensors) and deepinv's
-RadioInterferometry (torchkbnufft). ``auto`` takes the fastest accurate one installed for the device
-(measured by tools/radio_operators.py): ducc0 on the CPU, cufinufft on CUDA when installed,
-else deepinv's.
+O(M N^2), the reference), ducc0's wgridder, finufft (cufinufft for CUDA tensors) and
+deepinv's RadioInterferometry (torchkbnufft). ``auto`` takes the fastest accurate one
+installed for the device (measured by tools/radio_operators.py): ducc0 on the CPU;
+cufinufft, else deepinv's, on CUDA. In deterministic mode (torch's deterministic algorithms
+on) the CPU adjoints grid with one thread, which makes them bit-reproducible.
 """
 
 from __future__ import annotations
@@ -217,30 +219,19 @@ TRANSFORMS = {"dft": DirectFourier, "ducc0": Ducc0Gridder, "finufft": FinufftTra
               "torchkbnufft": TorchKbNufft}
 
 
-class _Measure(torch.autograd.Function):
-    """y = A x with A^T as its backward, so gradients flow through any library."""
+class _Linear(torch.autograd.Function):
+    """A x (or A^T y when ``transposed``) with the other one as its backward, so that
+    gradients flow through every library."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, operator: VisibilityOperator) -> torch.Tensor:
-        ctx.operator = operator
-        return operator.apply_forward(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return ctx.operator.apply_adjoint(grad), None
-
-
-class _MeasureAdjoint(torch.autograd.Function):
-    """x = A^T y with A as its backward."""
-
-    @staticmethod
-    def forward(ctx, y: torch.Tensor, operator: VisibilityOperator) -> torch.Tensor:
-        ctx.operator = operator
-        return operator.apply_adjoint(y)
+    def forward(ctx, value: torch.Tensor, operator: VisibilityOperator,
+                transposed: bool) -> torch.Tensor:
+        ctx.operator, ctx.transposed = operator, transposed
+        return operator.apply_linear(value, transposed)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return ctx.operator.apply_forward(grad), None
+        return ctx.operator.apply_linear(grad, not ctx.transposed), None, None
 
 
 class VisibilityOperator(LinearPhysics):
@@ -286,8 +277,11 @@ class VisibilityOperator(LinearPhysics):
         complex_type = torch.complex64 if y.dtype == torch.float32 else torch.complex128
         return self._transform().adjoint(vis.to(complex_type))[:, None].to(y.dtype)
 
+    def apply_linear(self, value: torch.Tensor, transposed: bool) -> torch.Tensor:
+        return self.apply_adjoint(value) if transposed else self.apply_forward(value)
+
     def A(self, x: torch.Tensor, **kwargs) -> torch.Tensor:
-        return _Measure.apply(x, self)
+        return _Linear.apply(x, self, False)
 
     def A_adjoint(self, y: torch.Tensor, **kwargs) -> torch.Tensor:
-        return _MeasureAdjoint.apply(y, self)
+        return _Linear.apply(y, self, True)
