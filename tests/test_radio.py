@@ -246,3 +246,13 @@ def test_adjoint_is_bit_reproducible_in_deterministic_mode():
         torch.use_deterministic_algorithms(False)
         torch.set_num_threads(threads)
     assert all(torch.equal(images[0], image) for image in images[1:])
+
+
+def test_a_missing_operator_library_is_named(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "finufft" else real(name, *args))
+    with pytest.raises(ConfigError, match="operator 'finufft' needs the finufft package"):
+        setup_problem("radio_interferometry", **SMALL, operator="finufft")

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from scalebench.params import Param
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.radio_operator import BACKENDS, VisibilityOperator
+from scalebench.problems.radio_operator import BACKENDS, VisibilityOperator, check_installed
 
 ANTENNA_FILE = "meerkat_antennas.csv"
 LATITUDE_DEG = -(30 + 42 / 60 + 39.8 / 3600)  # MeerKAT's array reference position
@@ -220,7 +220,8 @@ def fits_sky(path: str, image_size: int) -> torch.Tensor:
 
 def image_shape(image_size: int, num_times: int, num_operators: int, hour_angle_start: float,
                 hour_angle_end: float, declination_deg: float, sky_fits: str | None,
-                **_) -> tuple[int, ...]:
+                operator: str, **_) -> tuple[int, ...]:
+    check_installed(operator)
     if image_size % 2:
         raise ValueError(f"image_size must be even, got {image_size}")
     if num_operators > num_times:

@@ -38,10 +38,13 @@ DFT_CHUNK_ELEMENTS = 1 << 22  # visibilities x pixels per DFT block (bounds its 
 
 
 # Fastest accurate first, per device type (tools/radio_operators.py), with the Python module
-# each needs on that device; the exact DFT is the last resort.
+# each needs on that device.
 PREFERENCE = {"cpu": (("ducc0", "ducc0"), ("finufft", "finufft"),
                       ("torchkbnufft", "torchkbnufft")),
               "cuda": (("finufft", "cufinufft"), ("torchkbnufft", "torchkbnufft"))}
+
+
+INSTALL_HINT = "pip install 'scalebench[radio]'"
 
 
 def resolve_backend(name: str, device: torch.device) -> str:
@@ -52,7 +55,18 @@ def resolve_backend(name: str, device: torch.device) -> str:
     for backend, module in PREFERENCE.get(device.type, PREFERENCE["cpu"]):
         if importlib.util.find_spec(module):
             return backend
-    return "dft"
+    raise RuntimeError(f"operator 'auto' found none of ducc0, finufft, torchkbnufft "
+                       f"installed ({INSTALL_HINT})")
+
+
+def check_installed(name: str) -> None:
+    """Raise ValueError when the CPU library of operator ``name`` is not installed."""
+    try:
+        library = resolve_backend(name, torch.device("cpu"))
+    except RuntimeError as error:
+        raise ValueError(str(error)) from None
+    if library != "dft" and importlib.util.find_spec(library) is None:
+        raise ValueError(f"operator '{name}' needs the {library} package ({INSTALL_HINT})")
 
 
 def _threads() -> int:
