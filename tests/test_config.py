@@ -17,7 +17,7 @@ def _with_solver(**params):
 
 BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
-     "multiframe_superres, synthetic, tomography_2d\\)"),
+     "multiframe_superres, radio_interferometry, synthetic, tomography_2d\\)"),
     (tiny_experiment(solver=["admm"]), "unknown solver 'admm' \\(allowed: denoiser, pnp\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, seed\\)"),
@@ -28,7 +28,7 @@ BAD_EXPERIMENTS = [
      "values"),
     (_with_solver(max_iter=True), "'max_iter' must be an integer >= 1, got True \\(bool\\)"),
     (_with_solver(init="random"), "'init' must be one of 'zeros', 'adjoint', "
-     "'pseudo_inverse', got 'random'"),
+     "'pseudo_inverse', 'dirty', got 'random'"),
     (_with_solver(denoiser="bm3d"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn'"),
     (_with_solver(denoiser="drunet", max_iter=1), "solver 'pnp' on dataset 'tomography_2d': "
      "denoiser 'drunet' needs image sides divisible by 8, got inputs of 36x36"),

@@ -15,6 +15,7 @@ CASES = [
     ("multiframe_superres", dict(image_size=36, num_frames=2, factor=3)),
     ("synthetic", dict(image_size=32, channels=1, task="superres", factor=4)),
     ("synthetic", dict(image_size=24, channels=3, task="denoising")),
+    ("radio_interferometry", dict(image_size=32, num_times=4, num_channels=2, num_operators=2)),
 ]
 
 

@@ -19,7 +19,7 @@ from scalebench.problems import Problem, ProblemSetup
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import DENOISER_PARAMS
 
-INITS = ("zeros", "adjoint", "pseudo_inverse")
+INITS = ("zeros", "adjoint", "pseudo_inverse", "dirty")
 PNP_PARAMS = {
     **DENOISER_PARAMS,
     "step_size": Param(None, float, minimum=0.0, nullable=True,
@@ -56,13 +56,24 @@ def operator_norm_squared(problem: Problem, iterations: int = POWER_ITERATIONS,
     return norm
 
 
+def point_source_response(problem: Problem) -> float:
+    """(A^T A e)[c] for a unit point source e at the image centre c (the PSF peak)."""
+    source = torch.zeros_like(problem.x_true)
+    centre = (0, 0, *(size // 2 for size in source.shape[2:]))
+    source[centre] = 1.0
+    return float(problem.physics.A_adjoint(problem.physics.A(source))[centre])
+
+
 def initial_estimate(problem: Problem, init: str, lipschitz: float) -> torch.Tensor:
-    """zeros; the adjoint A^T y scaled by 1/||A||^2; or deepinv's least-squares A^+ y."""
+    """zeros; the adjoint A^T y scaled by 1/||A||^2; deepinv's least-squares A^+ y; or the
+    dirty image: A^T y scaled so that a unit point source at the centre gives 1."""
     with torch.no_grad():
         if init == "zeros":
             return torch.zeros_like(problem.x_true)
         if init == "adjoint":
             return problem.physics.A_adjoint(problem.y) / lipschitz
+        if init == "dirty":
+            return problem.physics.A_adjoint(problem.y) / point_source_response(problem)
         with warnings.catch_warnings():  # deepinv warns that stacked inputs skip its fast path
             warnings.simplefilter("ignore", UserWarning)
             return problem.physics.A_dagger(problem.y)
