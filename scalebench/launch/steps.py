@@ -42,7 +42,8 @@ def _label(name: str, params: dict) -> str:
 
 def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order, with the
-    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set)."""
+    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
+    dataset and solver ({name: parameters}) and the run options."""
     from scalebench.config import load_experiment
 
     experiment = load_experiment(config, world_size)
@@ -67,7 +68,8 @@ def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
                     experiments.append({
                         "id": identifier, "label": label, "config": str(path),
                         "nodes": solver_params.get("slurm_nodes"),
-                        "ntasks_per_node": solver_params.get("slurm_ntasks_per_node")})
+                        "ntasks_per_node": solver_params.get("slurm_ntasks_per_node"),
+                        **key, "options": options})
     return experiments
 
 
