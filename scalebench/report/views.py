@@ -53,12 +53,12 @@ def measured(rows: pd.DataFrame, base: str) -> str | None:
 
 def per_experiment(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per experiment: its first row's parameters and provenance, with the mean of
-    every numeric column over its measured iterations (stop_val > 0) and its time per
+    every measured figure (objective_*) over its iterations (stop_val > 0) and its time per
     iteration (benchopt's solver time at the last row over the iterations done)."""
     first = rows.groupby(EXPERIMENT, sort=False).first()
     iterations = rows[rows["stop_val"] > 0]
-    numeric = iterations.select_dtypes("number").columns.drop(["stop_val", "idx_rep"],
-                                                              errors="ignore")
+    numeric = [c for c in iterations.select_dtypes("number").columns
+               if c.startswith("objective_")]
     means = iterations.groupby(EXPERIMENT, sort=False)[list(numeric)].mean()
     table = first.drop(columns=[c for c in means.columns if c in first]).join(means)
     last = rows.sort_values("stop_val").groupby(EXPERIMENT, sort=False).last()
