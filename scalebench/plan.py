@@ -131,7 +131,7 @@ def gres_gpus(gres: str | None) -> int:
 def read_parallel_config(path: Path) -> dict[str, Any]:
     """A benchopt submitit parallel config, keys harmonised as benchopt does (slurm_<name>)."""
     from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
-    from submitit.slurm.slurm import _get_default_parameters
+    from submitit import SlurmExecutor
 
     try:
         raw = yaml.safe_load(path.read_text())
@@ -143,7 +143,7 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict) or raw.get("backend") != "submitit":
         raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
                           f"(the only backend that submits jobs with resources)")
-    allowed = {*_get_default_parameters(), "python"}
+    allowed = SlurmExecutor._valid_parameters()
     slurm = {key: value for key, value in raw.items() if key not in BENCHOPT_PARALLEL_KEYS}
     for key in slurm:
         if not key.startswith("slurm_"):
