@@ -193,10 +193,11 @@ def _problem_bytes(name: str, params: dict, shape: tuple[int, ...],
     channels, side = shape[0], shape[-1]
     if name == "tomography_2d":
         # deepinv's Radon and IRadon each keep one sampling grid (D x D x 2) per angle, with
-        # D = ceil(side * sqrt 2) detector pixels; the sinogram holds angles x D values.
+        # D = ceil(side * sqrt 2) detector pixels, and A and A^T each build a stack of one
+        # rotated D x D image per angle (plus its padding copy); the sinogram holds angles x D.
         detector = math.ceil(side * math.sqrt(2))
         angles = params["num_angles"] * operator_share
-        return int(angles * detector * (2 * 2 * detector + 1) * FLOAT_BYTES)
+        return int(angles * detector * ((2 * 2 + 3) * detector + 1) * FLOAT_BYTES)
     if name == "multiframe_superres":
         frames = params["num_frames"] * operator_share
         return int(frames * channels * (side // params["factor"]) ** 2 * FLOAT_BYTES)
