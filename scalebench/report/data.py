@@ -48,10 +48,11 @@ def _run_record(path: Path) -> dict:
 
 
 def _experiment_key(frame: pd.DataFrame) -> pd.Series:
-    repetition = frame["idx_rep"].astype(str)
+    names = frame["dataset_name"].astype(str) + " x " + frame["solver_name"].astype(str)
     if "prov_config_hash" in frame:
-        return frame["prov_config_hash"].fillna("").astype(str).str[:16] + "/rep" + repetition
-    return frame["dataset_name"] + " x " + frame["solver_name"] + "/rep" + repetition
+        names = frame["prov_config_hash"].astype(str).str[:16].where(
+            frame["prov_config_hash"].notna(), names)
+    return names + "/rep" + frame["idx_rep"].astype(str)
 
 
 def _latest(frame: pd.DataFrame, order: int) -> tuple:
@@ -106,7 +107,7 @@ def experiment_labels(rows: pd.DataFrame) -> dict[str, str]:
             same = first[names == names[experiment]]
             params += [f"{c.removeprefix(prefix)}={row[c]}" for c in _parameter_columns(rows)
                        if c.startswith(prefix) and pd.notna(row[c])
-                       and same[c].astype(str).nunique() > 1]
+                       and same[c].astype(str).nunique(dropna=False) > 1]
         repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 else ""
         labels[experiment] = " ".join([f"{owners['p_solver_'][experiment]} on "
                                        f"{owners['p_dataset_'][experiment]}", *params]) \
