@@ -18,6 +18,7 @@ from provenance.schema import column
 from scalebench.determinism import apply_determinism, set_threads
 from scalebench.distributed.context import run_context
 from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
+from scalebench.estimates import save_estimates
 from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS, ProblemSetup, setup_problem
 from scalebench.profiling import StepProfiler
@@ -91,6 +92,7 @@ class LoopSolver(BaseSolver):
         self.device = self.context.device
         check_distribution(params, shape, problem.num_operators, self.context.world_size)
         self.setup_problem(problem)
+        self.ground_truth = problem.x_true  # kept for save_estimate
         self.denoiser = make_denoiser(params, shape, self.device, self.context)
         self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
                                       self.device) if params["compile"] else 0.0
@@ -122,15 +124,19 @@ class LoopSolver(BaseSolver):
 
     def run(self, callback) -> None:
         failing_rank = os.environ.get(FAULT_VARIABLE)
+        initial = self.loop.x  # the estimate of the first row
         with self.profiler:
             for iteration in range(self.params["max_iter"]):
                 if self.context.agree(not callback()):
-                    return
+                    break
                 if iteration == 1 and failing_rank == str(self.context.rank):
                     raise RuntimeError(f"injected failure on rank {failing_rank} "
                                        f"({FAULT_VARIABLE})")
                 self.loop.iterate()
-            callback()
+            else:
+                callback()
+        save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
+                       self.ground_truth, initial, self.loop.x, self.data_sha256)
 
     def get_next(self, stop_val: int) -> int:
         return stop_val + 1
@@ -146,12 +152,13 @@ class LoopSolver(BaseSolver):
         Named by the rows' config hash: benchopt's own per-run folder is named after every
         parameter and outgrows file-name limits.
         """
-        context = getattr(self, "_run_context", None)
-        base = getattr(context, "run_output_base", None)
-        repetition = getattr(context, "repetition", 0)
-        if base is None:  # no per-run folder (e.g. `benchopt test`)
-            base = Path.cwd() / "outputs"
+        repetition = getattr(getattr(self, "_run_context", None), "repetition", 0)
         digest = self.run_record[column("config_hash")][:16]
         name = "torch_trace.json" if self.context.world_size == 1 else \
             f"torch_trace_rank{self.context.rank}.json"
-        return Path(base) / "traces" / digest / f"rep_{repetition}" / name
+        return self._artefacts() / "traces" / digest / f"rep_{repetition}" / name
+
+    def _artefacts(self) -> Path:
+        """The run's artefact folder: ``outputs/<result name>/`` under ``scalebench run``."""
+        base = getattr(getattr(self, "_run_context", None), "run_output_base", None)
+        return Path(base) if base is not None else Path.cwd() / "outputs"  # `benchopt test`

@@ -4,6 +4,10 @@
   (locally on ``--nproc`` ranks, or with ``--launcher srun`` across a SLURM allocation),
   publishing the results parquet atomically after each; ``--resume`` completes a partial run.
 - ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
+- ``scalebench plan CONFIG [--parallel-config P] [--format json]``: every job of the
+  experiment with its resources, memory estimate and command; every problem, one line each.
+- ``scalebench report RESULTS... [-o report.html] [--png DIR]``: merge result files into one
+  self-contained HTML page (no network request) with scaling plots, images and provenance.
 - ``scalebench check RESULTS``: compliance of every row's provenance (0 good, 1 findings,
   2 unreadable).
 - ``scalebench replay RESULTS``: re-run archived experiments and compare bit for bit (0 when
@@ -77,6 +81,25 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check an experiment file and exit")
     validate.add_argument("config", type=Path, help="experiment YAML file")
     validate.add_argument("--nproc", type=_positive, default=1, help="ranks to check for")
+    plan = commands.add_parser("plan", help="list and check every job of an experiment "
+                               "before submitting it")
+    plan.add_argument("config", type=Path, help="experiment YAML file")
+    plan.add_argument("--parallel-config", type=Path, default=None,
+                      help="benchopt submitit parallel config (e.g. configs/scaling/"
+                      "submitit.yml): jobs are planned as benchopt would submit them")
+    plan.add_argument("--nproc", type=_positive, default=1,
+                      help="ranks of a local run for experiments that set none (default 1)")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument("--configs", type=Path, default=None,
+                      help="write each job's one-run config here; its command then runs it alone")
+    plan.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
+                      help="benchopt benchmark folder (default: benchmark_inference)")
+    report = commands.add_parser("report", help="one offline HTML page of merged results")
+    report.add_argument("results", type=Path, nargs="+", help="results parquet files")
+    report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
+                        help="HTML file to write (default: report.html)")
+    report.add_argument("--png", type=Path, default=None,
+                        help="also write every figure as a PNG file into this folder")
     check = commands.add_parser("check", help="check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = commands.add_parser("replay", help="re-run archived results, compare bit for bit")
@@ -114,6 +137,27 @@ def _validate(config: Path, nproc: int) -> int:
     counts = sorted({experiment_ranks(e, nproc) for e in experiments})
     print(f"{config}: valid ({len(experiments)} experiment(s); ranks per experiment: "
           f"{', '.join(map(str, counts))})")
+    return EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from scalebench.plan import format_text, make_plan
+
+    plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
+                     args.configs)
+    if plan.problems:
+        for problem in plan.problems:
+            print(f"scalebench: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from scalebench.report import write_report
+
+    summary = write_report(args.results, args.output, args.png)
+    print(summary)
     return EXIT_OK
 
 
@@ -159,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args.config, args.nproc)
         if args.command == "check":
             return _check(args.results)
+        if args.command == "plan":
+            return _plan(args)
+        if args.command == "report":
+            return _report(args)
         if args.command == "replay":
             return _replay(args)
         return _run(args)

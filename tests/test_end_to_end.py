@@ -59,7 +59,7 @@ def test_scalebench_run_writes_every_iteration_with_metrics_and_step_costs(bench
     assert len(traces) == 1 and '"denoise"' in traces[0].read_text()
     traced = df[df.p_solver_profiler == "torch"].prov_config_hash.iloc[0]
     assert traces[0].parent.parent.name == traced[:16]
-    report = benchmark / "outputs" / "benchmark_inference_tiny.html"
+    report = benchmark / "outputs" / "tiny.html"
     assert report.is_file() and f"Report: {report}" in result.stdout
     assert not [name for name in _outputs(benchmark) if name.startswith(".partial")]
 

@@ -273,8 +273,7 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
         return 128 + state.stopped_by
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
     if request.html and state.final.is_file():
-        report = run_step(request, "render", str(state.final), "--benchmark",
-                       str(request.benchmark))
+        report = run_step(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
     if state.failures:
         for failure in state.failures:

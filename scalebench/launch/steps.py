@@ -6,7 +6,7 @@ parameter combination) into DIR; it prints the experiments as JSON.
 ``... status RESULTS`` prints the run record of a results file (status, finished experiments).
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run in its metadata.
-``... render RESULTS --benchmark B`` writes benchopt's HTML report.
+``... render RESULTS`` writes the offline HTML report (scalebench.report) next to RESULTS.
 Exit status 2 with one line on stderr for bad input.
 """
 
@@ -42,7 +42,8 @@ def _label(name: str, params: dict) -> str:
 
 def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order, with the
-    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set)."""
+    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
+    dataset and solver ({name: parameters}) and the run options."""
     from scalebench.config import load_experiment
 
     experiment = load_experiment(config, world_size)
@@ -67,7 +68,8 @@ def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
                     experiments.append({
                         "id": identifier, "label": label, "config": str(path),
                         "nodes": solver_params.get("slurm_nodes"),
-                        "ntasks_per_node": solver_params.get("slurm_ntasks_per_node")})
+                        "ntasks_per_node": solver_params.get("slurm_ntasks_per_node"),
+                        **key, "options": options})
     return experiments
 
 
@@ -98,12 +100,13 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
     return table.num_rows
 
 
-def render(results: Path, benchmark: Path) -> Path:
-    from benchopt.benchmark import Benchmark
-    from benchopt.plotting import plot_benchmark
+def render(results: Path) -> Path:
+    """The offline HTML report of ``results``, written next to it (``<name>.html``)."""
+    from scalebench.report import write_report
 
-    plot_benchmark(results, benchmark, html=True, display=False)
-    return benchmark / "outputs" / f"{Benchmark(benchmark).name}_{results.stem}.html"
+    report = results.with_suffix(".html")
+    write_report([results], report)
+    return report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -123,7 +126,6 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--config", default="")
     step = steps.add_parser("render")
     step.add_argument("results", type=Path)
-    step.add_argument("--benchmark", type=Path, required=True)
     return parser
 
 
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                            args.config)
             print(json.dumps({"rows": rows}))
         else:
-            print(render(args.results, args.benchmark))
+            print(render(args.results))
     except (ScalebenchError, UnreadableResults) as error:
         print(f"scalebench: error: {error}", file=sys.stderr)
         return 2

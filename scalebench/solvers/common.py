@@ -47,6 +47,8 @@ DENOISER_PARAMS = {
     "distribute_denoiser": Param(False, bool, doc="split the denoiser's tiles across ranks"),
     "compile": Param(False, bool, doc="run the denoiser through torch.compile (compile time "
                                       "reported apart)"),
+    "save_estimate": Param(False, bool, doc="keep the initial and final estimates and the "
+                                            "ground truth (scalebench.estimates)"),
     **SLURM_PARAMS,
 }
 

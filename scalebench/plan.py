@@ -1,0 +1,375 @@
+"""``scalebench plan``: an experiment's exact list of jobs, checked before anything is submitted.
+
+The grid is expanded and validated by the launcher's own ``expand`` step (one job per dataset x
+solver parameter combination, in the order ``scalebench run`` runs them). Each job gets the
+resources it will ask for: the solver's ``slurm_*`` parameters over the parallel config's
+``slurm_*`` keys (benchopt's submitit backend merges them that way), or this machine's ranks
+for a local run; an estimate of one rank's resident memory; and the command that runs it.
+Every resource problem is reported, one line each, before anything is submitted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalebench.errors import ConfigError
+
+# Resident memory of one rank before any data: Python with torch, deepinv and benchopt
+# imported (peak host RSS measured on 2-iteration 32x32 runs, tools/plan_memory.py).
+PROCESS_BASELINE_BYTES = 900 * 2**20
+FLOAT_BYTES = 4
+# Images alive during an iteration besides the denoiser's own: x, z, x_true, A^T(Ax - y)
+# and its temporaries.
+WORKING_IMAGES = 8
+# Float32 values per denoised pixel held by the denoiser at its peak (no autograd): DnCNN
+# keeps two 64-channel activations; DRUNet a 64-channel level with its skip connections and
+# the coarser levels; TV its primal and dual variables.
+DENOISER_VALUES_PER_PIXEL = {"tv": 12, "dncnn": 2 * 64, "drunet": 5 * 64}
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
+_MEMORY_UNITS = {"": 2**20, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# Parallel-config keys besides submitit's own: benchopt's backend switch and worker count.
+BENCHOPT_PARALLEL_KEYS = ("backend", "n_jobs")
+
+
+@dataclass
+class Job:
+    """One run of the campaign and what it asks for."""
+
+    id: str
+    label: str
+    dataset: dict
+    solver: dict
+    nodes: int
+    ntasks_per_node: int
+    ranks: int
+    gpus_per_node: int
+    cpus_per_task: int
+    time_limit_s: float | None
+    rank_memory_bytes: int | None  # estimate for one rank; None when not computable
+    node_memory_bytes: int | None  # what one node offers (None: unknown)
+    command: list[str]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.nodes * self.gpus_per_node * (self.time_limit_s or 0) / 3600
+
+    @property
+    def cpu_core_hours(self) -> float:
+        if self.gpus_per_node:
+            return 0.0
+        return self.ranks * self.cpus_per_task * (self.time_limit_s or 0) / 3600
+
+
+@dataclass
+class Plan:
+    config: str
+    parallel_config: str | None
+    jobs: list[Job]
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"job {job.id} ({job.label}): {problem}" for job in self.jobs
+                for problem in job.problems]
+
+    def to_json(self) -> dict:
+        jobs = [{**asdict(job), "gpu_hours": job.gpu_hours,
+                 "cpu_core_hours": job.cpu_core_hours} for job in self.jobs]
+        totals = {"jobs": len(jobs), "gpu_hours": sum(j.gpu_hours for j in self.jobs),
+                  "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs)}
+        return {"config": self.config, "parallel_config": self.parallel_config,
+                "jobs": jobs, "totals": totals}
+
+
+def slurm_time_seconds(value: str | int, where: str) -> float:
+    """A SLURM time limit in seconds: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    match = _SLURM_TIME.match(str(value).strip())
+    if not match:
+        raise ConfigError(f"{where}: time limit {value!r} is not a SLURM time (minutes, MM:SS, "
+                          f"HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return ((int(days) * 24 + int(first)) * 60 + int(second or 0)) * 60 + int(third or 0)
+    if third is not None:  # HH:MM:SS
+        return (int(first) * 60 + int(second)) * 60 + int(third)
+    return int(first) * 60 + int(second or 0)  # MM or MM:SS
+
+
+def timeout_seconds(value: str | int | float) -> float:
+    """A run option 'timeout' (seconds, or a number with s, m or h) in seconds."""
+    text = str(value)
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1], 1)
+    return float(text.rstrip("smh")) * scale
+
+
+def memory_bytes(value: str | int, where: str, unit: str = "M") -> int:
+    """A SLURM memory amount ('64G', '500M', 64000 = MiB) in bytes."""
+    match = _MEMORY.match(str(value).strip())
+    if not match or isinstance(value, bool):
+        raise ConfigError(f"{where}: memory {value!r} must be a number with an optional unit "
+                          f"K, M, G or T (SLURM's --mem)")
+    return int(float(match.group(1)) * _MEMORY_UNITS[(match.group(2) or unit).upper()])
+
+
+def gres_gpus(gres: str | None) -> int:
+    """GPUs per node in a --gres value ('gpu:4', 'gpu:a100:4'); 0 when it names none."""
+    for item in (gres or "").split(","):
+        parts = item.strip().split(":")
+        if parts[0] == "gpu":
+            return int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+    return 0
+
+
+def read_parallel_config(path: Path) -> dict[str, Any]:
+    """A benchopt submitit parallel config, keys harmonised as benchopt does (slurm_<name>)."""
+    from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
+    from submitit import SlurmExecutor
+
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read parallel config {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"parallel config {path} is not valid YAML: "
+                          f"{str(error).splitlines()[0]}") from None
+    if not isinstance(raw, dict) or raw.get("backend") != "submitit":
+        raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
+                          f"(the only backend that submits jobs with resources)")
+    allowed = SlurmExecutor._valid_parameters()
+    slurm = {key: value for key, value in raw.items() if key not in BENCHOPT_PARALLEL_KEYS}
+    for key in slurm:
+        if not key.startswith("slurm_"):
+            raise ConfigError(f"parallel config {path}: unknown key '{key}' (allowed: "
+                              f"{', '.join(BENCHOPT_PARALLEL_KEYS)} and slurm_<submitit option>)")
+    merged = harmonize_slurm_config(slurm)
+    unknown = sorted(key for key in merged if key.removeprefix("slurm_") not in allowed)
+    if unknown:
+        raise ConfigError(f"parallel config {path}: unknown key '{unknown[0]}' (allowed "
+                          f"slurm_ options: {', '.join(sorted(allowed))})")
+    for key in ("slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node",
+                "slurm_cpus_per_task"):
+        value = merged.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"parallel config {path}: '{key}' must be a positive integer, "
+                              f"got {value!r}")
+    if isinstance(merged.get("slurm_time"), int):  # YAML read 02:00:00 as seconds
+        seconds = merged["slurm_time"]
+        merged["slurm_time"] = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:" \
+                               f"{seconds % 60:02d}"
+    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str,)),
+                       ("slurm_mem", (str, int, float))):
+        value = merged.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise ConfigError(f"parallel config {path}: '{key}' must be "
+                              f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
+    if "slurm_mem_gb" in slurm:  # submitit's mem_gb counts GB
+        merged["slurm_mem"] = f"{slurm['slurm_mem_gb']}G"
+    return merged
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine (what a local run's ranks share)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _problem_bytes(name: str, params: dict, shape: tuple[int, ...],
+                   operator_share: float) -> int | None:
+    """Measurements and operator storage of a problem held by one rank (None: unknown)."""
+    channels, side = shape[0], shape[-1]
+    if name == "tomography_2d":
+        # deepinv's Radon and IRadon each keep one sampling grid (D x D x 2) per angle, with
+        # D = ceil(side * sqrt 2) detector pixels, and A and A^T each build a stack of one
+        # rotated D x D image per angle (plus its padding copy); the sinogram holds angles x D.
+        detector = math.ceil(side * math.sqrt(2))
+        angles = params["num_angles"] * operator_share
+        return int(angles * detector * ((2 * 2 + 3) * detector + 1) * FLOAT_BYTES)
+    if name == "multiframe_superres":
+        frames = params["num_frames"] * operator_share
+        return int(frames * channels * (side // params["factor"]) ** 2 * FLOAT_BYTES)
+    if name == "synthetic":
+        factor = params["factor"] if params["task"] == "superres" else 1
+        return channels * (side // factor) ** 2 * FLOAT_BYTES
+    return None
+
+
+def _denoised_pixels(params: dict, shape: tuple[int, ...], ranks: int) -> int:
+    """Pixels one denoiser call takes on one rank: the image, or a batch of tile windows."""
+    from scalebench.solvers.common import count_tiles
+
+    spatial = shape[1:]
+    tiles = count_tiles(params, shape)
+    if tiles == 1:
+        return math.prod(spatial)
+    if params["distribute_denoiser"]:
+        tiles = math.ceil(tiles / ranks)
+    batch = min(tiles, params["max_batch_size"] or tiles)
+    window = [min(params["patch_size"] + 2 * params["overlap"], n) for n in spatial]
+    return batch * math.prod(window)
+
+
+def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
+                         solver_params: dict, ranks: int) -> int | None:
+    """Resident memory of one rank in bytes: process, images, measurements and operators of
+    its share, denoiser activations; None when the problem has no size model."""
+    from scalebench.params import resolved_parameters
+    from scalebench.problems import PROBLEMS
+    from scalebench.solvers import SOLVERS
+
+    spec = PROBLEMS[dataset]
+    values = resolved_parameters(dataset_params, spec.params)
+    params = resolved_parameters(solver_params, SOLVERS[solver])
+    shape = spec.image_shape(**values)
+    operators = spec.num_operators(**values)
+    share = 1.0
+    if params.get("distribute_physics") and ranks > 1:
+        share = math.ceil(operators / ranks) / operators
+    data = _problem_bytes(dataset, values, shape, share) if solver == "pnp" else 0
+    if data is None:
+        return None
+    image = math.prod(shape) * FLOAT_BYTES
+    per_pixel = DENOISER_VALUES_PER_PIXEL.get(params["denoiser"], 64)
+    denoiser = _denoised_pixels(params, shape, ranks) * per_pixel * FLOAT_BYTES
+    return PROCESS_BASELINE_BYTES + WORKING_IMAGES * image + data + denoiser
+
+
+def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
+    """Nodes, tasks, GPUs, CPUs and the time limit of a job (solver over parallel config)."""
+    given = {key: value for key, value in solver_params.items()
+             if key.startswith("slurm_") and value is not None}
+    if parallel is None:  # a local run: this machine, --nproc ranks unless the solver says
+        nodes, per_node = given.get("slurm_nodes"), given.get("slurm_ntasks_per_node")
+        ranks = nproc if nodes is None and per_node is None else (nodes or 1) * (per_node or 1)
+        gpus = ranks if solver_params.get("device") == "cuda" else 0
+        threads = solver_params.get("num_threads") or 1
+        return {"nodes": 1, "ntasks_per_node": ranks, "gpus_per_node": gpus,
+                "cpus_per_task": threads, "time": None}
+    merged = {**parallel, **given}
+    gpus = merged.get("slurm_gpus_per_node") or gres_gpus(merged.get("slurm_gres"))
+    return {"nodes": merged.get("slurm_nodes") or 1,
+            "ntasks_per_node": merged.get("slurm_ntasks_per_node") or 1,
+            "gpus_per_node": gpus, "cpus_per_task": merged.get("slurm_cpus_per_task") or 1,
+            "time": merged.get("slurm_time"), "mem": merged.get("slurm_mem")}
+
+
+def _job_problems(job: Job, experiment: dict, timeout_s: float) -> list[str]:
+    """Impossible combinations of a job's parameters and resources, one line each."""
+    from scalebench.errors import ScalebenchError
+    from scalebench.params import resolved_parameters
+    from scalebench.problems import PROBLEMS
+    from scalebench.solvers import SOLVERS
+    from scalebench.solvers.common import check_distribution
+
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
+    spec = PROBLEMS[dataset]
+    values = resolved_parameters(dataset_params, spec.params)
+    params = resolved_parameters(solver_params, SOLVERS[solver])
+    problems = []
+    try:
+        check_distribution(params, spec.image_shape(**values), spec.num_operators(**values),
+                           job.ranks)
+    except ScalebenchError as error:
+        problems.append(str(error))
+    if job.gpus_per_node and job.ntasks_per_node > job.gpus_per_node:
+        problems.append(f"{job.ntasks_per_node} tasks per node but {job.gpus_per_node} GPUs "
+                        f"per node (one GPU per rank: lower slurm_ntasks_per_node or ask for "
+                        f"more GPUs)")
+    if job.time_limit_s is not None and job.time_limit_s < timeout_s:
+        problems.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
+                        f"timeout x repetitions ({timeout_s:.0f} s): raise slurm_time or lower "
+                        f"timeout")
+    needed = (job.rank_memory_bytes or 0) * job.ntasks_per_node
+    if job.node_memory_bytes is not None and needed > job.node_memory_bytes:
+        problems.append(f"memory estimate {needed / 2**30:.1f} GiB per node "
+                        f"({job.ntasks_per_node} rank(s) x {job.rank_memory_bytes / 2**30:.1f} "
+                        f"GiB) is above the node's {job.node_memory_bytes / 2**30:.1f} GiB")
+    return problems
+
+
+def _command(config: Path, benchmark: Path, parallel_path: Path | None, nproc: int) -> list[str]:
+    if parallel_path is None:
+        return ["scalebench", "run", str(config), "--nproc", str(nproc)]
+    return ["benchopt", "run", str(benchmark), "--config", str(config), "--parallel-config",
+            str(parallel_path)]
+
+
+def make_plan(config: Path, parallel_path: Path | None, nproc: int, benchmark: Path,
+              configs: Path | None = None) -> Plan:
+    """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
+    one-run config is written there and its command runs that job alone."""
+    from scalebench.config import RUN_OPTIONS
+    from scalebench.launch.steps import expand
+
+    parallel = read_parallel_config(parallel_path) if parallel_path else None
+    default = _resources({}, parallel, nproc)
+    world = default["nodes"] * default["ntasks_per_node"] if parallel else nproc
+    with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
+        experiments = expand(config, world, configs or Path(scratch))
+    jobs = []
+    for experiment in experiments:
+        options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
+        options.update(experiment["options"])
+        timeout_s = timeout_seconds(options["timeout"]) * options["n-repetitions"]
+        command = _command(Path(experiment["config"]) if configs else config, benchmark,
+                           parallel_path, nproc)
+        jobs.append(_job(experiment, parallel, nproc, timeout_s, command))
+    return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
+
+
+def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
+         command: list[str]) -> Job:
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
+    resources = _resources(solver_params, parallel, nproc)
+    ranks = resources["nodes"] * resources["ntasks_per_node"]
+    where = f"job {experiment['id']}"
+    if parallel is None:  # a local run: the solver timeout bounds it, this machine hosts it
+        limit, node_memory = timeout_s, machine_memory_bytes()
+    else:  # benchopt's submitit default without slurm_time: 1.5 x the solver timeout
+        limit = slurm_time_seconds(resources["time"], where) if resources["time"] else \
+            1.5 * timeout_s
+        node_memory = memory_bytes(resources["mem"], where) if resources["mem"] else None
+    job = Job(experiment["id"], experiment["label"], experiment["dataset"],
+              experiment["solver"], resources["nodes"], resources["ntasks_per_node"], ranks,
+              resources["gpus_per_node"], resources["cpus_per_task"], limit,
+              rank_memory_estimate(dataset, dataset_params, solver, solver_params, ranks),
+              node_memory, command)
+    job.problems = _job_problems(job, experiment, timeout_s)
+    return job
+
+
+def _hours(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def format_text(plan: Plan) -> str:
+    """The plan as a table, one line per job, and the campaign's totals."""
+    header = f"{'job':16}  {'ranks':>5}  {'nodes':>5}  {'tasks/node':>10}  {'GPUs/node':>9}  " \
+             f"{'time limit':>10}  {'memory/rank':>11}  run"
+    lines = [f"{plan.config}: {len(plan.jobs)} job(s)"
+             + (f" through {plan.parallel_config}" if plan.parallel_config else ""), header]
+    for job in plan.jobs:
+        limit = f"{job.time_limit_s / 3600:.2f} h" if job.time_limit_s else "-"
+        memory = f"{job.rank_memory_bytes / 2**30:.2f} GiB" if job.rank_memory_bytes else "n/a"
+        lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
+                     f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
+        lines.append(f"{'':16}  command: {' '.join(job.command)}")
+    totals = plan.to_json()["totals"]
+    lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
+                 f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    return "\n".join(lines)

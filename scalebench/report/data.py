@@ -1,0 +1,167 @@
+"""Results files merged for the report: deduplicated experiments, labels and environments.
+
+Files are read with ``provenance.results.read_results`` (never unpickles; a file that is not
+a results file raises ``UnreadableResults``). An experiment is a config hash and a repetition
+(``prov_config_hash``, ``idx_rep``; benchopt's solver and dataset names where provenance is
+missing); when several files hold the same experiment, the latest run (``run_date``, else the
+later file on the command line) is kept and the others are listed as dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from provenance.results import read_results
+
+# Fields whose difference makes two rows' measurements incomparable (shown as warnings).
+ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",
+                      "prov_code_commit")
+# Fields of the provenance tables, one table per distinct environment.
+PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
+                     "prov_cpu_model", "prov_torch", "prov_deepinv", "prov_benchopt",
+                     "prov_python", "prov_code_dirty", "prov_world_size", "prov_rank_hosts",
+                     "prov_slurm_job_id", "prov_deterministic_mode", "prov_complete")
+RUN_METADATA_KEY = b"scalebench.run"
+EXPERIMENT = "experiment"  # column added here: the experiment's identity
+SOURCE = "source_file"  # column added here: the file a row came from
+
+
+@dataclass
+class Results:
+    rows: pd.DataFrame
+    files: list[dict] = field(default_factory=list)  # path, rows, status, failures
+    dropped: list[dict] = field(default_factory=list)  # superseded duplicate experiments
+    labels: dict[str, str] = field(default_factory=dict)  # experiment -> short label
+
+    def experiments(self) -> list[str]:
+        return list(dict.fromkeys(self.rows[EXPERIMENT]))
+
+
+def _run_record(path: Path) -> dict:
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[RUN_METADATA_KEY]) if RUN_METADATA_KEY in metadata else {}
+
+
+def _experiment_key(frame: pd.DataFrame) -> pd.Series:
+    names = frame["dataset_name"].astype(str) + " x " + frame["solver_name"].astype(str)
+    if "prov_config_hash" in frame:
+        names = frame["prov_config_hash"].astype(str).str[:16].where(
+            frame["prov_config_hash"].notna(), names)
+    return names + "/rep" + frame["idx_rep"].astype(str)
+
+
+def _latest(frame: pd.DataFrame, order: int) -> tuple:
+    date = frame["run_date"].dropna().max() if "run_date" in frame else None
+    return (str(date) if date is not None else "", order)
+
+
+def load_results(paths: list[Path]) -> Results:
+    """Read, merge and deduplicate ``paths`` (raises UnreadableResults on a bad file)."""
+    frames, files = [], []
+    for order, path in enumerate(paths):
+        frame = read_results(path)
+        frame[SOURCE] = str(path)
+        frame[EXPERIMENT] = _experiment_key(frame)
+        frame["_order"] = order
+        record = _run_record(path)
+        files.append({"path": str(path), "rows": len(frame),
+                      "status": record.get("status", "no run record (plain benchopt file)"),
+                      "failures": record.get("failures", [])})
+        frames.append(frame)
+    merged = pd.concat(frames, ignore_index=True)
+    kept, dropped = [], []
+    for experiment, rows in merged.groupby(EXPERIMENT, sort=False):
+        copies = sorted(((_latest(part, order), part) for order, part in
+                         rows.groupby("_order")), key=lambda item: item[0])
+        kept.append(copies[-1][1])
+        for (date, _), part in copies[:-1]:
+            dropped.append({"experiment": experiment, "dropped_file": part[SOURCE].iloc[0],
+                            "dropped_date": date,
+                            "kept_file": copies[-1][1][SOURCE].iloc[0],
+                            "kept_date": copies[-1][0][0]})
+    rows = pd.concat(kept, ignore_index=True).drop(columns="_order")
+    results = Results(rows, files, dropped)
+    results.labels = experiment_labels(rows)
+    return results
+
+
+def _parameter_columns(rows: pd.DataFrame) -> list[str]:
+    return [c for c in rows.columns if c.startswith(("p_dataset_", "p_solver_"))]
+
+
+def experiment_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """Short labels: solver and dataset names with the parameters that differ between the
+    experiments of that solver (or dataset); benchopt's names list every parameter."""
+    first = rows.groupby(EXPERIMENT, sort=False).first()
+    owners = {"p_solver_": first["solver_name"].astype(str).str.split("[").str[0],
+              "p_dataset_": first["dataset_name"].astype(str).str.split("[").str[0]}
+    labels = {}
+    for experiment, row in first.iterrows():
+        params = []
+        for prefix, names in owners.items():
+            same = first[names == names[experiment]]
+            params += [f"{c.removeprefix(prefix)}={row[c]}" for c in _parameter_columns(rows)
+                       if c.startswith(prefix) and pd.notna(row[c])
+                       and same[c].astype(str).nunique(dropna=False) > 1]
+        repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 else ""
+        labels[experiment] = " ".join([f"{owners['p_solver_'][experiment]} on "
+                                       f"{owners['p_dataset_'][experiment]}", *params]) \
+            + repetition
+    return labels
+
+
+def configuration_columns(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> list[str]:
+    """Parameter columns that define a configuration, without resources and ``leave_out``."""
+    return [c for c in _parameter_columns(rows)
+            if not c.startswith("p_solver_slurm_") and c not in leave_out]
+
+
+def environment_differences(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """Environment fields with more than one value among ``rows``: field -> values."""
+    differences = {}
+    for name in ENVIRONMENT_FIELDS:
+        if name in rows:
+            values = sorted(rows[name].dropna().astype(str).unique())
+            if len(values) > 1:
+                differences[name] = values
+    return differences
+
+
+def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:
+    """Distinct environments (provenance fields present) and their experiments' labels."""
+    fields = [f for f in PROVENANCE_FIELDS if f in results.rows]
+    if not fields:
+        return []
+    first = results.rows.groupby(EXPERIMENT, sort=False).first()
+    groups: dict[tuple, list[str]] = {}
+    for experiment, row in first.iterrows():
+        key = tuple(str(row[f]) for f in fields)
+        groups.setdefault(key, []).append(results.labels[experiment])
+    return [(dict(zip(fields, key, strict=True)), labels) for key, labels in groups.items()]
+
+
+def estimate_images(results: Results) -> list[dict]:
+    """For every experiment whose run kept its images (save_estimate): the PNG previews of
+    the ground truth, the initial and the final estimate, found next to its results file."""
+    from scalebench.estimates import ESTIMATES_FOLDER, GROUND_TRUTH_PREFIX
+
+    needed = {"prov_result_sha256", "prov_data_sha256", "stop_val"}
+    if not needed <= set(results.rows.columns):
+        return []
+    found = []
+    for experiment, rows in results.rows.groupby(EXPERIMENT, sort=False):
+        rows = rows.sort_values("stop_val")
+        folder = Path(rows[SOURCE].iloc[0]).with_suffix("") / ESTIMATES_FOLDER
+        first, last = rows.iloc[0], rows.iloc[-1]
+        images = {"ground truth": folder / f"{GROUND_TRUTH_PREFIX}{first['prov_data_sha256']}.png",
+                  "initial estimate": folder / f"{first['prov_result_sha256']}.png",
+                  "final estimate": folder / f"{last['prov_result_sha256']}.png"}
+        if all(path.is_file() for path in images.values()):
+            found.append({"experiment": experiment, "label": results.labels[experiment],
+                          "images": images, "first": first, "last": last})
+    return found

@@ -1,0 +1,174 @@
+"""`scalebench plan`: exact job lists of the shipped configs, and every invalid case refused
+before anything is submitted (one line per problem, exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from scalebench.errors import ConfigError
+from scalebench.plan import make_plan
+from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
+
+CONFIGS = REPO / "configs"
+SUBMITIT = CONFIGS / "scaling" / "submitit.yml"
+
+
+def _plan(config, parallel=None, nproc=1):
+    return make_plan(config, parallel, nproc, BENCHMARK)
+
+
+def _jobs(plan, dataset_keys=(), solver_keys=()):
+    """(dataset, its chosen parameters, solver, its chosen parameters, ranks) of every job."""
+    rows = []
+    for job in plan.jobs:
+        (dataset, dataset_params), = job.dataset.items()
+        (solver, solver_params), = job.solver.items()
+        rows.append((dataset, tuple(dataset_params.get(k) for k in dataset_keys), solver,
+                     tuple(solver_params.get(k) for k in solver_keys), job.ranks))
+    return rows
+
+
+def test_shipped_default_and_example_configs_give_their_exact_job_lists():
+    assert _jobs(_plan(CONFIGS / "default.yml"), ("image_size",), ("denoiser", "max_iter")) == [
+        ("tomography_2d", (128,), "pnp", ("tv", 40), 1),
+        ("tomography_2d", (128,), "denoiser", ("tv", 5), 1)]
+    assert _jobs(_plan(CONFIGS / "examples" / "tomography_2d.yml"), ("num_angles",),
+                 ("denoiser",)) == [("tomography_2d", (180,), "pnp", ("tv",), 1),
+                                    ("tomography_2d", (180,), "pnp", ("drunet",), 1)]
+    assert _jobs(_plan(CONFIGS / "examples" / "multiframe_superres.yml"), ("image_size",),
+                 ("denoiser",)) == [("multiframe_superres", (512,), "pnp", ("tv",), 1),
+                                    ("multiframe_superres", (512,), "denoiser", ("tv",), 1),
+                                    ("multiframe_superres", (512,), "denoiser", ("dncnn",), 1)]
+    assert _jobs(_plan(CONFIGS / "examples" / "synthetic.yml"), ("image_size",),
+                 ("denoiser",)) == [("synthetic", (size,), "pnp", ("drunet",), 1)
+                                    for size in (512, 1024, 2048)]
+
+
+def test_shipped_scaling_configs_give_their_exact_job_lists():
+    strong = _plan(CONFIGS / "scaling" / "strong_scaling.yml")
+    assert _jobs(strong, ("num_angles",), ("slurm_ntasks_per_node",)) == [
+        ("tomography_2d", (256,), "pnp", (n,), n) for n in (1, 2, 4, 8)]
+    weak = _plan(CONFIGS / "scaling" / "weak_scaling.yml")
+    assert _jobs(weak, ("num_angles",), ()) == [
+        ("tomography_2d", (angles,), "pnp", (), ranks)
+        for angles in (128, 256, 512) for ranks in (2, 4, 8)]
+    communication = _plan(CONFIGS / "scaling" / "communication.yml")
+    assert _jobs(communication, (), ("distribute_physics", "distribute_denoiser")) == [
+        ("multiframe_superres", (), "pnp", pair, 2)
+        for pair in ((True, False), (False, True), (True, True))]
+    compiled = _plan(CONFIGS / "scaling" / "compile.yml")
+    assert _jobs(compiled, (), ("denoiser", "compile")) == [
+        ("multiframe_superres", (), "pnp", (d, c), 1)
+        for d in ("dncnn", "drunet") for c in (False, True)]
+    tiling = _plan(CONFIGS / "scaling" / "tiling.yml")
+    assert _jobs(tiling, (), ("patch_size", "overlap")) == [
+        ("synthetic", (), "denoiser", pair, 2)
+        for pair in ((64, 8), (64, 16), (128, 8), (128, 16), (256, 16))]
+
+
+def test_submitit_plan_takes_time_limits_and_commands_from_the_parallel_config():
+    plan = _plan(CONFIGS / "scaling" / "strong_scaling.yml", SUBMITIT)
+    assert [(j.nodes, j.ntasks_per_node, j.time_limit_s) for j in plan.jobs] == [
+        (1, n, 7200.0) for n in (1, 2, 4, 8)]
+    assert plan.jobs[0].command == ["benchopt", "run", str(BENCHMARK), "--config",
+                                    str(CONFIGS / "scaling" / "strong_scaling.yml"),
+                                    "--parallel-config", str(SUBMITIT)]
+    totals = plan.to_json()["totals"]
+    assert totals["jobs"] == 4 and totals["cpu_core_hours"] == pytest.approx(2 * 15)
+    assert all(j.rank_memory_bytes > 2**29 for j in plan.jobs)
+    # fewer operators per rank: less memory per rank
+    memory = [j.rank_memory_bytes for j in plan.jobs]
+    assert memory == sorted(memory, reverse=True)
+
+
+def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
+    plan = make_plan(CONFIGS / "default.yml", None, 1, BENCHMARK, tmp_path / "jobs")
+    for job in plan.jobs:
+        config = tmp_path / "jobs" / f"{job.id}.yml"
+        assert job.command == ["scalebench", "run", str(config), "--nproc", "1"]
+        assert yaml.safe_load(config.read_text())["solver"] == [job.solver]
+
+
+def test_cli_prints_json_for_scripts():
+    result = run_cli("plan", CONFIGS / "scaling" / "tiling.yml", "--parallel-config", SUBMITIT,
+                     "--format", "json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [job["ranks"] for job in document["jobs"]] == [2] * 5
+    assert document["totals"]["jobs"] == 5
+
+
+def _config(tmp_path, name="c.yml", **overrides):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(tiny_experiment(**overrides), sort_keys=False))
+    return path
+
+
+def _parallel(tmp_path, **keys):
+    path = tmp_path / "parallel.yml"
+    path.write_text(yaml.safe_dump({"backend": "submitit", **keys}))
+    return path
+
+
+def _pnp(**params):
+    return [{"pnp": {"max_iter": 2, "device": "cpu", **params}}]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"unknown_key": 1}, "unknown config key 'unknown_key'"),
+    ({"solver": _pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),
+    ({"solver": _pnp(distribute_physics=True, slurm_ntasks_per_node=4)},
+     "distribute_physics: 2 operator(s) for 4 ranks"),
+    ({"solver": [{"denoiser": {"distribute_denoiser": True, "patch_size": 16,
+                               "slurm_ntasks_per_node": 8, "device": "cpu"}}]},
+     "distribute_denoiser: 4 tile(s) for 8 ranks"),
+])
+def test_invalid_experiments_are_refused(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _plan(_config(tmp_path, **overrides))
+
+
+@pytest.mark.parametrize("keys, message", [
+    ({"slurm_partiton": "debug"}, "unknown key 'slurm_partiton'"),
+    ({"partition": "debug"}, "unknown key 'partition'"),
+    ({"slurm_nodes": "two"}, "'slurm_nodes' must be a positive integer"),
+    ({"slurm_time": "two hours"}, "is not a SLURM time"),
+    ({"slurm_mem": "lots"}, "memory 'lots' must be a number"),
+])
+def test_invalid_parallel_configs_are_refused(tmp_path, keys, message):
+    with pytest.raises(ConfigError, match=message):
+        _plan(_config(tmp_path, solver=_pnp()), _parallel(tmp_path, **keys))
+
+
+def test_parallel_config_must_submit_through_submitit(tmp_path):
+    loky = tmp_path / "loky.yml"
+    loky.write_text("backend: loky\nn_jobs: 2\n")
+    with pytest.raises(ConfigError, match="'backend: submitit'"):
+        _plan(_config(tmp_path), loky)
+
+
+def test_impossible_resources_give_one_line_per_problem(tmp_path):
+    operators = [{"tomography_2d": {"image_size": 32, "num_angles": 12, "num_operators": 8}}]
+    config = _config(tmp_path, dataset=operators, timeout="1h",
+                     solver=_pnp(distribute_physics=True, slurm_ntasks_per_node=[2, 4]))
+    parallel = _parallel(tmp_path, slurm_gres="gpu:2", slurm_time="00:10:00", slurm_mem="1G")
+    problems = _plan(config, parallel).problems
+    assert len(problems) == 5  # 2 jobs x (time, memory) + tasks above GPUs on the 4-rank one
+    assert sum("4 tasks per node but 2 GPUs per node" in p for p in problems) == 1
+    assert sum("time limit 600 s is shorter than the solver timeout" in p
+               for p in problems) == 2
+    assert sum("is above the node's 1.0 GiB" in p for p in problems) == 2
+    result = run_cli("plan", config, "--parallel-config", parallel)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("scalebench: error: job ") for line in lines)
+
+
+def test_memory_above_this_machine_is_refused_for_a_local_run(tmp_path):
+    huge = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
+    plan = _plan(_config(tmp_path, dataset=huge, solver=_pnp()))
+    assert len(plan.problems) == 1 and "above the node's" in plan.problems[0]
+    assert plan.jobs[0].rank_memory_bytes > 1024 * 2**30

@@ -1,0 +1,215 @@
+"""`scalebench report` on results of real runs, and the page opened in a real browser.
+
+One tiny campaign is really run (`scalebench run`: 2-iteration 32x32 CT on 1 and 2 ranks at
+two angle counts, estimates kept); merge, deduplication and environment cases edit copies of
+its rows. The page is opened in headless Chromium with networking disabled.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from provenance.results import UnreadableResults
+from scalebench.report import write_report
+from tests.browser import BrowserUnavailable, ensure_chromium_installed, visit
+from tests.conftest import BENCHMARK, run_cli, tiny_experiment
+
+CHROMIUM_SERVICE_HOSTS = ("google.com", "googleapis.com")  # the browser's own, not the page's
+
+
+@pytest.fixture(scope="session")
+def campaign(tmp_path_factory):
+    """Results of a real tiny campaign: strong and weak series over 1 and 2 ranks."""
+    import yaml
+
+    folder = tmp_path_factory.mktemp("campaign")
+    benchmark = folder / "benchmark_inference"
+    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
+                                                                        "__pycache__"))
+    experiment = tiny_experiment(
+        dataset=[{"tomography_2d": {"image_size": 32, "num_angles": [12, 24],
+                                    "num_operators": 2, "noise_level": 0.05}}],
+        solver=[{"pnp": {"max_iter": 2, "device": "cpu", "denoiser_sigma": 0.002,
+                         "distribute_physics": True, "save_estimate": True,
+                         "slurm_nodes": 1, "slurm_ntasks_per_node": [1, 2]}}])
+    config = folder / "campaign.yml"
+    config.write_text(yaml.safe_dump(experiment, sort_keys=False))
+    result = run_cli("run", config, "--benchmark", benchmark, "--output", "campaign",
+                     "--outputs", folder / "results")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return folder / "results" / "campaign.parquet", result
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        return ensure_chromium_installed()
+    except BrowserUnavailable as error:
+        pytest.skip(f"no headless browser: {error}")
+
+
+def _copy(source, target, edit) -> None:
+    """``target``: ``source``'s rows and metadata, rows changed by ``edit(frame)``."""
+    table = pq.read_table(source)
+    frame = edit(table.to_pandas())
+    edited = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
+
+
+def _coloured_fraction(png: bytes) -> float:
+    """Share of pixels with a clearly saturated colour (plot lines, bars, markers)."""
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    saturation = pixels.max(axis=2) - pixels.min(axis=2)
+    return float((saturation > 80).mean())
+
+
+def test_scalebench_run_renders_the_offline_report_next_to_the_results(campaign):
+    results, run = campaign
+    report = results.with_suffix(".html")
+    assert f"Report: {report}" in run.stdout
+    page = report.read_text()
+    for title in ("Quality vs iteration and vs time", "Per-step time",
+                  "Strong scaling: speedup and parallel efficiency", "Weak scaling efficiency",
+                  "Images: ground truth, initial and final estimate", "Provenance"):
+        assert title in page
+    assert not re.search(r"<script|<link|src=\"http|url\(", page)
+
+
+def test_report_page_shows_plots_offline_without_console_errors(campaign, chromium, tmp_path):
+    results, _ = campaign
+    page = tmp_path / "report.html"
+    result = run_cli("report", results, "-o", page, "--png", tmp_path / "png")
+    assert result.returncode == 0, result.stderr
+    seen = visit(chromium, page)
+    assert seen.console_errors == [] and seen.requests == []
+    assert not [a for a in seen.network_attempts
+                if not any(host in a for host in CHROMIUM_SERVICE_HOSTS)]
+    assert _coloured_fraction(seen.screenshot) > 0.01  # plotted lines, bars and images
+    # The same checks fail on a page that loads a CDN script and logs an error.
+    broken = tmp_path / "broken.html"
+    broken.write_text('<html><head><script src="https://cdn.example.org/plotly.js"></script>'
+                      '</head><body><script>console.error("boom")</script></body></html>')
+    bad = visit(chromium, broken)
+    assert "https://cdn.example.org/plotly.js" in bad.requests and "boom" in bad.console_errors
+    assert any("cdn.example.org" in a for a in bad.network_attempts)
+    assert _coloured_fraction(bad.screenshot) < 0.001
+    pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert pngs == ["memory.png", "quality.png", "steps.png", "strong_scaling.png",
+                    "weak_scaling.png"]
+
+
+def test_scaling_axes_come_from_the_measured_world_size(campaign):
+    from scalebench.report.data import load_results
+    from scalebench.report.views import per_experiment, strong_scaling
+
+    results = load_results([campaign[0]])
+    table = per_experiment(results.rows)
+    assert sorted(table["prov_world_size"]) == [1, 1, 2, 2]
+    view = strong_scaling(results)
+    lines = view.figure.axes[0].get_lines()
+    assert [list(line.get_xdata()) for line in lines[:-1]] == [[1, 2], [1, 2]]  # then ideal
+
+
+def test_saved_estimates_are_named_by_row_digests_and_shown(campaign):
+    results, _ = campaign
+    frame = pd.read_parquet(results)
+    estimates = results.with_suffix("") / "estimates"
+    for _, rows in frame.groupby("experiment_id"):
+        rows = rows.sort_values("stop_val")
+        for digest in (rows.prov_result_sha256.iloc[0], rows.prov_result_sha256.iloc[-1]):
+            assert (estimates / f"{digest}.npy").is_file() and (estimates /
+                                                                  f"{digest}.png").is_file()
+        truth = np.load(estimates / f"ground_truth_{rows.prov_data_sha256.iloc[0]}.npy")
+        assert truth.shape == (1, 32, 32)
+    page = results.with_suffix(".html").read_text()
+    assert page.count('<figure class="estimate">') == 3 * frame.experiment_id.nunique()
+
+
+def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_path):
+    results, _ = campaign
+    frame = pd.read_parquet(results)
+    ids = sorted(frame.experiment_id.unique())
+    first, second, later = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "c.parquet"
+    _copy(results, first, lambda f: f[f.experiment_id.isin(ids[:2])])
+    _copy(results, second, lambda f: f[f.experiment_id.isin(ids[2:])])
+
+    def rerun(f):  # the same experiment, run again later with other numbers
+        f = f[f.experiment_id == ids[0]].copy()
+        f["run_date"] = "2099-01-01T00:00:00"
+        f["objective_psnr_db"] = 99.0
+        return f
+
+    _copy(results, later, rerun)
+    from scalebench.report.data import EXPERIMENT, load_results
+
+    merged = load_results([later, first, second])  # the later run is given first
+    assert merged.rows[EXPERIMENT].nunique() == 4 and len(merged.rows) == len(frame)
+    assert len(merged.dropped) == 1 and merged.dropped[0]["dropped_file"] == str(first)
+    kept = merged.rows[merged.rows.experiment_id == ids[0]]
+    assert (kept.objective_psnr_db == 99.0).all()
+    page = tmp_path / "merged.html"
+    assert "1 duplicate(s) dropped" in write_report([first, second, later], page)
+    assert "1 duplicate experiment(s) dropped" in page.read_text()
+
+
+def test_environment_difference_warns_on_the_plots_that_compare_them(campaign, tmp_path):
+    results, _ = campaign
+    same = tmp_path / "same.html"
+    write_report([results], same)
+    assert "compares runs from different environments" not in same.read_text()
+
+    def other_gpu(f):  # the 2-rank runs measured on another GPU model
+        f = f.copy()
+        f.loc[f.prov_world_size == 2, "prov_gpu_models"] = "NVIDIA H200"
+        return f
+
+    edited = tmp_path / "edited.parquet"
+    _copy(results, edited, other_gpu)
+    page = tmp_path / "differ.html"
+    write_report([edited], page)
+    text = page.read_text()
+    strong = text[text.index("<h2>Strong scaling"):text.index("<h2>Weak scaling")]
+    assert "compares runs from different environments (gpu_models: NVIDIA H200, none)" in strong
+    assert "different environments (one table each)" in text
+
+
+def test_files_missing_optional_columns_and_one_iteration_runs_still_report(campaign,
+                                                                          tmp_path):
+    results, _ = campaign
+    bare = tmp_path / "bare.parquet"
+
+    def strip(f):  # benchopt's own columns only, one iteration
+        keep = [c for c in f.columns if not c.startswith(("prov_", "objective_grad",
+                                                          "objective_denoise", "p_dataset"))]
+        return f.loc[f.stop_val <= 1, keep]
+
+    _copy(results, bare, strip)
+    page = tmp_path / "bare.html"
+    write_report([bare], page)
+    text = page.read_text()
+    assert "Quality vs iteration" in text
+    assert "Not shown: needs prov_world_size" in text
+    assert "Not shown: no provenance columns" in text
+
+
+def test_a_file_that_is_not_results_is_refused_in_one_line(tmp_path):
+    text = tmp_path / "notes.parquet"
+    text.write_text("not parquet")
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), other)
+    result = run_cli("report", text, "-o", tmp_path / "r.html")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"scalebench: error: {text}: not a readable parquet file")
+    with pytest.raises(UnreadableResults, match="not a benchopt results file"):
+        write_report([other], tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
