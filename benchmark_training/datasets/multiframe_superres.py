@@ -1,4 +1,4 @@
-"""Multi-frame super-resolution of a colour photograph: training patches (scalebench.training.problems)."""
+"""Multi-frame super-resolution of a colour photograph: training patches."""
 
 from scalebench.params import benchopt_parameters
 from scalebench.training.problems import TRAINING_PROBLEMS

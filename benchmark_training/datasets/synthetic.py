@@ -1,4 +1,4 @@
-"""Generated ellipses at any size, super-resolved or denoised: training patches (scalebench.training.problems)."""
+"""Generated ellipses at any size, super-resolved or denoised: training patches."""
 
 from scalebench.params import benchopt_parameters
 from scalebench.training.problems import TRAINING_PROBLEMS

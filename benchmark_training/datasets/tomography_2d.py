@@ -1,4 +1,4 @@
-"""2D parallel-beam CT of the Shepp-Logan phantom: training patches (scalebench.training.problems)."""
+"""2D parallel-beam CT of the Shepp-Logan phantom: training patches."""
 
 from scalebench.params import benchopt_parameters
 from scalebench.training.problems import TRAINING_PROBLEMS

@@ -30,8 +30,8 @@ TRAINING_PARAMS = {
                                                    "residual blocks per level"),
     "patch_size": Param(32, int, minimum=16, doc="side of a training patch (pixels/voxels)"),
     "batch_size": Param(4, int, minimum=1, doc="patches per step over all ranks"),
-    "lr": Param(1e-3, float, minimum=0.0, doc="learning rate of the network's weights"),
-    "lr_stage": Param(1e-2, float, minimum=0.0, doc="learning rate of step sizes and "
+    "lr": Param(3e-4, float, minimum=0.0, doc="learning rate of the network's weights"),
+    "lr_stage": Param(3e-3, float, minimum=0.0, doc="learning rate of step sizes and "
                                                     "strengths"),
     "init_step_size": Param(None, float, minimum=0.0, nullable=True,
                             doc="initial step size of every stage; null: 1 / ||A||^2"),
@@ -58,6 +58,9 @@ TRAINING_PARAMS = {
     "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
     **SLURM_PARAMS,
 }
+
+# Parameter specifications of every training solver, by the solver name used in configs.
+TRAINING_SOLVERS = {"unrolled_pgd": TRAINING_PARAMS}
 
 
 def patch_shape(spec: ProblemSpec, values: dict, patch_size: int) -> tuple[int, ...]:

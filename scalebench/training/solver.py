@@ -27,8 +27,12 @@ from scalebench.training import BENCHMARK_NAME, OBJECTIVE_NAME
 from scalebench.training.data import TrainingData
 from scalebench.training.params import TRAINING_PARAMS, check_training
 from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
-from scalebench.training.step import Trainer, build_model, choose_checkpointing, \
-    set_checkpointing
+from scalebench.training.step import (
+    Trainer,
+    build_model,
+    choose_checkpointing,
+    set_checkpointing,
+)
 
 QUALITY = ("psnr_db", "ssim", "mse", "asinh_psnr_db")
 
