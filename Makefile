@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check scalebench provenance benchmark_inference tests tools
+	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools
 
 # Rewrites constraints.txt from the current environment (after a deliberate upgrade).
 lock: $(STAMP)

@@ -16,7 +16,7 @@ from scalebench.training.model import build_network
 from scalebench.training.params import TRAINING_PARAMS
 from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
 from scalebench.training.step import Trainer, build_model, choose_checkpointing
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 TINY = {"num_stages": 2, "denoiser_width": 8, "denoiser_depth": 3, "patch_size": 16,
         "batch_size": 4, "device": "cpu"}
@@ -132,3 +132,10 @@ def test_command_line_refuses_bad_training_config_in_one_line(write_config):
     done = run_cli("validate", config)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "patch_size 64 is larger" in done.stderr
+
+
+@pytest.mark.parametrize("config", sorted((REPO / "configs" / "training").glob("*.yml")),
+                         ids=lambda path: path.stem)
+def test_shipped_training_configs_are_valid(config):
+    experiment = load_experiment(config)
+    assert experiment.solvers and all(s.name == "unrolled_pgd" for s in experiment.solvers)
