@@ -7,7 +7,8 @@ configuration cannot hide a later one's peak). Prints, per configuration, the me
 time, the step's peak memory above what the process held before it (host resident set, or
 the CUDA allocator's on a GPU), the activations the graph kept for the backward pass, and
 the ratios against no checkpointing: memory saved = peak increase(none) / peak
-increase(mode), time paid = step time(mode) / step time(none).
+increase(mode), time paid = step time(mode) / step time(none), also in process CPU seconds
+(steadier than wall time on a shared machine).
 
     python tools/training_checkpointing.py [--patch-sizes 64 128] [--stages 2 4]
         [--device cpu|cuda] [--steps 3] [--width 32] [--depth 6] [--batch-size 2]
@@ -20,6 +21,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,14 +52,17 @@ def measure(config: dict) -> dict:
     training = Trainer(model, data, params, context, StepProfiler(context.device,
                                                                    context=context))
     memory = "cuda_alloc_mib" if context.device.type == "cuda" else "host_rss_mib"
-    times, increases, saved = [], [], 0.0
+    times, cpu_times, increases, saved = [], [], [], 0.0
     for _ in range(config["steps"]):
+        start = time.process_time()
         training.iterate()
+        cpu_times.append(time.process_time() - start)
         figures = training.figures()
         times.append(figures["step_time_s"])
         increases.append(figures[f"step_peak_increase_{memory}"])
         saved = figures["saved_activations_mib"]
-    return {"time_s": statistics.median(times), "peak_increase_mib": max(increases),
+    return {"time_s": statistics.median(times), "cpu_s": statistics.median(cpu_times),
+            "peak_increase_mib": max(increases),
             "saved_mib": saved, "memory": memory}
 
 
@@ -83,8 +88,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(json.loads(args.child))))
         return
-    print(f"{'patch':>6} {'K':>3} {'mode':>10} {'step s':>8} {'peak+ MiB':>10} "
-          f"{'kept MiB':>9} {'mem saved':>9} {'time paid':>9}")
+    print(f"{'patch':>6} {'K':>3} {'mode':>10} {'step s':>8} {'cpu s':>8} {'peak+ MiB':>10} "
+          f"{'kept MiB':>9} {'mem saved':>9} {'time paid':>9} {'cpu paid':>9}")
     for patch in args.patch_sizes:
         for stages in args.stages:
             results = {}
@@ -100,12 +105,16 @@ def main() -> None:
                 base, mine = results["none"], results[mode]
                 saved = base["peak_increase_mib"] / max(mine["peak_increase_mib"], 1e-9)
                 paid = mine["time_s"] / base["time_s"]
+                cpu_paid = mine["cpu_s"] / base["cpu_s"]
                 print(f"{patch:>6} {stages:>3} {mode:>10} {mine['time_s']:>8.3f} "
-                      f"{mine['peak_increase_mib']:>10.1f} {mine['saved_mib']:>9.1f} "
-                      f"{saved:>8.2f}x {paid:>8.2f}x", flush=True)
+                      f"{mine['cpu_s']:>8.3f} {mine['peak_increase_mib']:>10.1f} "
+                      f"{mine['saved_mib']:>9.1f} {saved:>8.2f}x {paid:>8.2f}x "
+                      f"{cpu_paid:>8.2f}x", flush=True)
     print(f"peak+ = the step's peak {results['none']['memory']} above the memory held before "
           f"it; kept = activations saved for the backward pass; memory saved = "
-          f"peak+(none) / peak+(mode); time paid = step time(mode) / step time(none)")
+          f"peak+(none) / peak+(mode); time paid = step time(mode) / step time(none); "
+          f"cpu = process CPU seconds of a step (all threads; steadier than wall time on a "
+          f"shared machine)")
 
 
 if __name__ == "__main__":
