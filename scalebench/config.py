@@ -212,8 +212,9 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     objectives = _section(raw, "objective")
     for objective in objectives:
         if objective.name not in BENCHMARKS or objective.grid or len(objectives) > 1:
-            raise ConfigError(f"objective must be one of {', '.join(sorted(BENCHMARKS))} "
-                              f"without parameters, got '{objective.name}'")
+            allowed = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
+            raise ConfigError(f"objective must be {allowed} (one, without parameters), got "
+                              f"'{objective.name}'")
     rules = BENCHMARKS[objectives[0].name]
     experiment = Experiment(path, _section(raw, "dataset"), _section(raw, "solver"),
                             _check_options(raw))
