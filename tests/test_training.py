@@ -139,3 +139,18 @@ def test_command_line_refuses_bad_training_config_in_one_line(write_config):
 def test_shipped_training_configs_are_valid(config):
     experiment = load_experiment(config)
     assert experiment.solvers and all(s.name == "unrolled_pgd" for s in experiment.solvers)
+
+
+@pytest.mark.parametrize(("dataset", "dataset_params"), [
+    ("tomography_2d", {"image_size": 32, "num_angles": 16, "num_operators": 2}),
+    ("multiframe_superres", {"image_size": 32, "num_frames": 2}),
+    ("volume_denoising", {"image_size": 24}),
+])
+def test_every_training_problem_trains_with_drunet(dataset, dataset_params):
+    training = trainer(dataset, dataset_params, batch_size=2, denoiser="drunet",
+                       denoiser_width=4, denoiser_depth=1)
+    training.iterate()
+    figures = training.figures()
+    assert figures["loss"] > 0 and figures["grad_norm"] > 0
+    assert figures["saved_activations_mib"] > 0  # counted for every physics
+    assert figures["throughput_pixels_per_s"] > 0

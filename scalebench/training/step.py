@@ -11,6 +11,7 @@ throughput.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -80,7 +81,8 @@ def choose_checkpointing(model: UnrolledPGD, data: TrainingData, params: dict,
     """'auto': the mode with least recomputation whose activation memory fits the budget
     (else the leanest), from the activations one stage measurably saves on a real batch.
 
-    Estimates (MiB) for K stages, S the activations of one stage without checkpointing:
+    Estimates (MiB) for K stages, S the activations of one stage's network without
+    checkpointing (the physics' few image-sized tensors left out):
     none K*S; tile_batch K*S_tiles + S/batches (one tile batch recomputed at a time);
     stage K*input + S (one stage recomputed at a time).
     """
@@ -91,7 +93,7 @@ def choose_checkpointing(model: UnrolledPGD, data: TrainingData, params: dict,
     for mode in modes:
         set_checkpointing(model, mode)
         with torch.enable_grad(), SavedActivations(model) as saved:
-            model.stage(x0, 0, y, data.physics)
+            model.denoise(x0.requires_grad_(), model.sigmas[0])
         per_stage[mode] = saved.mib
     stages, full = params["num_stages"], per_stage["none"]
     estimates = {"none": stages * full,
@@ -115,7 +117,8 @@ def set_checkpointing(model: UnrolledPGD, mode: str) -> None:
 
 class SavedActivations:
     """Bytes the autograd graph keeps for the backward pass (distinct storages, parameters
-    left out), counted while the block runs."""
+    left out), counted while the block runs. Physics whose adjoint goes through torch.func
+    (deepinv's ``Tomography``) refuse saved-tensor hooks: see ``physics_allows_counting``."""
 
     def __init__(self, model: nn.Module) -> None:
         self.parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -138,6 +141,17 @@ class SavedActivations:
     @property
     def mib(self) -> float:
         return sum(self.storages.values()) / MIB
+
+
+def physics_allows_counting(data: TrainingData) -> bool:
+    """Whether the physics runs under saved-tensor hooks (torch.func refuses them)."""
+    x = data.validation.x_true.clone().requires_grad_()
+    try:
+        with torch.enable_grad(), SavedActivations(nn.Module()):
+            data.physics.A_adjoint(data.physics.A(x))
+    except RuntimeError:
+        return False
+    return True
 
 
 class Trainer:
@@ -167,12 +181,18 @@ class Trainer:
             torch.optim.SGD(groups)
         self.pixels = batch * math.prod(data.validation.x_true.shape[2:])
         self.loss_is_partial = data_parallel
+        # Operators that build their adjoint per batch shape (deepinv's Tomography, through
+        # torch.func) build it here, outside the counting hooks that torch.func refuses.
+        with torch.no_grad():
+            data.physics.A_adjoint(data.batch(0, self.indices)[1])
+        self.counting = physics_allows_counting(data)
 
     def iterate(self) -> None:
         x, y = self.data.batch(self.step_index, self.indices)
         before = memory_in_use_mib(self.context.device)
         scale = 1.0 / (self.pixels * x.shape[1])  # mean over the global batch
-        with self.profiler.step("forward"), SavedActivations(self.model) as saved:
+        saved = SavedActivations(self.model)
+        with self.profiler.step("forward"), saved if self.counting else nullcontext():
             loss = torch.sum((self.model(y, self.data.physics) - x) ** 2) * scale
         with self.profiler.step("backward"):
             self.optimizer.zero_grad(set_to_none=True)
@@ -181,7 +201,7 @@ class Trainer:
         with self.profiler.step("optimizer"):
             self.grad_norm = self._clip()
             self.optimizer.step()
-        self.saved_activations_mib = saved.mib
+        self.saved_activations_mib = saved.mib if self.counting else math.nan
         self.memory_before = before
         self.step_index += 1
 
