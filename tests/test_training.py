@@ -3,6 +3,8 @@ cover a volume, 'auto' checkpointing follows the budget, bad parameters are refu
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -152,5 +154,6 @@ def test_every_training_problem_trains_with_drunet(dataset, dataset_params):
     training.iterate()
     figures = training.figures()
     assert figures["loss"] > 0 and figures["grad_norm"] > 0
-    assert figures["saved_activations_mib"] > 0  # counted for every physics
+    # torch.func (deepinv's Tomography adjoint) refuses the hooks that count activations
+    assert math.isnan(figures["saved_activations_mib"]) == (dataset == "tomography_2d")
     assert figures["throughput_pixels_per_s"] > 0
