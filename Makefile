@@ -30,7 +30,7 @@ lock: $(STAMP)
 	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
 
 clean-outputs:
-	rm -rf benchmark_inference/outputs
+	rm -rf benchmark_inference/outputs benchmark_training/outputs
 
 # Container images (README, "Run in a container"). ENGINE may be podman, with global options.
 ENGINE ?= docker
