@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check scalebench provenance benchmark_inference tests tools containers
+	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools containers
 
 # Rewrites constraints.txt from the current environment (after a deliberate upgrade), keeping
 # the pins of packages it does not hold (the images' astra-toolbox and CUDA 12 wheels).
@@ -29,7 +29,7 @@ lock: $(STAMP)
 	$(BIN)/python containers/lock.py --python $(BIN)/python constraints.txt
 
 clean-outputs:
-	rm -rf benchmark_inference/outputs
+	rm -rf benchmark_inference/outputs benchmark_training/outputs
 
 # Container images (README, "Run in a container"). ENGINE may be podman, with global options.
 ENGINE ?= docker

@@ -29,7 +29,7 @@ from scalebench.solvers.common import (
     resolve_device,
     warm_up,
 )
-from scalebench.stamping import run_record
+from scalebench.stamping import BENCHMARK_NAME, OBJECTIVE_NAME, run_record
 
 # Testing hook for failure handling: the rank named here raises at its second iteration.
 FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"
@@ -60,6 +60,8 @@ class LoopSolver(BaseSolver):
     # Never stop on a flat curve: the run length is the solver's own ``max_iter``.
     stopping_criterion = StoppingCriterion(strategy="callback")
     param_specs: dict[str, Param] = {}
+    # The benchmark folder and objective its rows' provenance names (replay re-runs them).
+    benchmark_name, objective_name = BENCHMARK_NAME, OBJECTIVE_NAME
     # benchopt's own test suite (`benchopt test`) runs a few CPU iterations.
     test_config = {"max_iter": 3, "device": "cpu"}
 
@@ -113,7 +115,7 @@ class LoopSolver(BaseSolver):
         start = time.perf_counter()
         mode, rank = self.params["profiler"], self.context.rank
         self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
-                                     self.context)
+                                     self.context, self.benchmark_name, self.objective_name)
         label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)

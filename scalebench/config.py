@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import yaml
 from scalebench.denoisers import resolve_weights
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
-from scalebench.problems import PROBLEMS
+from scalebench.problems import PROBLEMS, ProblemSpec
 from scalebench.solvers import SOLVERS
 from scalebench.solvers.common import (
     check_denoiser_fits,
@@ -29,6 +30,9 @@ from scalebench.solvers.common import (
     run_ranks,
 )
 from scalebench.stamping import OBJECTIVE_NAME
+from scalebench.training import OBJECTIVE_NAME as TRAINING_OBJECTIVE
+from scalebench.training.params import TRAINING_SOLVERS, check_training
+from scalebench.training.problems import TRAINING_PROBLEMS
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
 RUN_OPTIONS = {
@@ -127,11 +131,43 @@ def _check_options(raw: dict) -> dict[str, Any]:
     return options
 
 
-def _check_pairs(experiment: Experiment, world_size: int) -> None:
+def _inference_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
+                    ranks: int) -> None:
+    """Checks of a dataset and an inference solver together (and the number of ranks)."""
+    check_denoiser_fits(params, shape)
+    check_distribution(params, shape, spec.num_operators(**values), ranks)
+    resolve_device(params["device"])
+    resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+
+
+def _training_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
+                   ranks: int) -> None:
+    """Checks of a dataset and a training solver together (and the number of ranks)."""
+    check_training(params, spec, values, ranks)
+    resolve_device(params["device"])
+
+
+@dataclass(frozen=True)
+class BenchmarkRules:
+    """What a benchmark's configs may name: its datasets, its solvers, the pair checks."""
+
+    problems: dict[str, ProblemSpec]
+    solvers: dict[str, dict[str, Param]]
+    check_pair: Callable[[ProblemSpec, dict, tuple[int, ...], dict, int], None]
+
+
+# By objective name: the objective a config names selects its benchmark's rules.
+BENCHMARKS = {
+    OBJECTIVE_NAME: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair),
+    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair),
+}
+
+
+def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
-        spec = PROBLEMS[dataset.name]
+        spec = rules.problems[dataset.name]
         for dataset_values in dataset.combinations():
             values = resolved_parameters(dataset_values, spec.params)
             try:
@@ -140,14 +176,11 @@ def _check_pairs(experiment: Experiment, world_size: int) -> None:
                 raise ConfigError(f"dataset '{dataset.name}': {error}") from None
             for solver in experiment.solvers:
                 for solver_values in solver.combinations():
-                    params = resolved_parameters(solver_values, SOLVERS[solver.name])
+                    params = resolved_parameters(solver_values, rules.solvers[solver.name])
                     where = f"solver '{solver.name}' on dataset '{dataset.name}'"
                     try:
-                        check_denoiser_fits(params, shape)
-                        check_distribution(params, shape, spec.num_operators(**values),
-                                           run_ranks(params, world_size))
-                        resolve_device(params["device"])
-                        resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+                        rules.check_pair(spec, values, shape, params,
+                                         run_ranks(params, world_size))
                     except ScalebenchError as error:
                         raise ConfigError(f"{where}: {error}") from None
                     if params["max_iter"] + 1 > max_runs:
@@ -176,14 +209,17 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     if unknown:
         raise ConfigError(f"unknown config key '{unknown[0]}' (allowed: "
                           f"{', '.join(sorted(allowed))})")
-    for objective in _section(raw, "objective"):
-        if objective.name != OBJECTIVE_NAME or objective.grid:
-            raise ConfigError(f"objective must be '{OBJECTIVE_NAME}' without parameters, "
-                              f"got '{objective.name}'")
+    objectives = _section(raw, "objective")
+    for objective in objectives:
+        if objective.name not in BENCHMARKS or objective.grid or len(objectives) > 1:
+            allowed = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
+            raise ConfigError(f"objective must be {allowed} (one, without parameters), got "
+                              f"'{objective.name}'")
+    rules = BENCHMARKS[objectives[0].name]
     experiment = Experiment(path, _section(raw, "dataset"), _section(raw, "solver"),
                             _check_options(raw))
-    _check_components(experiment.datasets, {k: v.params for k, v in PROBLEMS.items()},
+    _check_components(experiment.datasets, {k: v.params for k, v in rules.problems.items()},
                       "dataset")
-    _check_components(experiment.solvers, SOLVERS, "solver")
-    _check_pairs(experiment, world_size)
+    _check_components(experiment.solvers, rules.solvers, "solver")
+    _check_pairs(experiment, world_size, rules)
     return experiment

@@ -22,24 +22,28 @@ RESULT_COLUMN = column("result_sha256")
 OBJECTIVE_NAME = "imaging_inverse_problem"
 
 
-def experiment_config(source: dict, solver_name: str, solver_params: dict) -> dict:
+def experiment_config(source: dict, solver_name: str, solver_params: dict,
+                      benchmark: str = BENCHMARK_NAME, objective: str = OBJECTIVE_NAME) -> dict:
     """Everything that determines a run's numbers, in the form replay rebuilds it from.
 
-    ``source`` is the dataset's {"name", "params"} (``ProblemSetup.source``).
+    ``source`` is the dataset's {"name", "params"} (``ProblemSetup.source``); ``benchmark``
+    and ``objective`` name the benchmark folder and its objective.
     """
     return {
         "schema_version": SCHEMA_VERSION,
-        "benchmark": BENCHMARK_NAME,
-        "objective": {"name": OBJECTIVE_NAME, "params": {}},
+        "benchmark": benchmark,
+        "objective": {"name": objective, "params": {}},
         "dataset": {"name": source["name"], "params": source["params"]},
         "solver": {"name": solver_name, "params": solver_params},
     }
 
 
 def run_record(source: dict, data_sha256: str, solver_name: str, solver_params: dict,
-               context: TimedContext) -> dict[str, Any]:
+               context: TimedContext, benchmark: str = BENCHMARK_NAME,
+               objective: str = OBJECTIVE_NAME) -> dict[str, Any]:
     """Every ``prov_*`` field of a run's rows but the result digest (computed once per run)."""
-    config_json = canonical_json(experiment_config(source, solver_name, solver_params))
+    config_json = canonical_json(experiment_config(source, solver_name, solver_params,
+                                                   benchmark, objective))
     seeds = {"dataset": source["params"].get("seed"), "solver": solver_params["seed"]}
     fields = {
         **collect(),

@@ -8,6 +8,7 @@ from tests.conftest import REPO
 
 def test_ruff_finds_nothing():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "scalebench", "provenance",
-                             "benchmark_inference", "tests", "tools", "containers"], cwd=REPO,
+                             "benchmark_inference", "benchmark_training", "tests", "tools",
+                             "containers"], cwd=REPO,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:]

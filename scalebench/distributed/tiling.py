@@ -4,11 +4,12 @@ deepinv's ``DistributedProcessing`` hands tiles round-robin to the ranks, runs t
 each rank's tiles in batches and sums the ranks' outputs with one all-reduce. Tiles write
 disjoint cores into a zero image, so that sum is exact. ``WindowTiling`` supplies the tiles:
 the cores and windows of ``scalebench.denoisers.tile_windows``, the same ones the one-process
-``TiledDenoiser`` uses.
+``TiledDenoiser`` uses, along every spatial axis (2D images and 3D volumes).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -16,23 +17,22 @@ from deepinv.distributed.strategies import DistributedSignalStrategy
 
 from scalebench.denoisers import tile_windows
 
-Tile = tuple[tuple[int, int, int], tuple[int, int, int]]  # (rows, cols) as tile_windows gives
+# One (window_start, core_start, core_end) per spatial axis, as tile_windows gives.
+Tile = tuple[tuple[int, int, int], ...]
 
 
 def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int) -> list[Tile]:
-    """Every tile of a 2D image, row-major."""
-    rows, cols = (tile_windows(n, patch_size, overlap) for n in spatial)
-    return [(r, c) for r in rows for c in cols]
+    """Every tile of an image or volume, the last axis varying fastest (row-major)."""
+    return list(itertools.product(*(tile_windows(n, patch_size, overlap) for n in spatial)))
 
 
 class WindowTiling(DistributedSignalStrategy):
-    """Windows of ``patch_size + 2 * overlap`` around cores of ``patch_size`` (2D images)."""
+    """Windows of ``patch_size + 2 * overlap`` around cores of ``patch_size`` on every
+    spatial axis."""
 
     def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int) -> None:
         super().__init__(img_size)
         spatial = tuple(img_size[2:])
-        if len(spatial) != 2:
-            raise ValueError(f"tiling supports 2D images, got spatial shape {spatial}")
         self.tiles = image_tiles(spatial, patch_size, overlap)
         self.window = [min(patch_size + 2 * overlap, n) for n in spatial]
 
@@ -41,13 +41,13 @@ class WindowTiling(DistributedSignalStrategy):
 
     def get_local_patches(self, x: torch.Tensor,
                           local_indices: list[int]) -> list[tuple[int, torch.Tensor]]:
-        height, width = self.window
-        return [(i, x[..., r[0]:r[0] + height, c[0]:c[0] + width])
-                for i, (r, c) in ((i, self.tiles[i]) for i in local_indices)]
+        return [(i, x[(..., *(slice(axis[0], axis[0] + size)
+                              for axis, size in zip(self.tiles[i], self.window, strict=True)))])
+                for i in local_indices]
 
     def reduce_patches(self, out_tensor: torch.Tensor,
                        local_pairs: list[tuple[int, torch.Tensor]]) -> None:
         for i, tile in local_pairs:
-            r, c = self.tiles[i]
-            out_tensor[..., r[1]:r[2], c[1]:c[2]] = tile[
-                ..., r[1] - r[0]:r[2] - r[0], c[1] - c[0]:c[2] - c[0]]
+            cores = tuple(slice(axis[1], axis[2]) for axis in self.tiles[i])
+            inside = tuple(slice(axis[1] - axis[0], axis[2] - axis[0]) for axis in self.tiles[i])
+            out_tensor[(..., *cores)] = tile[(..., *inside)]

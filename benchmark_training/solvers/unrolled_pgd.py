@@ -1,0 +1,16 @@
+"""Supervised training of an unrolled PnP proximal-gradient network (scalebench.training)."""
+
+from scalebench.params import benchopt_parameters
+from scalebench.training.params import TRAINING_PARAMS
+from scalebench.training.solver import TrainingSolver
+
+
+class Solver(TrainingSolver):
+    # Solver name in configs and results.
+    name = "unrolled_pgd"
+    # Contract of every parameter (type, range, meaning): TRAINING_PARAMS.
+    param_specs = TRAINING_PARAMS
+    # Default grid: each parameter at its default.
+    parameters = benchopt_parameters(TRAINING_PARAMS)
+    # Installed with scalebench; no extra requirement.
+    requirements = []

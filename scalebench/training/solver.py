@@ -1,0 +1,111 @@
+"""The benchopt glue of the training benchmark: a dataset is a training problem, a solver
+trains for ``max_iter`` steps, each step one benchopt iteration.
+
+Iteration 0 is the untrained model. Every ``eval_every`` steps (and at iteration 0) the
+model reconstructs the validation image outside the measured step; the other rows carry NaN
+quality figures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from benchopt import BaseDataset
+
+from scalebench.benchopt_support import LoopSolver
+from scalebench.determinism import apply_determinism, set_threads
+from scalebench.distributed.context import run_context
+from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
+from scalebench.metrics import quality_metrics
+from scalebench.params import validate_parameters
+from scalebench.problems import ProblemSetup
+from scalebench.profiling import StepProfiler
+from scalebench.solvers.common import resolve_device
+from scalebench.training import BENCHMARK_NAME, OBJECTIVE_NAME
+from scalebench.training.data import TrainingData
+from scalebench.training.params import TRAINING_PARAMS, check_training
+from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
+from scalebench.training.step import (
+    Trainer,
+    build_model,
+    choose_checkpointing,
+    set_checkpointing,
+)
+
+QUALITY = ("psnr_db", "ssim", "mse", "asinh_psnr_db")
+
+
+class TrainingDataset(BaseDataset):
+    """A benchopt Dataset built by ``scalebench.training.problems.TRAINING_PROBLEMS[name]``."""
+
+    def __init__(self, **parameters) -> None:
+        validate_parameters(f"dataset '{self.name}'", parameters,
+                            TRAINING_PROBLEMS[self.name].params)
+        super().__init__(**parameters)
+
+    def get_data(self) -> dict:
+        return dict(problem=training_problem(self.name, **self._parameters))
+
+
+class TrainingSolver(LoopSolver):
+    """Trains the unrolled network for ``max_iter`` steps on one problem."""
+
+    param_specs = TRAINING_PARAMS
+    benchmark_name, objective_name = BENCHMARK_NAME, OBJECTIVE_NAME
+    # benchopt's own test suite (`benchopt test`) trains a tiny network for a few steps.
+    test_config = {"max_iter": 3, "device": "cpu", "num_stages": 2, "denoiser_width": 4,
+                   "denoiser_depth": 2, "patch_size": 16, "batch_size": 2}
+
+    def set_objective(self, problem: ProblemSetup) -> None:
+        start = time.perf_counter()
+        params = self.params
+        spec = TRAINING_PROBLEMS[problem.source["name"]]
+        set_threads(params["num_threads"])
+        apply_determinism(params["deterministic"], params["seed"])
+        self.context = run_context(resolve_device(params["device"]))
+        self.device = self.context.device
+        check_training(params, spec, problem.source["params"], self.context.world_size)
+        self.data = TrainingData(problem, spec, params["patch_size"], params["seed"],
+                                 self.device)
+        self.source, self.data_sha256 = problem.source, self.data.data_sha256
+        self.model = build_model(params, self.data, self.context)
+        check_same_on_every_rank(self.context, self.model, self.data_sha256)
+        self.compile_time_s = 0.0
+        self.setup_time_s = time.perf_counter() - start
+
+    def setup_problem(self, problem: ProblemSetup) -> None:
+        """Unused: ``set_objective`` builds the training data itself."""
+
+    def make_loop(self, profiler: StepProfiler) -> Trainer:
+        trainer = Trainer(self.model, self.data, self.params, self.context, profiler)
+        mode, estimates = self.params["checkpointing"], {}
+        if mode == "auto":
+            mode, estimates = choose_checkpointing(self.model, self.data, self.params,
+                                                   trainer.indices)
+        set_checkpointing(self.model, mode)
+        self.checkpointing_used = mode
+        self.activation_estimate_mib = estimates.get(mode, math.nan)
+        # The model starts afresh at each run (benchopt may run a solver more than once).
+        self.initial_state = getattr(self, "initial_state", None) or \
+            {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.model.load_state_dict(self.initial_state)
+        return trainer
+
+    def _validation(self) -> dict[str, float]:
+        step = self.loop.step_index
+        if step % self.params["eval_every"] and step != self.params["max_iter"]:
+            return {name: math.nan for name in QUALITY}
+        problem = self.data.validation
+        with torch.no_grad():
+            x_hat = self.model(problem.y, problem.physics)
+        return quality_metrics(x_hat, problem.x_true)
+
+    def get_result(self) -> dict:
+        stats = rank_statistics(self.context, self.loop.figures())
+        figures = {**stats, **self.setup_figures,
+                   "activation_estimate_mib": self.activation_estimate_mib}
+        return dict(quality=self._validation(), step_stats=figures,
+                    checkpointing=self.checkpointing_used,
+                    parameters=self.loop.parameters_vector(), run_record=self.run_record)
