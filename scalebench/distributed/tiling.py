@@ -19,22 +19,25 @@ from scalebench.denoisers import tile_windows
 Tile = tuple[tuple[int, int, int], tuple[int, int, int]]  # (rows, cols) as tile_windows gives
 
 
-def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int) -> list[Tile]:
-    """Every tile of a 2D image, row-major."""
-    rows, cols = (tile_windows(n, patch_size, overlap) for n in spatial)
-    return [(r, c) for r in rows for c in cols]
+def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int,
+                multiple: int = 1) -> tuple[list[int], list[Tile]]:
+    """The window's size and every tile of a 2D image, row-major."""
+    (height, rows), (width, cols) = (tile_windows(n, patch_size, overlap, multiple)
+                                     for n in spatial)
+    return [height, width], [(r, c) for r in rows for c in cols]
 
 
 class WindowTiling(DistributedSignalStrategy):
-    """Windows of ``patch_size + 2 * overlap`` around cores of ``patch_size`` (2D images)."""
+    """Windows of at least ``patch_size + 2 * overlap`` around cores of ``patch_size``, starting
+    on multiples of ``multiple`` (2D images)."""
 
-    def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int) -> None:
+    def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int,
+                 multiple: int = 1) -> None:
         super().__init__(img_size)
         spatial = tuple(img_size[2:])
         if len(spatial) != 2:
             raise ValueError(f"tiling supports 2D images, got spatial shape {spatial}")
-        self.tiles = image_tiles(spatial, patch_size, overlap)
-        self.window = [min(patch_size + 2 * overlap, n) for n in spatial]
+        self.window, self.tiles = image_tiles(spatial, patch_size, overlap, multiple)
 
     def get_num_patches(self) -> int:
         return len(self.tiles)
