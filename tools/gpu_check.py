@@ -159,12 +159,12 @@ def metrics_on_device(device: torch.device) -> dict:
     return figures
 
 
-def operator_determinism(device: torch.device) -> dict:
+def operator_determinism(device: torch.device, size: int = 128) -> dict:
     """Per dataset: does A / A^T run under deterministic algorithms, and repeat bitwise?"""
     from scalebench.problems import PROBLEMS, build_problem
 
-    small = {"tomography_2d": {"image_size": 128, "num_angles": 64},
-             "multiframe_superres": {"image_size": 128}, "synthetic": {"image_size": 128}}
+    small = {"tomography_2d": {"image_size": size, "num_angles": size // 2},
+             "multiframe_superres": {"image_size": size}, "synthetic": {"image_size": size}}
     findings = {}
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
