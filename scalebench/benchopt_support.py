@@ -98,8 +98,9 @@ class LoopSolver(BaseSolver):
     @property
     def params(self) -> dict:
         """Every parameter of the run (defaults filled in), unset resources left out."""
-        resolved = resolved_parameters(self._parameters, self.param_specs)
-        return {k: v for k, v in resolved.items() if k in self._parameters
+        given = getattr(self, "_parameters", {})  # benchopt may build a bare instance
+        resolved = resolved_parameters(given, self.param_specs)
+        return {k: v for k, v in resolved.items() if k in given
                 or not (k.startswith("slurm_") and v is None)}
 
     def set_objective(self, problem: ProblemSetup) -> None:
