@@ -104,20 +104,49 @@ def code_state(root: Path = CODE_ROOT) -> dict[str, Any]:
     return {"code_commit": commit, "code_dirty": dirty, "code_diff_sha256": diff_hash}
 
 
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def visible_indices(uuids: list[str], visible: str | None) -> list[int]:
+    """NVML indices of the devices this process sees, in CUDA's order.
+
+    ``visible`` is CUDA_VISIBLE_DEVICES (None: unset, every device): indices or UUID prefixes
+    ("GPU-..."); as CUDA does, the list ends at the first entry that names no device.
+    """
+    if visible is None:
+        return list(range(len(uuids)))
+    indices: list[int] = []
+    for entry in (item.strip() for item in visible.split(",")):
+        if entry.isdigit() and int(entry) < len(uuids):
+            match = int(entry)
+        else:
+            matches = [i for i, uuid in enumerate(uuids) if entry and uuid.startswith(entry)]
+            if len(matches) != 1:
+                break
+            match = matches[0]
+        if match in indices:
+            break
+        indices.append(match)
+    return indices
+
+
 def _gpus() -> dict[str, Any]:
     import pynvml
 
     pynvml.nvmlInit()
     try:
-        count = pynvml.nvmlDeviceGetCount()
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                 for i in range(count)]
-        driver = pynvml.nvmlSystemGetDriverVersion()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
+                   for i in range(pynvml.nvmlDeviceGetCount())]
+        uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+        names = [_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
     finally:
         pynvml.nvmlShutdown()
-    as_text = [n.decode() if isinstance(n, bytes) else n for n in names]
-    return {"gpu_models": ",".join(as_text) or "none", "gpu_count": count,
-            "gpu_driver": driver.decode() if isinstance(driver, bytes) else driver}
+    # The devices this process can use, as the schema says: CUDA_VISIBLE_DEVICES applies.
+    visible = visible_indices(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return {"gpu_models": ",".join(names[i] for i in visible) or "none",
+            "gpu_count": len(visible), "gpu_driver": driver}
 
 
 def _no_gpu() -> bool:

@@ -47,18 +47,39 @@ class ProblemDataset(BaseDataset):
         return dict(problem=setup_problem(self.name, **self._parameters))
 
 
+class IterationCriterion(StoppingCriterion):
+    """Runs to the solver's ``max_iter`` (never stops on a flat curve), ends a diverged run,
+    and shows progress in iterations of ``max_iter`` rather than in evaluations of max-runs.
+    """
+
+    iteration = 0  # latest evaluated iteration
+
+    def check_convergence(self, objective_list: list[dict]) -> tuple[bool, float]:
+        last = objective_list[-1]
+        self.iteration = int(last["stop_val"])
+        # A diverged estimate is recorded (NaN metrics) and ends its run, not the grid.
+        return bool(last.get("objective_diverged", False)), \
+            self.iteration / self.solver.params["max_iter"]
+
+    def progress(self, progress) -> None:
+        if isinstance(progress, float):
+            progress = f"iteration {self.iteration}/{self.solver.params['max_iter']}"
+        super().progress(progress)
+
+
 class LoopSolver(BaseSolver):
     """A benchopt Solver running a scalebench loop for ``max_iter`` iterations.
 
-    Every iteration is evaluated (``get_next``); the loop's ``x`` and its profiler's latest
-    per-step figures (with their maximum and mean over ranks) are the result handed to the
-    objective. On several ranks every rank runs the same loop; a stop that any rank's
-    benchopt asks for (its timeout) is agreed by all, so no rank waits in a collective alone.
+    Every ``eval_every``-th iteration is evaluated, and always the first and the last
+    (``get_next``); the loop's ``x`` and its profiler's latest per-step figures (with their
+    maximum and mean over ranks) are the result handed to the objective. On several ranks every
+    rank runs the same loop; a stop that any rank's benchopt asks for (its timeout, or a
+    diverged estimate) is agreed by all, so no rank waits in a collective alone.
     """
 
     sampling_strategy = "callback"
-    # Never stop on a flat curve: the run length is the solver's own ``max_iter``.
-    stopping_criterion = StoppingCriterion(strategy="callback")
+    # Run length is the solver's own ``max_iter``; a diverged run stops early.
+    stopping_criterion = IterationCriterion(strategy="callback")
     param_specs: dict[str, Param] = {}
     # The benchmark folder and objective its rows' provenance names (replay re-runs them).
     benchmark_name, objective_name = BENCHMARK_NAME, OBJECTIVE_NAME
@@ -80,8 +101,9 @@ class LoopSolver(BaseSolver):
     @property
     def params(self) -> dict:
         """Every parameter of the run (defaults filled in), unset resources left out."""
-        resolved = resolved_parameters(self._parameters, self.param_specs)
-        return {k: v for k, v in resolved.items() if k in self._parameters
+        given = getattr(self, "_parameters", {})  # benchopt may build a bare instance
+        resolved = resolved_parameters(given, self.param_specs)
+        return {k: v for k, v in resolved.items() if k in given
                 or not (k.startswith("slurm_") and v is None)}
 
     def set_objective(self, problem: ProblemSetup) -> None:
@@ -122,7 +144,8 @@ class LoopSolver(BaseSolver):
         self.loop = self.make_loop(self.profiler)
         self.context.comm_time_s, self.context.comm_bytes = 0.0, 0  # set-up is not an iteration
         self.setup_figures = {"setup_time_s": self.setup_time_s + time.perf_counter() - start,
-                              "compile_time_s": self.compile_time_s}
+                              "compile_time_s": self.compile_time_s,
+                              "host_memory_method": self.profiler.host_method}
 
     def run(self, callback) -> None:
         failing_rank = os.environ.get(FAULT_VARIABLE)
@@ -141,7 +164,8 @@ class LoopSolver(BaseSolver):
                        self.ground_truth, initial, self.loop.x, self.data_sha256)
 
     def get_next(self, stop_val: int) -> int:
-        return stop_val + 1
+        # The iteration evaluated after ``stop_val``: eval_every later, never past the last.
+        return min(stop_val + self.params["eval_every"], self.params["max_iter"])
 
     def get_result(self) -> dict:
         stats = rank_statistics(self.context, self.profiler.last)

@@ -1,8 +1,9 @@
 """Experiment files: loading and whole-grid validation before anything runs.
 
 An experiment is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
-``solver`` lists whose entries are a bare name or ``name: {parameter: value-or-list}``, plus
-run options. Every combination of the grid is checked (names, types, ranges, whether the
+``solver`` lists (a missing one means all; names match regardless of case) whose entries are
+a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
+options. Every combination of the grid is checked (names, types, ranges, whether the
 denoiser can take the image, whether the weights exist, whether ``max-runs`` lets every
 iteration be recorded), so a mistake is reported in one line before any job starts.
 """
@@ -26,6 +27,7 @@ from scalebench.solvers import SOLVERS
 from scalebench.solvers.common import (
     check_denoiser_fits,
     check_distribution,
+    evaluations,
     resolve_device,
     run_ranks,
 )
@@ -40,6 +42,19 @@ RUN_OPTIONS = {
     "max-runs": Param(BENCHOPT_DEFAULT_MAX_RUNS, int, minimum=1,
                       doc="evaluations recorded per run; must exceed max_iter"),
     "timeout": Param("100", str, doc="a number of seconds, or a number followed by s, m or h"),
+}
+# Further `benchopt run` options a config may hold: handed to benchopt unchanged, where the
+# launcher's own command-line options (--no-plot, --no-display, --no-cache, --output) win.
+PASSED_OPTIONS = ("plot", "display", "html", "no-cache", "output", "n-jobs", "profile",
+                  "seed", "no-timeout", "force-solver")
+# Options that would change how benchopt itself is launched, which scalebench does instead.
+LAUNCH_OPTIONS = {
+    "collect": "only collects cached results, and scalebench runs never use benchopt's cache",
+    "pdb": "opens an interactive debugger inside the ranks; use `benchopt run --pdb` directly",
+    "parallel-config": "hands runs to benchopt's parallel backend; scalebench launches the "
+                       "ranks itself (use `benchopt run --parallel-config` directly)",
+    "env": "selects a conda environment; run scalebench inside that environment instead",
+    "env-name": "selects a conda environment; run scalebench inside that environment instead",
 }
 _TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
 
@@ -78,12 +93,23 @@ class Experiment:
     options: dict[str, Any]
 
 
+def _bracketed(section: str, entry: str) -> Component:
+    """'name' or benchopt's 'name[parameter=value,...]' form, parsed as benchopt parses it."""
+    from benchopt.utils.parametrized_name_mixin import _extract_options
+
+    try:
+        name, positional, grid = _extract_options(entry)
+    except (ValueError, SyntaxError) as error:
+        raise ConfigError(f"{section} entry {entry!r}: {error}") from None
+    if positional:
+        raise ConfigError(f"{section} entry {entry!r}: name each parameter "
+                          f"('name[parameter=value]'); positional values are ambiguous")
+    return Component(name, {k: v if isinstance(v, list) else [v] for k, v in grid.items()})
+
+
 def _component(section: str, entry: Any) -> Component:
     if isinstance(entry, str):
-        if "[" in entry:
-            raise ConfigError(f"{section} entry {entry!r}: write parameters as a mapping "
-                              f"('name: {{parameter: value}}'), not in brackets")
-        return Component(entry)
+        return _bracketed(section, entry)
     if isinstance(entry, dict) and len(entry) == 1:
         name, grid = next(iter(entry.items()))
         grid = grid or {}
@@ -95,19 +121,39 @@ def _component(section: str, entry: Any) -> Component:
                       f"'name: {{parameter: value}}'")
 
 
-def _section(raw: dict, section: str) -> list[Component]:
-    entries = raw.get(section)
+def _section(raw: dict, section: str, everything: list[str]) -> list[Component]:
+    """The entries of a section; a missing section means all of ``everything``, and a single
+    entry may be given without a list, as benchopt reads them."""
+    if section not in raw:
+        return [Component(name) for name in everything]
+    entries = raw[section]
+    if isinstance(entries, str | dict):
+        entries = [entries]
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"config key '{section}' must be a non-empty list")
     return [_component(section, entry) for entry in entries]
 
 
+def _solvers(raw: dict, everything: list[str]) -> list[Component]:
+    """'solver' entries plus 'force-solver' ones (benchopt runs both; scalebench never uses
+    benchopt's cache, so forcing changes nothing else); all solvers when neither is given."""
+    forced = raw.get("force-solver") or []
+    forced = [_component("force-solver", entry)
+              for entry in (forced if isinstance(forced, list) else [forced])]
+    if "solver" not in raw and forced:
+        return forced
+    return _section(raw, "solver", everything) + forced
+
+
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
                       kind: str) -> None:
     for component in components:
-        if component.name not in registry:
+        # benchopt matches names regardless of case: so does scalebench.
+        known = {name.lower(): name for name in registry}
+        if component.name.lower() not in known:
             raise ConfigError(f"unknown {kind} '{component.name}' "
                               f"(allowed: {', '.join(sorted(registry))})")
+        component.name = known[component.name.lower()]
         owner = f"{kind} '{component.name}'"
         for key, values in component.grid.items():
             if not values:
@@ -183,11 +229,12 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
                                          run_ranks(params, world_size))
                     except ScalebenchError as error:
                         raise ConfigError(f"{where}: {error}") from None
-                    if params["max_iter"] + 1 > max_runs:
+                    if evaluations(params) > max_runs:
                         raise ConfigError(
-                            f"{where}: max_iter={params['max_iter']} records "
-                            f"{params['max_iter'] + 1} evaluations but max-runs is {max_runs} "
-                            f"(set max-runs >= {params['max_iter'] + 1})")
+                            f"{where}: max_iter={params['max_iter']} with "
+                            f"eval_every={params['eval_every']} records {evaluations(params)} "
+                            f"evaluations but max-runs is {max_runs} "
+                            f"(set max-runs >= {evaluations(params)})")
 
 
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
@@ -204,20 +251,23 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
             from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
-    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS}
-    unknown = sorted(set(raw) - allowed)
+    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
+    unknown = sorted(set(raw) - allowed - set(LAUNCH_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown config key '{unknown[0]}' (allowed: "
                           f"{', '.join(sorted(allowed))})")
-    objectives = _section(raw, "objective")
+    for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
+        raise ConfigError(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
+    objectives = _section(raw, "objective", [OBJECTIVE_NAME])
+    known = {name.lower(): name for name in BENCHMARKS}
     for objective in objectives:
-        if objective.name not in BENCHMARKS or objective.grid or len(objectives) > 1:
+        if objective.name.lower() not in known or objective.grid or len(objectives) > 1:
             allowed = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
             raise ConfigError(f"objective must be {allowed} (one, without parameters), got "
                               f"'{objective.name}'")
-    rules = BENCHMARKS[objectives[0].name]
-    experiment = Experiment(path, _section(raw, "dataset"), _section(raw, "solver"),
-                            _check_options(raw))
+    rules = BENCHMARKS[known[objectives[0].name.lower()]]
+    experiment = Experiment(path, _section(raw, "dataset", sorted(rules.problems)),
+                            _solvers(raw, sorted(rules.solvers)), _check_options(raw))
     _check_components(experiment.datasets, {k: v.params for k, v in rules.problems.items()},
                       "dataset")
     _check_components(experiment.solvers, rules.solvers, "solver")

@@ -11,7 +11,7 @@ from torch import nn
 from scalebench.errors import ConfigError, MissingFileError
 
 DENOISERS = ("tv", "drunet", "dncnn")
-TV_ITERATIONS = 50  # fixed so that a TV step costs the same in every run
+TV_ITERATIONS = 50  # exactly this many per call (IndependentTV): every TV step costs the same
 # Files deepinv publishes for each (architecture, channels); looked up in the torch hub cache.
 HUB_WEIGHTS = {
     ("drunet", 1): "drunet_deepinv_gray_finetune_26k.pth",
@@ -20,6 +20,36 @@ HUB_WEIGHTS = {
     ("dncnn", 3): "dncnn_sigma2_color.pth",
 }
 SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
+# Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that
+# makes tiles exact. DnCNN: 20 convolutions of 3x3; TV: each iteration reads one neighbour
+# further (a forward and a backward difference). DRUNet (deepinv's default widths, 4 blocks
+# per scale): 183 pixels measured by an impulse at 512^2, so an overlap of 184 or more
+# (a multiple of its 8-pixel grid) for exact tiles.
+RECEPTIVE_RADIUS = {"dncnn": 20, "tv": TV_ITERATIONS, "drunet": 184}
+
+
+class IndependentTV(nn.Module):
+    """deepinv's TV denoiser with every call independent and exactly TV_ITERATIONS long.
+
+    deepinv's ``TVDenoiser`` keeps its primal and dual variables between calls and warm-starts
+    from them whenever the input shape repeats, and stops once its tolerance is met: two calls
+    on one input could then differ in result and cost, and tiles of one batch would inherit the
+    previous batch's state. Here each call starts cold, never stops early, and keeps no state.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        import deepinv as dinv
+
+        # crit 0: the relative change is never below it, so all iterations run.
+        self.tv = dinv.models.TVDenoiser(n_it_max=TV_ITERATIONS, crit=0.0)
+
+    def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
+        self.tv.restart = True
+        try:
+            return self.tv(x, sigma)
+        finally:
+            self.tv.x2 = self.tv.u2 = None  # hold no image-sized state between calls
 
 
 def resolve_weights(name: str, channels: int, pretrained: str) -> Path | None:
@@ -49,7 +79,7 @@ def build_denoiser(name: str, channels: int, pretrained: str = "none",
     source = str(weights) if weights is not None else None
     torch.manual_seed(seed)
     if name == "tv":
-        model = dinv.models.TVDenoiser(n_it_max=TV_ITERATIONS)
+        model = IndependentTV()
     else:
         architecture = dinv.models.DRUNet if name == "drunet" else dinv.models.DnCNN
         try:
@@ -64,28 +94,43 @@ def build_denoiser(name: str, channels: int, pretrained: str = "none",
     return model.to(device).eval().requires_grad_(False)
 
 
-def tile_windows(length: int, patch_size: int, overlap: int) -> list[tuple[int, int, int]]:
-    """Tiles along one axis as (window_start, core_start, core_end).
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
-    Cores of ``patch_size`` samples partition the axis; each is denoised inside a window of
-    ``patch_size + 2 * overlap`` samples (the whole axis if shorter), shifted inward at the
-    borders so that every window has the same length and never leaves the image.
+
+def tile_windows(length: int, patch_size: int, overlap: int,
+                 multiple: int = 1) -> tuple[int, list[tuple[int, int, int]]]:
+    """Window length and tiles along one axis, as (window_start, core_start, core_end).
+
+    Cores of ``patch_size`` samples partition the axis; each is denoised inside a window that
+    covers it and ``overlap`` samples on each side. Window starts are multiples of
+    ``multiple`` (a network that downsamples by 8 sees every window on the same grid as the
+    whole image) and every window has one length, a multiple of ``multiple`` (or the whole
+    axis if that is shorter); windows that would leave the image are shifted inward.
     """
-    window = min(patch_size + 2 * overlap, length)
-    tiles = []
-    for core_start in range(0, length, patch_size):
-        window_start = min(max(core_start - overlap, 0), length - window)
-        tiles.append((window_start, core_start, min(core_start + patch_size, length)))
-    return tiles
+    cores = [(start, min(start + patch_size, length)) for start in range(0, length, patch_size)]
+    starts = [max(start - overlap, 0) // multiple * multiple for start, _ in cores]
+    span = max(min(end + overlap, length) - first for first, (_, end) in zip(starts, cores,
+                                                                             strict=True))
+    window = min(_round_up(span, multiple), length)
+    return window, [(min(first, length - window), start, end)
+                    for first, (start, end) in zip(starts, cores, strict=True)]
+
+
+def is_tiled(spatial: tuple[int, ...], patch_size: int) -> bool:
+    """Whether an image of this size is cut into tiles (patch_size 0 or >= the image: no)."""
+    return 0 < patch_size < max(spatial)
 
 
 def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overlap: int) -> None:
     """Raise ConfigError when ``name`` cannot take the image (or its tiles) of this size."""
     multiple = SIZE_MULTIPLE[name]
-    tiled = 0 < patch_size < max(spatial)
-    sides = [min(patch_size + 2 * overlap, n) if tiled else n for n in spatial]
+    tiled = is_tiled(spatial, patch_size)
+    sides = [tile_windows(n, patch_size, overlap, multiple)[0] if tiled else n
+             for n in spatial]
     if any(side % multiple for side in sides):
-        what = "patch_size + 2 * overlap (or the image side)" if tiled else "image sides"
+        what = "windows (patch_size + 2 * overlap, or the image side)" if tiled \
+            else "image sides"
         raise ConfigError(
             f"denoiser '{name}' needs {what} divisible by {multiple}, got inputs of "
             f"{'x'.join(map(str, sides))} (image {'x'.join(map(str, spatial))}, "
@@ -96,35 +141,36 @@ def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overl
 class TiledDenoiser(nn.Module):
     """Applies a denoiser tile by tile to bound memory; ``patch_size=0`` means no tiling.
 
-    Each tile's core is taken from a window with ``overlap`` extra samples on every side, so
-    for a network whose receptive radius is at most ``overlap`` the result equals the untiled
-    one. At most ``max_batch_size`` windows (0: all) go through the network at once.
+    Each tile's core is taken from a window with at least ``overlap`` extra samples on every
+    side, starting on multiples of ``multiple`` (the network's downsampling factor); for a
+    network whose receptive radius is at most ``overlap`` the result then equals the untiled
+    one. At most ``max_batch_size`` windows (0: all at once) go through the network per call.
     """
 
     def __init__(self, denoiser: nn.Module, patch_size: int = 0, overlap: int = 0,
-                 max_batch_size: int = 0) -> None:
+                 max_batch_size: int = 0, multiple: int = 1) -> None:
         super().__init__()
         self.denoiser = denoiser
         self.patch_size = patch_size
         self.overlap = overlap
         self.max_batch_size = max_batch_size
+        self.multiple = multiple
 
     def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
         spatial = x.shape[2:]
-        if self.patch_size == 0 or self.patch_size >= max(spatial):
+        if not is_tiled(tuple(spatial), self.patch_size):
             return self.denoiser(x, sigma)
         if len(spatial) != 2:
             raise ValueError(f"tiling supports 2D images, got spatial shape {tuple(spatial)}")
-        rows, cols = (tile_windows(n, self.patch_size, self.overlap) for n in spatial)
-        window = [min(self.patch_size + 2 * self.overlap, n) for n in spatial]
+        (height, rows), (width, cols) = (
+            tile_windows(n, self.patch_size, self.overlap, self.multiple) for n in spatial)
         tiles = [(r, c) for r in rows for c in cols]
         batch = self.max_batch_size or len(tiles)
         out = torch.empty_like(x)
         for first in range(0, len(tiles), batch):
             chunk = tiles[first:first + batch]
-            crops = torch.cat([
-                x[..., r[0]:r[0] + window[0], c[0]:c[0] + window[1]] for r, c in chunk
-            ])
+            crops = torch.cat([x[..., r[0]:r[0] + height, c[0]:c[0] + width]
+                               for r, c in chunk])
             denoised = self.denoiser(crops, sigma).split(x.shape[0])
             for (r, c), tile in zip(chunk, denoised, strict=True):
                 out[..., r[1]:r[2], c[1]:c[2]] = tile[

@@ -1,7 +1,14 @@
-"""Reconstruction quality metrics, computed in float64 on tensors shaped (B, C, *spatial).
+"""Reconstruction quality metrics of tensors shaped (B, C, *spatial), on their own device.
 
 All metrics compare an estimate ``x_hat`` with the ground truth ``x``. The data range used by
-PSNR and SSIM is ``max(x) - min(x)`` of the ground truth.
+PSNR and SSIM is ``max(x) - min(x)`` of the ground truth; a constant ground truth has none and
+is refused.
+
+Every metric runs on the device the tensors live on, in float64, block by block: a block of
+the image is converted to float64, reduced, and dropped, so that the extra memory stays
+bounded (``working_set_bytes``: about the image's own size, and at least ``MIN_WORKING_SET``)
+whatever the image size, and the results equal the whole-image float64 computation up to
+rounding (relative differences around 1e-15).
 
 asinh-PSNR (for high-dynamic-range images such as radio sky maps, where plain PSNR is dominated
 by a few bright sources): both images are stretched by
@@ -11,11 +18,15 @@ by a few bright sources): both images are stretched by
 which is close to linear below ``a`` and logarithmic above it, and maps the ground truth into
 [-1, 1]. Then ``asinh_psnr = 10 * log10(1 / mean((s(x_hat) - s(x))**2))``, i.e. the PSNR of the
 stretched images with a peak of 1.
+
+A diverging estimate (any NaN or infinite entry, or entries so large that their squared error
+overflows) gives NaN for every metric and ``diverged`` true (``quality_metrics``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -23,16 +34,48 @@ ASINH_SOFTENING = 0.01  # a = 1% of the ground truth's peak magnitude
 SSIM_SIGMA = 1.5  # Gaussian window of Wang et al. (2004): sigma 1.5, radius 5 (11 taps)
 SSIM_RADIUS = 5
 SSIM_K1, SSIM_K2 = 0.01, 0.03
+MIN_WORKING_SET = 4 * 2**20  # bytes: small images get blocks of at least this working set
+# float64 block-sized arrays alive at once in SSIM: both inputs, a product, five filtered
+# maps, a filtering intermediate and the terms of the SSIM map.
+_SSIM_ARRAYS = 12
+_FLAT_ARRAYS = 4  # both inputs (overwritten in place by the terms) and reduction scratch
 
 
-def _as_float64(*tensors: torch.Tensor) -> list[torch.Tensor]:
-    shapes = {tuple(t.shape) for t in tensors}
-    if len(shapes) != 1:
-        raise ValueError(f"metric inputs must have one shape, got {sorted(shapes)}")
-    return [t.detach().to(torch.float64) for t in tensors]
+def _check_shapes(x_hat: torch.Tensor, x: torch.Tensor) -> None:
+    if x_hat.shape != x.shape:
+        raise ValueError(f"metric inputs must have one shape, got {tuple(x_hat.shape)} and "
+                         f"{tuple(x.shape)}")
+
+
+def working_set_bytes(x: torch.Tensor) -> int:
+    """Float64 working set the metrics allow themselves for an image like ``x``."""
+    return max(x.numel() * x.element_size(), MIN_WORKING_SET)
+
+
+def _float64_copy(v: torch.Tensor) -> torch.Tensor:
+    """A float64 copy that the metrics may overwrite (never the caller's tensor)."""
+    return v.detach().to(torch.float64, copy=True)
+
+
+def _flat_blocks(x_hat: torch.Tensor, x: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
+    """Matching float64 copies of blocks of both tensors, flattened."""
+    a, b = x_hat.detach().reshape(-1), x.detach().reshape(-1)
+    step = max(working_set_bytes(x) // (8 * _FLAT_ARRAYS), 1)
+    for start in range(0, a.numel(), step):
+        yield _float64_copy(a[start:start + step]), _float64_copy(b[start:start + step])
+
+
+def _mean_of(x_hat: torch.Tensor, x: torch.Tensor,
+             term: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> float:
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    for a, b in _flat_blocks(x_hat, x):
+        total += term(a, b).sum()
+    return total.item() / x.numel()  # one device synchronisation per metric
 
 
 def _psnr_from_mse(mse: float, peak: float) -> float:
+    if math.isnan(mse):
+        return math.nan
     if mse == 0.0:
         return math.inf
     return 10.0 * math.log10(peak**2 / mse)
@@ -40,13 +83,17 @@ def _psnr_from_mse(mse: float, peak: float) -> float:
 
 def mse(x_hat: torch.Tensor, x: torch.Tensor) -> float:
     """Mean squared error over all entries."""
-    x_hat, x = _as_float64(x_hat, x)
-    return torch.mean((x_hat - x) ** 2).item()
+    _check_shapes(x_hat, x)
+    return _mean_of(x_hat, x, lambda a, b: a.sub_(b).square_())
 
 
 def data_range(x: torch.Tensor) -> float:
-    """Dynamic range of the ground truth, the peak used by PSNR and SSIM."""
-    return (x.max() - x.min()).item()
+    """Dynamic range of the ground truth, the peak used by PSNR and SSIM (refused if 0)."""
+    peak = (x.max().double() - x.min().double()).item()
+    if not peak > 0.0:
+        raise ValueError(f"the ground truth is constant (data range {peak}): PSNR and SSIM "
+                         f"need a ground truth whose maximum exceeds its minimum")
+    return peak
 
 
 def psnr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
@@ -56,62 +103,101 @@ def psnr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
 
 def asinh_stretch(v: torch.Tensor, peak: float) -> torch.Tensor:
     """The asinh stretch s(v) of the module docstring, for a ground truth of peak ``peak``."""
+    return _asinh_stretch_(v.clone(), peak)
+
+
+def _asinh_stretch_(v: torch.Tensor, peak: float) -> torch.Tensor:
+    """``asinh_stretch`` computed in place in ``v``."""
     a = ASINH_SOFTENING * peak
-    return torch.asinh(v / a) / math.asinh(peak / a)
+    return v.div_(a).asinh_().div_(math.asinh(peak / a))
 
 
 def asinh_psnr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
     """PSNR in dB of the asinh-stretched images (see the module docstring)."""
-    x_hat, x = _as_float64(x_hat, x)
-    peak = x.abs().max().item()
+    _check_shapes(x_hat, x)
+    peak = x.detach().abs().max().double().item()
     if peak == 0.0:
         raise ValueError("asinh-PSNR needs a ground truth that is not identically zero")
-    stretched_mse = torch.mean((asinh_stretch(x_hat, peak) - asinh_stretch(x, peak)) ** 2).item()
+    stretched_mse = _mean_of(
+        x_hat, x, lambda a, b: _asinh_stretch_(a, peak).sub_(_asinh_stretch_(b, peak)).square_())
     return _psnr_from_mse(stretched_mse, 1.0)
 
 
-def _gaussian_taps() -> torch.Tensor:
+def _gaussian_taps() -> list[float]:
     offsets = torch.arange(-SSIM_RADIUS, SSIM_RADIUS + 1, dtype=torch.float64)
     taps = torch.exp(-(offsets**2) / (2 * SSIM_SIGMA**2))
-    return taps / taps.sum()
+    return (taps / taps.sum()).tolist()
 
 
-def _gaussian_filter_valid(v: torch.Tensor) -> torch.Tensor:
-    """Separable Gaussian filter over every spatial axis, keeping only fully covered samples."""
-    taps = _gaussian_taps().to(v.device)
-    spatial_dims = v.ndim - 2
-    for axis in range(spatial_dims):
-        v = v.movedim(2 + axis, -1)
-        v = v.unfold(-1, taps.numel(), 1) @ taps
-        v = v.movedim(-1, 2 + axis)
+def _gaussian_filter_valid(v: torch.Tensor, taps: list[float]) -> torch.Tensor:
+    """Separable Gaussian filter over every axis of ``v``, keeping fully covered samples.
+
+    Accumulates shifted slices in place: no windowed copy of the input is ever built.
+    """
+    for axis in range(v.ndim):
+        length = v.shape[axis] - len(taps) + 1
+        out = v.narrow(axis, 0, length) * taps[0]
+        for offset, tap in enumerate(taps[1:], start=1):
+            out.add_(v.narrow(axis, offset, length), alpha=tap)
+        v = out
     return v
+
+
+def _ssim_block_sum(a: torch.Tensor, b: torch.Tensor, c1: float, c2: float,
+                    taps: list[float]) -> torch.Tensor:
+    """Sum of the SSIM map over the fully covered samples of a float64 block."""
+    mu_a, mu_b = _gaussian_filter_valid(a, taps), _gaussian_filter_valid(b, taps)
+    var_a = _gaussian_filter_valid(a * a, taps).sub_(mu_a.square())
+    var_b = _gaussian_filter_valid(b * b, taps).sub_(mu_b.square())
+    cov = _gaussian_filter_valid(a * b, taps).sub_(mu_a * mu_b)
+    numerator = (2 * mu_a * mu_b + c1).mul_(cov.mul_(2).add_(c2))
+    denominator = (mu_a.square_() + mu_b.square_() + c1).mul_(var_a.add_(var_b).add_(c2))
+    return numerator.div_(denominator).sum()
 
 
 def ssim(x_hat: torch.Tensor, x: torch.Tensor) -> float:
     """Mean structural similarity (Gaussian window, sigma 1.5) over channels and valid pixels.
 
     The window radius is 5: borders of 5 samples have no complete window and are left out, as
-    in the reference definition. Works for 2D images and 3D volumes.
+    in the reference definition. Works for 2D images and 3D volumes. Computed per image and
+    channel in blocks along the first spatial axis (each with its 10-sample halo).
     """
-    x_hat, x = _as_float64(x_hat, x)
-    if min(x.shape[2:]) <= 2 * SSIM_RADIUS:
-        raise ValueError(f"SSIM needs every spatial size > {2 * SSIM_RADIUS}, got {x.shape[2:]}")
+    _check_shapes(x_hat, x)
+    spatial = x.shape[2:]
+    if min(spatial) <= 2 * SSIM_RADIUS:
+        raise ValueError(f"SSIM needs every spatial size > {2 * SSIM_RADIUS}, got "
+                         f"{tuple(spatial)}")
     peak = data_range(x)
     c1, c2 = (SSIM_K1 * peak) ** 2, (SSIM_K2 * peak) ** 2
-    mu_a, mu_b = _gaussian_filter_valid(x_hat), _gaussian_filter_valid(x)
-    var_a = _gaussian_filter_valid(x_hat * x_hat) - mu_a**2
-    var_b = _gaussian_filter_valid(x * x) - mu_b**2
-    cov = _gaussian_filter_valid(x_hat * x) - mu_a * mu_b
-    numerator = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
-    denominator = (mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2)
-    return torch.mean(numerator / denominator).item()
+    taps, halo = _gaussian_taps(), 2 * SSIM_RADIUS
+    slice_size = math.prod(spatial[1:])
+    rows = max(working_set_bytes(x) // (8 * _SSIM_ARRAYS * slice_size) - halo, 1)
+    valid_rows = spatial[0] - halo
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    for image in range(x.shape[0]):
+        for channel in range(x.shape[1]):
+            for first in range(0, valid_rows, rows):
+                block = slice(first, min(first + rows, valid_rows) + halo)
+                total += _ssim_block_sum(_float64_copy(x_hat[image, channel, block]),
+                                         _float64_copy(x[image, channel, block]), c1, c2,
+                                         taps)
+    count = x.shape[0] * x.shape[1] * math.prod(n - halo for n in spatial)
+    return total.item() / count
 
 
-def quality_metrics(x_hat: torch.Tensor, x: torch.Tensor) -> dict[str, float]:
-    """Every quality metric of the benchmark, keyed by its result column name."""
+def quality_metrics(x_hat: torch.Tensor, x: torch.Tensor) -> dict[str, float | bool]:
+    """Every quality metric of the benchmark, keyed by its result column name.
+
+    A diverging estimate (non-finite entries) gives NaN metrics and ``diverged`` true.
+    """
+    squared_error = mse(x_hat, x)
+    if not math.isfinite(squared_error):
+        return {"psnr_db": math.nan, "ssim": math.nan, "mse": math.nan,
+                "asinh_psnr_db": math.nan, "diverged": True}
     return {
-        "psnr_db": psnr(x_hat, x),
+        "psnr_db": _psnr_from_mse(squared_error, data_range(x)),
         "ssim": ssim(x_hat, x),
-        "mse": mse(x_hat, x),
+        "mse": squared_error,
         "asinh_psnr_db": asinh_psnr(x_hat, x),
+        "diverged": False,
     }

@@ -17,7 +17,10 @@ sums over its steps (``comm_time_s``, ``comm_bytes``).
 Peak memory of a step: on CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``
 after a reset); always, the process's peak resident set size (Linux ``VmHWM`` after resetting it
 through ``/proc/self/clear_refs``). Where ``clear_refs`` is unavailable the lifetime peak
-(``ru_maxrss``) is reported instead, which bounds the step's peak from above.
+(``ru_maxrss``) is reported instead, which bounds the step's peak from above; ``host_method``
+says which one measured (``HOST_METHODS``). Beside each absolute peak, the step's increase:
+the peak minus the memory in use just before the step (resident set size, or CUDA memory
+allocated), i.e. what the step itself needed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ PROFILER_MODES = ("light", "torch", "nvtx")
 MIB = 1024.0**2
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
+# How host peaks are measured: the step's own peak, or the process's lifetime peak.
+HOST_METHODS = ("vmhwm_reset", "ru_maxrss_lifetime")
 
 
 def synchronize(device: torch.device) -> None:
@@ -48,6 +53,7 @@ class HostPeakMemory:
 
     def __init__(self) -> None:
         self.resettable = self._try_reset()
+        self.method = HOST_METHODS[0] if self.resettable else HOST_METHODS[1]
 
     @staticmethod
     def _try_reset() -> bool:
@@ -61,11 +67,23 @@ class HostPeakMemory:
         if self.resettable:
             _CLEAR_REFS.write_text("5")
 
+    @staticmethod
+    def _status_mib(field: str) -> float:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024 / MIB
+        raise OSError(f"{field} missing from {_STATUS}")
+
+    def current_mib(self) -> float:
+        """Resident set size now (0 where /proc is unavailable)."""
+        try:
+            return self._status_mib("VmRSS:")
+        except OSError:
+            return 0.0
+
     def read_mib(self) -> float:
         if self.resettable:
-            for line in _STATUS.read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024 / MIB
+            return self._status_mib("VmHWM:")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / MIB if sys.platform == "darwin" else peak * 1024 / MIB
 
@@ -73,9 +91,11 @@ class HostPeakMemory:
 class StepProfiler:
     """Measures the named steps of each iteration; ``last`` holds the latest figures.
 
-    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib``, on CUDA
-    ``<step>_peak_cuda_alloc_mib``, and with a context ``<step>_comm_time_s``,
-    ``<step>_comm_bytes``, ``comm_time_s`` and ``comm_bytes``.
+    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib`` and
+    ``<step>_host_rss_increase_mib``, on CUDA ``<step>_peak_cuda_alloc_mib`` and
+    ``<step>_cuda_alloc_increase_mib``, and with a context ``<step>_comm_time_s``,
+    ``<step>_comm_bytes``, ``comm_time_s`` and ``comm_bytes``. ``host_method`` names how host
+    peaks were measured (one of ``HOST_METHODS``).
     """
 
     def __init__(self, device: torch.device, mode: str = "light",
@@ -87,6 +107,7 @@ class StepProfiler:
         self.trace_path = trace_path
         self.last: dict[str, float] = {}
         self._host = HostPeakMemory()
+        self.host_method = self._host.method
         self._torch_profiler = None
         self.context = context  # a scalebench.distributed.context.TimedContext, or None
         self.rank_label = rank_label  # appended to NVTX range names, e.g. " rank 1"
@@ -113,9 +134,12 @@ class StepProfiler:
     def step(self, name: str) -> Iterator[None]:
         """Measure the block as step ``name`` of the current iteration."""
         synchronize(self.device)
+        cuda_before = 0
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+            cuda_before = torch.cuda.memory_allocated(self.device)
         self._host.reset()
+        host_before = self._host.current_mib()
         comm_start = self._comm()
         with self._annotation(name):
             start = time.perf_counter()
@@ -130,10 +154,13 @@ class StepProfiler:
             for figure in ("comm_time_s", "comm_bytes"):
                 self.last[figure] = sum(value for key, value in self.last.items()
                                         if key.endswith(f"_{figure}"))
-        self.last[f"{name}_peak_host_rss_mib"] = self._host.read_mib()
+        host_peak = self._host.read_mib()
+        self.last[f"{name}_peak_host_rss_mib"] = host_peak
+        self.last[f"{name}_host_rss_increase_mib"] = max(host_peak - host_before, 0.0)
         if self.device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(self.device)
             self.last[f"{name}_peak_cuda_alloc_mib"] = peak / MIB
+            self.last[f"{name}_cuda_alloc_increase_mib"] = (peak - cuda_before) / MIB
 
     def _comm(self) -> tuple[float, int]:
         if self.context is None:

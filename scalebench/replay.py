@@ -29,7 +29,11 @@ from scalebench.errors import ScalebenchError
 COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
                     "objective_asinh_psnr_db")
 FORCE_RTOL = 1e-5
-REQUIRED = ("config_json", "config_hash", "result_sha256", *REPLAY_ENVIRONMENT)
+# Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
+# and the CPU, any of which can change results without changing the config.
+ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
+               "benchopt", "numpy", "cpu_model")
+REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 
 @dataclass
@@ -109,12 +113,25 @@ def tampering(experiment: Experiment) -> str | None:
 
 
 def environment_differences(experiment: Experiment, current: dict) -> list[str]:
+    """What differs between the archived rows' environment and this one (empty: none).
+
+    Uncommitted changes on either side are a difference unless both sides carry the same
+    diff: the code that ran is then unknown.
+    """
     archived = experiment.rows.iloc[0]
     threads = experiment.config["solver"]["params"].get("num_threads", 0)
     expected_here = {**current, "torch_threads": threads or current["torch_threads"]}
-    return [f"{field} {expected_here[field]!r} here vs {archived[column(field)]!r} archived"
-            for field in REPLAY_ENVIRONMENT
-            if str(expected_here[field]) != str(archived[column(field)])]
+    differences = [f"{field} {expected_here[field]!r} here vs {archived[column(field)]!r} "
+                   f"archived" for field in ENVIRONMENT
+                   if str(expected_here[field]) != str(archived[column(field)])]
+    if not differences:
+        return []  # clean on both sides, or the same uncommitted changes on both
+    dirty = [side for side, flag in (("here", expected_here["code_dirty"]),
+                                     ("archived", bool(archived[column("code_dirty")])))
+             if flag]
+    if dirty:
+        differences.append(f"uncommitted changes in the working tree ({' and '.join(dirty)})")
+    return differences
 
 
 def _ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
@@ -244,9 +261,33 @@ def _verdict(experiment: Experiment, differences: list[str],
                     & (replayed[column("world_size")] == _world_size(experiment))
                     ].sort_values("stop_val")
     tolerance = FORCE_RTOL if differences else 0.0
+    if mine.empty:
+        return Verdict("DIFFER", experiment.label, _why_no_rows(experiment, replayed))
     difference = compare(experiment.rows, mine, tolerance)
     how = "bit for bit" if not tolerance else \
         f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
     if difference is None:
         return Verdict("MATCH", experiment.label, f"{len(mine)} iterations equal {how}")
     return Verdict("DIFFER", experiment.label, f"{difference}; compared {how}")
+
+
+def _why_no_rows(experiment: Experiment, replayed: pd.DataFrame) -> str:
+    """Why the re-run produced no row of the experiment's config hash."""
+    solver = experiment.config["solver"]
+    same_solver = replayed[replayed.solver_name.str.split("[").str[0] == solver["name"]]
+    if same_solver.empty:
+        return f"the re-run produced no rows of solver '{solver['name']}'"
+    config = json.loads(same_solver[column("config_json")].iloc[0])
+    archived, now = experiment.config, config
+    changes = []
+    for part in ("dataset", "solver"):
+        before, after = archived[part]["params"], now[part]["params"]
+        changes += [f"{part} parameter '{key}' added (now {after[key]!r})"
+                    for key in sorted(set(after) - set(before))]
+        changes += [f"{part} parameter '{key}' removed" for key in sorted(set(before) - set(after))]
+        changes += [f"{part} parameter '{key}' {before[key]!r} archived vs {after[key]!r} now"
+                    for key in sorted(set(before) & set(after)) if before[key] != after[key]]
+    reason = "; ".join(changes) or "its canonical config differs"
+    return (f"the re-run produced no rows with config hash {experiment.config_hash[:12]}: "
+            f"this code resolves the archived config differently ({reason}), so the archive "
+            f"comes from another version of the benchmark")

@@ -32,16 +32,22 @@ BAD_EXPERIMENTS = [
     (_with_solver(denoiser="bm3d"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn'"),
     (_with_solver(denoiser="drunet", max_iter=1), "solver 'pnp' on dataset 'tomography_2d': "
      "denoiser 'drunet' needs image sides divisible by 8, got inputs of 36x36"),
-    (_with_solver(denoiser="drunet", patch_size=16, overlap=3), "needs patch_size \\+ 2 \\* "
-     "overlap \\(or the image side\\) divisible by 8, got inputs of 22x22"),
+    (_with_solver(denoiser="drunet", patch_size=30, overlap=3), "needs windows \\(patch_size "
+     "\\+ 2 \\* overlap, or the image side\\) divisible by 8, got inputs of 36x36"),
     (_with_solver(denoiser="dncnn", pretrained="/no/such/weights.pth"),
      "weights file not found: /no/such/weights.pth"),
-    (_with_solver(max_iter=150), "max_iter=150 records 151 evaluations but max-runs is 100"),
+    (_with_solver(max_iter=150), "max_iter=150 with eval_every=1 records 151 evaluations but "
+     "max-runs is 100"),
+    (_with_solver(max_iter=300, eval_every=2), "max_iter=300 with eval_every=2 records 151 "
+     "evaluations"),
+    (_with_solver(eval_every=0), "'eval_every' must be an integer >= 1, got 0"),
+    (tiny_experiment(**{"parallel-config": "configs/scaling/submitit.yml"}),
+     "config key 'parallel-config' hands runs to benchopt's parallel backend"),
+    (tiny_experiment(solver=["pnp[5]"]), "name each parameter"),
     (_with_solver(device="tpu"), "'device' must be one of 'auto', 'cpu', 'cuda'"),
     (tiny_experiment(**{"max_runs": 5}), "unknown config key 'max_runs'"),
     (tiny_experiment(timeout="soon"), "run option 'timeout' must be a number of seconds, or a "
      "number followed by s, m or h, got 'soon'"),
-    (tiny_experiment(solver=["pnp[max_iter=3]"]), "write parameters as a mapping"),
     (tiny_experiment(solver=[]), "config key 'solver' must be a non-empty list"),
     (tiny_experiment(objective=["least_squares"]), "objective must be "
      "'imaging_inverse_problem'"),
@@ -52,7 +58,7 @@ BAD_EXPERIMENTS = [
 
 @pytest.mark.parametrize(("experiment", "message"), BAD_EXPERIMENTS)
 def test_bad_experiment_is_refused_with_a_precise_message(write_config, experiment, message):
-    if "image sides divisible by 8" in message:
+    if "36x36" in message:
         experiment["dataset"] = [{"tomography_2d": {"image_size": 36}}]
     with pytest.raises(ConfigError, match=message) as error:
         load_experiment(write_config(experiment))
@@ -99,3 +105,33 @@ def test_zipped_keys_pair_their_values(write_config):
     bad = _with_dataset(**{"image_size, num_angles": [[32, 8, 1]]})
     with pytest.raises(ConfigError, match="each value must be a list of 2 values"):
         load_experiment(write_config(bad))
+
+
+def test_configs_benchopt_accepts_are_accepted(write_config):
+    """No objective key, names in another case, bracketed parameters, benchopt's own
+    options, a single entry without a list, force-solver: benchopt runs all of these."""
+    experiment = tiny_experiment(
+        dataset={"Tomography_2D": {"image_size": 32, "num_angles": 12}},
+        solver=["PnP[max_iter=3,device=cpu,denoiser_sigma=0.002]"],
+        **{"force-solver": ["Denoiser[max_iter=2]"], "plot": False, "n-jobs": 1,
+           "seed": 3, "output": "ignored"})
+    del experiment["objective"]
+    loaded = load_experiment(write_config(experiment))
+    assert [d.name for d in loaded.datasets] == ["tomography_2d"]
+    assert [s.name for s in loaded.solvers] == ["pnp", "denoiser"]
+    assert loaded.solvers[0].combinations() == [{"max_iter": 3, "device": "cpu",
+                                                 "denoiser_sigma": 0.002}]
+
+
+def test_missing_sections_mean_every_dataset_and_solver(write_config):
+    experiment = {"max-runs": 100}
+    loaded = load_experiment(write_config(experiment))
+    assert sorted(d.name for d in loaded.datasets) == ["multiframe_superres", "synthetic",
+                                                       "tomography_2d"]
+    assert sorted(s.name for s in loaded.solvers) == ["denoiser", "pnp"]
+
+
+def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):
+    experiment = _with_solver(max_iter=300, eval_every=3)  # 0, 3, ..., 300: 101 evaluations
+    experiment["max-runs"] = 101
+    load_experiment(write_config(experiment))

@@ -1,5 +1,7 @@
-"""Metrics against values computed by hand (and SSIM against scikit-image's reference)."""
+"""Metrics against values computed by hand (and SSIM against scikit-image's reference),
+against a whole-image float64 reference at any size, in bounded memory, and at the edges."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,6 +10,9 @@ import torch
 from skimage.metrics import structural_similarity
 
 from scalebench import metrics
+from scalebench.errors import ConfigError
+from scalebench.problems import PROBLEMS, setup_problem
+from scalebench.profiling import HostPeakMemory
 
 
 def test_mse_and_psnr_match_hand_computation():
@@ -63,5 +68,92 @@ def test_ssim_of_identical_images_is_one_and_works_in_3d():
 def test_quality_metrics_returns_every_column():
     x = torch.rand(1, 1, 24, 24, generator=torch.Generator().manual_seed(2))
     values = metrics.quality_metrics(x * 0.9, x)
-    assert set(values) == {"psnr_db", "ssim", "mse", "asinh_psnr_db"}
+    assert set(values) == {"psnr_db", "ssim", "mse", "asinh_psnr_db", "diverged"}
+    assert values["diverged"] is False
     assert all(math.isfinite(v) for v in values.values())
+
+
+def _reference(x_hat, x):
+    """Whole-image float64 definitions, written independently of the blocked code."""
+    a, b = x_hat.double(), x.double()
+    peak = float(b.max() - b.min())
+    mse = float(torch.mean((a - b) ** 2))
+    offsets = torch.arange(-5, 6, dtype=torch.float64)
+    taps = torch.exp(-(offsets**2) / 4.5)
+    taps /= taps.sum()
+    def blur(v):  # valid separable filtering with conv2d, one channel at a time
+        v = v.reshape(-1, 1, *v.shape[2:])
+        v = torch.nn.functional.conv2d(v, taps.view(1, 1, 11, 1))
+        return torch.nn.functional.conv2d(v, taps.view(1, 1, 1, 11))
+    c1, c2 = (0.01 * peak) ** 2, (0.03 * peak) ** 2
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2
+    cov = blur(a * b) - mu_a * mu_b
+    ssim = torch.mean((2 * mu_a * mu_b + c1) * (2 * cov + c2)
+                      / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2)))
+    m = float(b.abs().max())
+    def s(v):
+        return torch.asinh(v / (0.01 * m)) / math.asinh(100.0)
+    asinh_mse = float(torch.mean((s(a) - s(b)) ** 2))
+    return {"psnr_db": 10 * math.log10(peak**2 / mse), "ssim": float(ssim), "mse": mse,
+            "asinh_psnr_db": 10 * math.log10(1 / asinh_mse)}
+
+
+@pytest.mark.parametrize(("shape", "working_set"), [((1, 1, 97, 131), None),
+                                                    ((2, 3, 64, 40), None),
+                                                    ((2, 3, 150, 170), 2**16)])
+def test_blocked_metrics_equal_the_float64_reference(shape, working_set, monkeypatch):
+    if working_set:  # many blocks, as a large image gets: block edges and halos exercised
+        monkeypatch.setattr(metrics, "MIN_WORKING_SET", working_set)
+    generator = torch.Generator().manual_seed(4)
+    x = torch.rand(shape, generator=generator)
+    x_hat = x + 0.05 * torch.randn(shape, generator=generator)
+    values = metrics.quality_metrics(x_hat, x)
+    for key, expected in _reference(x_hat, x).items():
+        assert values[key] == pytest.approx(expected, rel=1e-6, abs=0), key
+
+
+def test_evaluation_needs_no_more_than_the_image_in_extra_memory():
+    # 1536^2 float32: 9 MiB. The former whole-image float64 SSIM took about 11 images more.
+    generator = torch.Generator().manual_seed(5)
+    x = torch.rand(1, 1, 1536, 1536, generator=generator)
+    x_hat = x + 0.05 * torch.randn(x.shape, generator=generator)
+    image_mib = x.numel() * 4 / 2**20
+    host = HostPeakMemory()
+    if not host.resettable:
+        pytest.skip("this kernel offers no resettable peak (/proc/self/clear_refs)")
+    metrics.quality_metrics(x_hat[..., :64, :64], x[..., :64, :64])  # one-time library set-up
+    host.reset()
+    before = host.current_mib()
+    metrics.quality_metrics(x_hat, x)
+    extra = host.read_mib() - before
+    assert extra < 2 * image_mib, f"{extra:.1f} MiB extra for a {image_mib:.0f} MiB image"
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_diverging_estimate_gives_nan_metrics_and_diverged(bad):
+    x = torch.rand(1, 1, 24, 24, generator=torch.Generator().manual_seed(6))
+    x_hat = x.clone()
+    x_hat[0, 0, 3, 4] = bad
+    values = metrics.quality_metrics(x_hat, x)
+    assert values["diverged"] is True
+    assert all(math.isnan(values[key]) for key in ("psnr_db", "ssim", "mse", "asinh_psnr_db"))
+
+
+def test_constant_ground_truth_has_no_psnr():
+    flat = torch.full((1, 1, 16, 16), 0.5)
+    with pytest.raises(ValueError, match="ground truth is constant"):
+        metrics.psnr(flat * 0.9, flat)
+
+
+def test_a_dataset_with_a_constant_ground_truth_is_refused_when_built(monkeypatch):
+    spec = PROBLEMS["synthetic"]
+    def flat_setup(**params):
+        setup = spec.setup(**params)
+        setup.x_true = torch.zeros_like(setup.x_true)
+        return setup
+    monkeypatch.setitem(PROBLEMS, "synthetic", dataclasses.replace(spec, setup=flat_setup))
+    with pytest.raises(ConfigError) as error:
+        setup_problem("synthetic", image_size=32, task="denoising")
+    assert str(error.value).startswith("dataset 'synthetic': the ground truth is constant")
+    assert "\n" not in str(error.value)

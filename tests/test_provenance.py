@@ -179,3 +179,42 @@ def test_deterministic_mode_sets_and_records_its_switches(fresh, monkeypatch):
         assert provenance.collect()["deterministic_algorithms"] is False
     finally:
         apply_determinism(False, seed=0)
+
+
+class _FakeNode:
+    """NVML's answers on a node of four GPUs (this machine has none to ask)."""
+
+    models = ["NVIDIA H200", "NVIDIA H200", "NVIDIA A100", "NVIDIA A100"]
+    uuids = ["GPU-aaaa0000", "GPU-bbbb1111", "GPU-cccc2222", "GPU-dddd3333"]
+
+    def install(self, monkeypatch):
+        import pynvml
+
+        for name, function in {
+            "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
+            "nvmlDeviceGetCount": lambda: 4, "nvmlDeviceGetHandleByIndex": lambda i: i,
+            "nvmlDeviceGetName": lambda i: self.models[i],
+            "nvmlDeviceGetUUID": lambda i: self.uuids[i].encode(),
+            "nvmlSystemGetDriverVersion": lambda: b"580.65",
+        }.items():
+            monkeypatch.setattr(pynvml, name, function)
+
+
+@pytest.mark.parametrize(("visible", "count", "models"), [
+    (None, 4, "NVIDIA H200,NVIDIA H200,NVIDIA A100,NVIDIA A100"),
+    ("2,3", 2, "NVIDIA A100,NVIDIA A100"),
+    ("GPU-bbbb", 1, "NVIDIA H200"),
+    ("1,7,2", 1, "NVIDIA H200"),  # CUDA stops at the first entry naming no device
+    ("", 0, "none"),
+])
+def test_gpu_count_counts_the_visible_devices(monkeypatch, visible, count, models):
+    from provenance.environment import _gpus
+
+    _FakeNode().install(monkeypatch)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    record = _gpus()
+    assert (record["gpu_count"], record["gpu_models"], record["gpu_driver"]) == \
+        (count, models, "580.65")

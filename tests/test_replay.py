@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from provenance import canonical_json, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
 from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
 
@@ -149,6 +150,49 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     forced = run_cli("replay", moved, "--force", "--benchmark", benchmark)
     assert forced.returncode == 0, forced.stdout
     assert forced.stdout.count("MATCH") == 2 and "within rtol 1e-05 (forced" in forced.stdout
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("prov_torch", "2.0.0", "here vs '2.0.0' archived"),
+    ("prov_numpy", "1.0.0", "here vs '1.0.0' archived"),
+    ("prov_cpu_model", "Some Other CPU", "cpu_model"),
+    ("prov_code_dirty", True, "uncommitted changes in the working tree"),
+])
+def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp_path, column,
+                                                                     value, message):
+    benchmark, results = archive
+    def elsewhere(df):
+        df[column] = value
+        if column == "prov_code_dirty":
+            df["prov_code_diff_sha256"] = "0" * 64
+        return df
+    moved = _edited_copy(results, tmp_path / "moved.parquet", elsewhere)
+    refused = run_cli("replay", moved, "--benchmark", benchmark)
+    assert refused.returncode == 1
+    lines = refused.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("REFUSED") for line in lines)
+    assert message in refused.stdout and "DIFFER" not in refused.stdout
+
+
+def test_a_rerun_without_matching_rows_says_why(archive, tmp_path):
+    """An archive written before a parameter existed: the re-run resolves another config."""
+    benchmark, results = archive
+    def older(df):
+        pnp = df.solver_name.str.startswith("pnp")
+        config = json.loads(df.loc[pnp, "prov_config_json"].iloc[0])
+        del config["solver"]["params"]["eval_every"]
+        text = canonical_json(config)
+        df.loc[pnp, "prov_config_json"] = text
+        df.loc[pnp, "prov_config_hash"] = config_hash(text)
+        return df
+    old = _edited_copy(results, tmp_path / "old.parquet", older)
+    first_pnp = int(np.flatnonzero(pd.read_parquet(old).solver_name.str.startswith("pnp"))[0])
+    result = run_cli("replay", old, "--rows", str(first_pnp), "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "0 replayed rows" not in result.stdout
+    assert "DIFFER tomography_2d x pnp" in result.stdout
+    assert "the re-run produced no rows with config hash" in result.stdout
+    assert "solver parameter 'eval_every' added (now 1)" in result.stdout
 
 
 BAD_FILES = {

@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from scalebench.denoisers import TiledDenoiser, build_denoiser, tile_windows
+from scalebench.denoisers import (
+    RECEPTIVE_RADIUS,
+    TV_ITERATIONS,
+    IndependentTV,
+    TiledDenoiser,
+    build_denoiser,
+    tile_windows,
+)
 from scalebench.errors import ConfigError, MissingFileError
 from scalebench.metrics import psnr
 from scalebench.params import resolved_parameters
@@ -70,8 +77,10 @@ def test_profiler_records_time_and_host_peak_memory_of_each_step(tomography):
     loop, profiler = _pnp(tomography)
     loop.iterate()
     stats = profiler.last
-    assert set(stats) == {"grad_time_s", "grad_peak_host_rss_mib", "denoise_time_s",
-                          "denoise_peak_host_rss_mib"}
+    assert set(stats) == {"grad_time_s", "grad_peak_host_rss_mib", "grad_host_rss_increase_mib",
+                          "denoise_time_s", "denoise_peak_host_rss_mib",
+                          "denoise_host_rss_increase_mib"}
+    assert profiler.host_method == "vmhwm_reset"
     assert stats["grad_time_s"] > 0 and stats["denoise_time_s"] > 0
     assert stats["grad_peak_host_rss_mib"] > 10  # the process's own RSS: never a silent 0
 
@@ -85,6 +94,19 @@ def test_host_peak_memory_sees_a_large_temporary_allocation():
         del block
     grown = profiler.last["big_peak_host_rss_mib"] - profiler.last["small_peak_host_rss_mib"]
     assert grown > 150
+    # The increase is what the step itself needed, next to the process's absolute peak.
+    assert 190 < profiler.last["big_host_rss_increase_mib"] < 230
+    assert profiler.last["small_host_rss_increase_mib"] < 10
+    assert profiler.last["big_peak_host_rss_mib"] > profiler.last["big_host_rss_increase_mib"]
+
+
+def test_host_memory_method_falls_back_to_the_lifetime_peak(monkeypatch, tmp_path):
+    monkeypatch.setattr("scalebench.profiling._CLEAR_REFS", tmp_path / "absent" / "clear_refs")
+    profiler = StepProfiler(CPU)
+    with profiler.step("any"):
+        torch.ones(10).sum()
+    assert profiler.host_method == "ru_maxrss_lifetime"
+    assert profiler.last["any_peak_host_rss_mib"] > 10
 
 
 def test_torch_profiler_mode_writes_a_chrome_trace_with_the_steps(tomography, tmp_path):
@@ -119,25 +141,73 @@ def test_denoising_loop_denoises_the_seeded_noisy_image():
     noisy_psnr = psnr(loop.noisy, problem.x_true)
     loop.iterate()
     assert psnr(loop.x, problem.x_true) > noisy_psnr + 3
-    assert set(profiler.last) == {"denoise_time_s", "denoise_peak_host_rss_mib"}
+    assert set(profiler.last) == {"denoise_time_s", "denoise_peak_host_rss_mib",
+                                  "denoise_host_rss_increase_mib"}
 
 
 def test_tile_windows_partition_the_axis_with_equal_windows():
-    tiles = tile_windows(100, 32, 20)
+    window, tiles = tile_windows(100, 32, 20)
+    assert window == 72
     assert tiles == [(0, 0, 32), (12, 32, 64), (28, 64, 96), (28, 96, 100)]
     covered = [i for _, start, end in tiles for i in range(start, end)]
     assert covered == list(range(100))
 
 
-def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field():
-    net = build_denoiser("dncnn", 1, "none", CPU, seed=0)  # 20 layers: receptive radius 20
-    x = torch.rand(1, 1, 100, 90, generator=torch.Generator().manual_seed(0))
+def test_tile_windows_start_on_the_networks_grid_and_cover_the_overlap():
+    window, tiles = tile_windows(200, 36, 46, multiple=8)
+    assert window % 8 == 0
+    for first, start, end in tiles:
+        assert first % 8 == 0 and 0 <= first and first + window <= 200
+        assert first <= max(start - 46, 0) and first + window >= min(end + 46, 200)
+
+
+def _small_drunet():
+    """deepinv's DRUNet with narrow layers and one block per scale (receptive radius < 64)."""
+    import deepinv as dinv
+
+    torch.manual_seed(0)
+    return dinv.models.DRUNet(in_channels=1, out_channels=1, nc=[8, 16, 32, 64], nb=1,
+                              pretrained=None).eval()
+
+
+@pytest.mark.parametrize(("name", "shape", "patch", "overlap", "multiple"), [
+    ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
+    ("dncnn", (1, 1, 100, 90), 32, RECEPTIVE_RADIUS["dncnn"], 1),
+    ("tv", (1, 1, 170, 165), 60, RECEPTIVE_RADIUS["tv"], 1),
+])
+def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field(
+        name, shape, patch, overlap, multiple):
+    net = _small_drunet() if name == "drunet" else build_denoiser(name, shape[1], "none", CPU)
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         full = net(x, 0.05)
-        tiled = TiledDenoiser(net, patch_size=32, overlap=20, max_batch_size=3)(x, 0.05)
-        narrow = TiledDenoiser(net, patch_size=32, overlap=4, max_batch_size=0)(x, 0.05)
+        tiled = TiledDenoiser(net, patch, overlap, 3, multiple)(x, 0.05)
+        narrow = TiledDenoiser(net, patch, 4, 0, multiple)(x, 0.05)
     assert torch.equal(tiled, full)
     assert not torch.equal(narrow, full)  # too little overlap: seams differ
+    if name == "drunet":  # windows starting off its 8-pixel grid (at 26, 62, ...) differ
+        with torch.no_grad():
+            off_grid = TiledDenoiser(net, 36, 46, 3, multiple=1)(x, 0.05)
+        assert not torch.equal(off_grid, full)
+
+
+def test_tv_calls_are_independent_and_run_every_iteration(monkeypatch):
+    tv = build_denoiser("tv", 1, "none", CPU)
+    assert isinstance(tv, IndependentTV)
+    generator = torch.Generator().manual_seed(2)
+    a, b = (torch.rand(1, 1, 48, 48, generator=generator) for _ in range(2))
+    with torch.no_grad():
+        fresh = build_denoiser("tv", 1, "none", CPU)(b, 0.1)
+        tv(a, 0.1)
+        after_another = tv(b, 0.1)
+        again = tv(b, 0.1)
+    assert torch.equal(after_another, fresh) and torch.equal(again, fresh)
+    calls = []
+    nabla = type(tv.tv).nabla
+    monkeypatch.setattr(type(tv.tv), "nabla", staticmethod(lambda x: calls.append(1) or nabla(x)))
+    with torch.no_grad():
+        tv(torch.full((1, 1, 32, 32), 0.5), 0.1)  # converges at once: no early stop allowed
+    assert len(calls) == TV_ITERATIONS
 
 
 def test_pretrained_weights_load_from_a_local_file(tmp_path):
@@ -177,7 +247,8 @@ def test_random_init_is_seeded():
     (0, 0, (1, 64, 64), True),
     (0, 0, (1, 60, 60), False),     # DRUNet needs multiples of 8
     (32, 8, (1, 100, 100), True),   # windows of 48
-    (32, 5, (1, 100, 100), False),  # windows of 42
+    (32, 5, (1, 100, 100), True),   # 42 rounded up to windows of 48
+    (48, 8, (1, 52, 52), False),    # a window would be the whole side, 52
 ])
 def test_drunet_size_check(patch_size, overlap, shape, ok):
     params = {"denoiser": "drunet", "patch_size": patch_size, "overlap": overlap}

@@ -21,20 +21,24 @@ from scalebench.denoisers import tile_windows
 Tile = tuple[tuple[int, int, int], ...]
 
 
-def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int) -> list[Tile]:
-    """Every tile of an image or volume, the last axis varying fastest (row-major)."""
-    return list(itertools.product(*(tile_windows(n, patch_size, overlap) for n in spatial)))
+def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int,
+                multiple: int = 1) -> tuple[list[int], list[Tile]]:
+    """The window's size per axis and every tile of an image or volume, the last axis varying
+    fastest (row-major)."""
+    axes = [tile_windows(n, patch_size, overlap, multiple) for n in spatial]
+    return ([window for window, _ in axes],
+            list(itertools.product(*(starts for _, starts in axes))))
 
 
 class WindowTiling(DistributedSignalStrategy):
-    """Windows of ``patch_size + 2 * overlap`` around cores of ``patch_size`` on every
-    spatial axis."""
+    """Windows of at least ``patch_size + 2 * overlap`` around cores of ``patch_size`` on every
+    spatial axis, starting on multiples of ``multiple``."""
 
-    def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int) -> None:
+    def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int,
+                 multiple: int = 1) -> None:
         super().__init__(img_size)
         spatial = tuple(img_size[2:])
-        self.tiles = image_tiles(spatial, patch_size, overlap)
-        self.window = [min(patch_size + 2 * overlap, n) for n in spatial]
+        self.window, self.tiles = image_tiles(spatial, patch_size, overlap, multiple)
 
     def get_num_patches(self) -> int:
         return len(self.tiles)

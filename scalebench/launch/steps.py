@@ -49,7 +49,7 @@ def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
     experiment = load_experiment(config, world_size)
     raw = yaml.safe_load(config.read_text())
     options = {key: value for key, value in raw.items()
-               if key not in ("dataset", "solver")}
+               if key not in ("dataset", "solver", "force-solver")}
     folder.mkdir(parents=True, exist_ok=True)
     experiments = []
     for dataset in experiment.datasets:

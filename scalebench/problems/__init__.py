@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scalebench.errors import ConfigError
+from scalebench.metrics import data_range
 from scalebench.params import resolved_parameters, validate_parameters
 from scalebench.problems import (
     multiframe_superres,
@@ -27,6 +28,7 @@ def setup_problem(name: str, **params) -> ProblemSetup:
         validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
     try:
         setup = spec.setup(**values)
+        data_range(setup.x_true)  # a constant ground truth has no PSNR or SSIM: refused here
     except ValueError as error:
         raise ConfigError(f"dataset '{name}': {error}") from None
     setup.source = {"name": name, "params": values}

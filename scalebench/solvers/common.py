@@ -11,9 +11,11 @@ from torch import nn
 
 from scalebench.denoisers import (
     DENOISERS,
+    SIZE_MULTIPLE,
     TiledDenoiser,
     build_denoiser,
     check_input_size,
+    is_tiled,
     tile_windows,
 )
 from scalebench.errors import ConfigError
@@ -31,16 +33,24 @@ SLURM_PARAMS = {
     "slurm_time": Param(None, str, nullable=True, doc="time limit of the run's job"),
 }
 
+# Windows per denoiser call by default: bounds the denoiser's memory to that of this many
+# windows, whatever the image size (0 concatenates every window: memory grows with the image).
+DEFAULT_BATCH = 4
+
 DENOISER_PARAMS = {
     "denoiser": Param("tv", str, choices=DENOISERS, doc="denoiser architecture"),
     "pretrained": Param("none", str, doc="'none' (random init), 'hub' or a .pth file path"),
     "denoiser_sigma": Param(0.05, float, minimum=0.0, doc="noise level given to the denoiser"),
     "patch_size": Param(0, int, minimum=0, doc="tile core size in pixels; 0: no tiling"),
     "overlap": Param(0, int, minimum=0, doc="extra pixels around each tile core"),
-    "max_batch_size": Param(0, int, minimum=0, doc="tiles per denoiser call; 0: all"),
+    "max_batch_size": Param(DEFAULT_BATCH, int, minimum=0,
+                            doc=f"windows per denoiser call (default {DEFAULT_BATCH}: the "
+                                f"denoiser holds at most that many windows); 0: all at once"),
     "device": Param("auto", str, choices=("auto", "cpu", "cuda"), doc="auto: cuda if present"),
     "profiler": Param("light", str, choices=PROFILER_MODES, doc="profiling detail"),
     "max_iter": Param(20, int, minimum=1, doc="iterations of the loop"),
+    "eval_every": Param(1, int, minimum=1, doc="evaluate every k-th iteration (the first "
+                                               "and the last always)"),
     "seed": Param(0, int, minimum=0, doc="seed of random weights and of added noise"),
     "deterministic": Param(True, bool, doc="deterministic mode (scalebench.determinism)"),
     "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
@@ -51,6 +61,11 @@ DENOISER_PARAMS = {
                                             "ground truth (scalebench.estimates)"),
     **SLURM_PARAMS,
 }
+
+
+def evaluations(params: dict) -> int:
+    """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
+    return math.ceil(params["max_iter"] / params["eval_every"]) + 1
 
 
 def resolve_device(name: str) -> torch.device:
@@ -71,10 +86,10 @@ def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:
 
 def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     """Tiles the denoiser cuts an image of shape (C, *spatial) into (1 when untiled)."""
-    spatial = image_shape[1:]
-    if not 0 < params["patch_size"] < max(spatial):
+    spatial = tuple(image_shape[1:])
+    if not is_tiled(spatial, params["patch_size"]):
         return 1
-    counts = [len(tile_windows(n, params["patch_size"], params["overlap"])) for n in spatial]
+    counts = [len(tile_windows(n, params["patch_size"], params["overlap"])[1]) for n in spatial]
     return math.prod(counts)
 
 
@@ -114,14 +129,15 @@ def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.devi
         model = torch.compile(model, dynamic=False)
     if not params["distribute_denoiser"]:
         return TiledDenoiser(model, params["patch_size"], params["overlap"],
-                             params["max_batch_size"])
+                             params["max_batch_size"], SIZE_MULTIPLE[params["denoiser"]])
     from deepinv.distributed.framework import DistributedProcessing
 
     from scalebench.distributed.tiling import WindowTiling
 
-    patch = params["patch_size"] if 0 < params["patch_size"] < max(image_shape[1:]) \
+    patch = params["patch_size"] if is_tiled(tuple(image_shape[1:]), params["patch_size"]) \
         else max(image_shape[1:])
-    strategy = WindowTiling((1, *image_shape), patch, params["overlap"])
+    strategy = WindowTiling((1, *image_shape), patch, params["overlap"],
+                            SIZE_MULTIPLE[params["denoiser"]])
     return DistributedProcessing(context, model, strategy=strategy,
                                  max_batch_size=params["max_batch_size"] or None)
 

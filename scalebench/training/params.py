@@ -80,7 +80,9 @@ def tile_count(params: dict, spatial: tuple[int, ...]) -> int:
     size = params["tile_size"]
     if not 0 < size < max(spatial):
         return 1
-    return math.prod(len(tile_windows(n, size, params["tile_overlap"])) for n in spatial)
+    multiple = SIZE_MULTIPLE[params["denoiser"]]
+    return math.prod(len(tile_windows(n, size, params["tile_overlap"], multiple)[1])
+                     for n in spatial)
 
 
 def check_training(params: dict, spec: ProblemSpec, values: dict, world_size: int) -> None:
@@ -88,8 +90,8 @@ def check_training(params: dict, spec: ProblemSpec, values: dict, world_size: in
     spatial = patch_shape(spec, values, params["patch_size"])[1:]
     tiled = 0 < params["tile_size"] < max(spatial)
     multiple = SIZE_MULTIPLE[params["denoiser"]]
-    window = [min(params["tile_size"] + 2 * params["tile_overlap"], n) if tiled else n
-              for n in spatial]
+    window = [tile_windows(n, params["tile_size"], params["tile_overlap"], multiple)[0]
+              if tiled else n for n in spatial]
     if any(side % multiple for side in window):
         raise ConfigError(f"denoiser '{params['denoiser']}' needs inputs divisible by "
                           f"{multiple}, got {'x'.join(map(str, window))} (patch_size "

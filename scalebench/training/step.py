@@ -18,6 +18,7 @@ import torch
 from deepinv.distributed.framework import DistributedProcessing
 from torch import nn
 
+from scalebench.denoisers import SIZE_MULTIPLE
 from scalebench.distributed.context import TimedContext
 from scalebench.distributed.tiling import WindowTiling
 from scalebench.profiling import MIB, StepProfiler
@@ -67,7 +68,8 @@ def build_model(params: dict, data: TrainingData, context: TimedContext) -> Unro
                         step_size, params["init_sigma"], data.lipschitz).to(context.device)
     if 0 < params["tile_size"] < max(shape[1:]):
         spatial = params["distribution"] == "spatial"
-        strategy = WindowTiling((1, *shape), params["tile_size"], params["tile_overlap"])
+        strategy = WindowTiling((1, *shape), params["tile_size"], params["tile_overlap"],
+                                SIZE_MULTIPLE[params["denoiser"]])
         tiles = DistributedProcessing(
             context if spatial else _AllTilesHere(context.device), model.apply_network,
             strategy=strategy, max_batch_size=params["tiles_per_batch"] or None,
