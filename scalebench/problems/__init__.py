@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from scalebench.errors import ConfigError
 from scalebench.params import resolved_parameters, validate_parameters
-from scalebench.problems import multiframe_superres, synthetic, tomography_2d
+from scalebench.problems import multiframe_superres, synthetic, tomography_2d, walnut_conebeam
 from scalebench.problems.base import Problem, ProblemSetup, ProblemSpec
 
 PROBLEMS: dict[str, ProblemSpec] = {
-    spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC)
+    spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC,
+                                  walnut_conebeam.SPEC)
 }
 
 
