@@ -98,6 +98,13 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(stream.name, path)
 
 
+def accept_file(path: Path) -> str:
+    """Record the sha256 of ``path`` as accepted (for files the manifest has no checksum for)."""
+    sha256 = file_digest(path)
+    _write_atomically(_accepted(path), sha256 + "\n")
+    return sha256
+
+
 def _download(entry: Entry, partial: Path) -> str:
     """Stream ``entry.url`` into ``partial``; return its sha256; raise FetchError on failure."""
     request = urllib.request.Request(entry.url, headers={"User-Agent": "scalebench-fetch"})
@@ -157,7 +164,54 @@ def fetch(entry: Entry, path: Path, allow_unverified: bool = False) -> bool:
     finally:
         partial.unlink(missing_ok=True)
     if not entry.verifiable:
-        _write_atomically(_accepted(path), sha256 + "\n")
+        _write_atomically(_accepted(path), sha256 + "\n")  # the sha256 computed while streaming
         print(f"{entry.name}: accepted without a published checksum: sha256 {sha256}",
               file=sys.stderr)
     return True
+
+
+def fetch_data(name: str, cache: Path | None = None, allow_unverified: bool = False,
+               manifest: Path | None = None) -> str:
+    """Download, verify and unpack data set ``name`` into the cache; a one-line report."""
+    from scalebench.data import walnut
+    from scalebench.data.manifest import load_manifest
+
+    entries = {n: e for n, e in load_manifest(manifest).items() if e.kind == "data"}
+    if name not in entries:
+        raise FetchError(f"unknown data set '{name}' (allowed: {', '.join(sorted(entries))})")
+    cache = cache if cache is not None else cache_root()
+    if walnut.is_unpacked(cache):
+        return f"{name}: already in {walnut.walnut_folder(cache)}"
+    entry = entries[name]
+    archive = destination(entry, cache)
+    fetch(entry, archive, allow_unverified)
+    folder = walnut.unpack(archive, cache)
+    # The unpacked files are what later runs read; the archive would double the disk use.
+    archive.unlink()
+    _accepted(archive).unlink(missing_ok=True)
+    return f"{name}: verified and unpacked into {folder}"
+
+
+def fetch_weights(allow_unverified: bool = False, manifest: Path | None = None) -> list[str]:
+    """Download and verify every weights file; one line per file (errors raised last)."""
+    from scalebench.data.manifest import load_manifest
+
+    entries = [e for e in load_manifest(manifest).values() if e.kind == "weights"]
+    absent = [e.file for e in entries if problem_with(e, destination(e)) is not None]
+    if offline() and absent:
+        raise FetchError(f"SCALEBENCH_OFFLINE is set: not downloading {', '.join(absent)} "
+                         f"(missing or unverified in {hub_checkpoints()}); run `scalebench "
+                         f"fetch --weights` on a machine with network access")
+    lines, errors = [], []
+    for entry in entries:
+        path = destination(entry)
+        try:
+            downloaded = fetch(entry, path, allow_unverified)
+        except FetchError as error:
+            errors.append(str(error))
+            continue
+        lines.append(f"{entry.name}: {'downloaded and verified' if downloaded else 'verified'}"
+                     f" {path}")
+    if errors:
+        raise FetchError("; ".join(errors) if len(errors) > 1 else errors[0])
+    return lines
