@@ -23,9 +23,11 @@ PIXEL_MM = 0.3
 SOURCE_MM, DETECTOR_MM = 6.6, 13.3
 ORBIT_HEIGHT_MM = {1: 0.4, 2: 0.0, 3: -0.4}
 FLAT, DARK = 20000.0, 500.0
-# (centre xyz mm, semi-axes xyz mm, attenuation per mm); the second is added to the first.
+# (centre xyz mm, semi-axes xyz mm, attenuation per mm), added up: a body, a kernel and an
+# off-centre dense spot, so that no rotation or flip of the data maps the object onto itself.
 ELLIPSOIDS = [((0.0, 0.0, 0.0), (1.3, 1.2, 1.1), 0.6),
-              ((0.1, -0.1, 0.05), (0.7, 0.6, 0.5), 0.5)]
+              ((0.1, -0.1, 0.05), (0.7, 0.6, 0.5), 0.5),
+              ((0.7, 0.35, 0.4), (0.3, 0.25, 0.35), 2.0)]
 
 
 def orbit_vectors(orbit: int) -> np.ndarray:
@@ -117,3 +119,14 @@ def zip_walnut(walnut: Path, archive: Path) -> Path:
         for path in sorted(walnut.rglob("*")):
             bundle.write(path, path.relative_to(walnut.parent))
     return archive
+
+
+def walnut_cache(cache: Path) -> Path:
+    """A scalebench cache holding the miniature walnut, unpacked as `scalebench fetch` does."""
+    from scalebench.data import walnut
+
+    source = cache / "fixture-source"
+    archive = zip_walnut(write_walnut(source), cache / "Walnut1.zip")
+    walnut.unpack(archive, cache)
+    archive.unlink()
+    return cache
