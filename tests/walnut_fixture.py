@@ -74,7 +74,8 @@ def reference_volume(size: int = SIZE, supersample: int = 3) -> np.ndarray:
     z, y, x = np.meshgrid(axis, axis, axis, indexing="ij")
     volume = np.zeros_like(x)
     for centre, axes, mu in ELLIPSOIDS:
-        inside = sum(((p - c) / a) ** 2 for p, c, a in zip((x, y, z), centre, axes)) <= 1
+        terms = zip((x, y, z), centre, axes, strict=True)
+        inside = sum(((p - c) / a) ** 2 for p, c, a in terms) <= 1
         volume += mu * inside
     s = supersample
     return volume.reshape(size, s, size, s, size, s).mean(axis=(1, 3, 5)).astype(np.float32)
