@@ -86,8 +86,16 @@ def test_every_shipped_experiment_is_checked():
     assert {"configs/default.yml", "configs/scaling/strong_scaling.yml"} <= set(SHIPPED)
 
 
+@pytest.fixture(scope="module")
+def walnut_cache(tmp_path_factory):
+    from tests.walnut_fixture import walnut_cache
+
+    return walnut_cache(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.mark.parametrize("path", SHIPPED)
-def test_shipped_configs_are_valid(path):
+def test_shipped_configs_are_valid(path, walnut_cache, monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache))  # walnut_conebeam reads it
     load_experiment(REPO / path)
 
 
