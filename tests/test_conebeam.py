@@ -16,9 +16,11 @@ from scalebench.problems import build_problem, setup_problem
 from scalebench.problems.conebeam import (
     AstraConeBeam,
     ConeGeometry,
+    RtkConeBeam,
     TorchConeBeam,
     astra_available,
     circular_vectors,
+    rtk_available,
 )
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import make_denoiser
@@ -134,12 +136,11 @@ def test_problem_stacks_view_groups_of_measured_data(cache):
 
 
 def test_simulated_data_are_seeded(cache):
-    a = build_problem("walnut_conebeam", binning=2, num_projections=8, data="simulated",
-                      noise_level=0.05, seed=3)
-    b = build_problem("walnut_conebeam", binning=2, num_projections=8, data="simulated",
-                      noise_level=0.05, seed=3)
-    c = build_problem("walnut_conebeam", binning=2, num_projections=8, data="simulated",
-                      noise_level=0.05, seed=4)
+    def simulated(seed):
+        return build_problem("walnut_conebeam", binning=2, num_projections=8, data="simulated",
+                             noise_level=0.05, seed=seed, projector="torch")
+
+    a, b, c = simulated(3), simulated(3), simulated(4)
     assert a.data_sha256 == b.data_sha256 != c.data_sha256
 
 
@@ -165,6 +166,34 @@ def test_missing_walnut_names_the_fetch_command(tmp_path, monkeypatch):
 def test_too_many_views_is_a_config_error(cache):
     with pytest.raises(ConfigError, match="num_projections .* exceeds the 16 views"):
         setup_problem("walnut_conebeam", binning=2, num_projections=17, projector="torch")
+
+
+@pytest.mark.skipif(not rtk_available(),
+                    reason="ITK-RTK is an optional extra (pip install '.[rtk]'), not installed")
+def test_rtk_projector_matches_the_ball_and_is_an_exact_adjoint_pair(cache):
+    geometry = ball_geometry()
+    projected = RtkConeBeam(geometry).A(voxelised_ball(1.0))[0, 0].numpy()
+    exact = walnut_fixture.ellipsoid_chords(geometry.vectors, geometry.detector_shape,
+                                            (0, 0, 0), (1.0,) * 3)
+    assert np.linalg.norm(projected - exact) / np.linalg.norm(exact) < 0.05
+    prepared = walnut.load_prepared(walnut.prepare(cache, 1, 2, 16))
+    walnut_geometry = ConeGeometry.centred(prepared.vectors, prepared.volume.shape,
+                                           prepared.voxel_size, prepared.projections.shape[1:],
+                                           prepared.shift)
+    operator = RtkConeBeam(walnut_geometry)
+    volume = torch.from_numpy(prepared.volume)[None, None]
+    ours = TorchConeBeam(walnut_geometry).A(volume)
+    assert float(torch.linalg.vector_norm(operator.A(volume) - ours)
+                 / torch.linalg.vector_norm(ours)) < 0.03
+    generator = torch.Generator().manual_seed(5)
+    x = torch.rand(volume.shape, generator=generator)
+    y = torch.rand(ours.shape, generator=generator)
+    lhs = float(torch.sum(operator.A(x).double() * y.double()))
+    rhs = float(torch.sum(x.double() * operator.A_adjoint(y).double()))
+    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
+    assert torch.equal(operator.A_adjoint(y), operator.A_adjoint(y))  # deterministic
+    problem = build_problem("walnut_conebeam", binning=2, num_projections=8)
+    assert isinstance(problem.physics.physics_list[0], RtkConeBeam)  # auto picks it on CPU
 
 
 @pytest.mark.skipif(not astra_available(), reason="ASTRA's cone-beam projector needs CUDA")

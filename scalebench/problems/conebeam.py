@@ -16,8 +16,11 @@ O(volume + measurements + chunk). On CPU both directions are deterministic; on C
 adjoint's scatter is deterministic under torch's deterministic mode (scalebench's
 ``deterministic: true``), which makes ``index_add_`` use its sorted, atomic-free kernel.
 
-``AstraConeBeam`` is ASTRA's GPU projector on the same geometry (``cone_vec``); ASTRA's 3D
-projectors need CUDA.
+``RtkConeBeam`` is ITK-RTK's Joseph projector pair (CPU; the optional ``rtk`` extra): on the
+same per-view vectors it is about 100 times faster than the torch projector on CPU, with an
+exact adjoint and deterministic results (tools/conebeam_projectors.py measures them side by
+side). ``AstraConeBeam`` is ASTRA's GPU projector on the same geometry (``cone_vec``);
+ASTRA's 3D projectors need CUDA.
 """
 
 from __future__ import annotations
@@ -230,13 +233,96 @@ class AstraConeBeam(LinearPhysics):
         return torch.from_numpy(np.stack(out)[:, None]).to(y.device, y.dtype)
 
 
-PROJECTORS = ("torch", "astra")
+def rtk_available() -> bool:
+    """True when ITK-RTK (the ``rtk`` extra) is installed (found without importing ITK, whose
+    import takes tens of seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("itk-rtk")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+class RtkConeBeam(LinearPhysics):
+    """ITK-RTK's Joseph projector pair (CPU, multithreaded) on the same geometry and layouts.
+
+    Each view's vectors become an RTK projection (source, detector centre, detector axes),
+    which needs orthogonal detector axes; the back-projector is the forward's exact transpose
+    and both are deterministic (measured: tools/conebeam_projectors.py). Tensors round-trip
+    through host memory.
+    """
+
+    def __init__(self, geometry: ConeGeometry, **kwargs) -> None:
+        import itk
+        from itk import RTK as rtk
+
+        super().__init__(**kwargs)
+        self.geometry = geometry
+        self.rtk_geometry = rtk.ThreeDCircularProjectionGeometry.New()
+        for view, v in enumerate(geometry.vectors):
+            u, w = v[6:9], v[9:12]
+            added = self.rtk_geometry.AddProjection(
+                itk.Point[itk.D, 3](v[0:3].tolist()), itk.Point[itk.D, 3](v[3:6].tolist()),
+                itk.Vector[itk.D, 3]((u / np.linalg.norm(u)).tolist()),
+                itk.Vector[itk.D, 3]((w / np.linalg.norm(w)).tolist()))
+            if not added:
+                raise ValueError(f"RTK cannot represent view {view}'s geometry vectors "
+                                 f"(detector axes not orthogonal?)")
+        rows, cols = geometry.detector_shape
+        du, dv = (float(np.linalg.norm(geometry.vectors[0, a:a + 3])) for a in (6, 9))
+        self.projection_frame = ([-(cols - 1) / 2 * du, -(rows - 1) / 2 * dv, 0.0],
+                                 [du, dv, 1.0])
+        self.volume_frame = (list(geometry.origin), [geometry.voxel_size] * 3)
+        self.image_type = itk.Image[itk.F, 3]
+
+    @staticmethod
+    def _image(array: np.ndarray, frame: tuple[list, list]):
+        import itk
+
+        image = itk.image_from_array(np.ascontiguousarray(array, dtype=np.float32))
+        image.SetOrigin(frame[0])
+        image.SetSpacing(frame[1])
+        return image
+
+    def _run(self, kind: str, target: np.ndarray, target_frame, source: np.ndarray,
+             source_frame) -> np.ndarray:
+        import itk
+        from itk import RTK as rtk
+
+        projector = getattr(rtk, kind)[self.image_type, self.image_type].New()
+        projector.SetInput(0, self._image(target, target_frame))
+        projector.SetInput(1, self._image(source, source_frame))
+        projector.SetGeometry(self.rtk_geometry)
+        projector.Update()
+        return itk.array_from_image(projector.GetOutput()).copy()
+
+    def A(self, x: torch.Tensor, **kwargs) -> torch.Tensor:
+        g = self.geometry
+        empty = np.zeros((g.num_views, *g.detector_shape), dtype=np.float32)
+        out = [self._run("JosephForwardProjectionImageFilter", empty, self.projection_frame,
+                         volume, self.volume_frame)
+               for volume in x.detach().cpu().numpy()[:, 0]]
+        return torch.from_numpy(np.stack(out)[:, None]).to(x.device, x.dtype)
+
+    def A_adjoint(self, y: torch.Tensor, **kwargs) -> torch.Tensor:
+        empty = np.zeros(self.geometry.volume_shape, dtype=np.float32)
+        out = [self._run("JosephBackProjectionImageFilter", empty, self.volume_frame,
+                         data, self.projection_frame)
+               for data in y.detach().cpu().numpy()[:, 0]]
+        return torch.from_numpy(np.stack(out)[:, None]).to(y.device, y.dtype)
+
+
+PROJECTORS = ("torch", "rtk", "astra")
 
 
 def make_projector(name: str, geometry: ConeGeometry) -> LinearPhysics:
-    """The named cone-beam projector ('torch' or 'astra') for ``geometry``."""
+    """The named cone-beam projector ('torch', 'rtk' or 'astra') for ``geometry``."""
     if name == "astra":
         return AstraConeBeam(geometry)
+    if name == "rtk":
+        return RtkConeBeam(geometry)
     if name == "torch":
         return TorchConeBeam(geometry)
     raise ValueError(f"unknown projector '{name}' (allowed: {', '.join(PROJECTORS)})")

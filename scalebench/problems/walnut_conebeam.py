@@ -20,7 +20,14 @@ from scalebench.cache import cache_root
 from scalebench.data import walnut
 from scalebench.params import Param
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.conebeam import PROJECTORS, ConeGeometry, astra_available, make_projector
+from scalebench.problems.conebeam import (
+    PROJECTORS,
+    ConeGeometry,
+    RtkConeBeam,
+    astra_available,
+    make_projector,
+    rtk_available,
+)
 
 PARAMS = {
     "orbit": Param(2, int, choices=walnut.ORBITS,
@@ -29,8 +36,9 @@ PARAMS = {
     "num_projections": Param(60, int, minimum=1, doc="views kept, evenly spread over the orbit"),
     "num_operators": Param(1, int, minimum=1, doc="groups the views are split into"),
     "projector": Param("auto", str, choices=("auto", *PROJECTORS),
-                       doc="cone-beam projector: torch (CPU/CUDA), astra (CUDA), auto = astra "
-                       "when ASTRA has a GPU, else torch"),
+                       doc="cone-beam projector: torch (CPU/CUDA), rtk (CPU, the rtk extra), "
+                       "astra (CUDA); auto = astra when ASTRA has a GPU, else rtk when installed "
+                       "and able to take the vectors, else torch"),
     "data": Param("measured", str, choices=("measured", "simulated"),
                   doc="measured projections, or A x + noise of the reference volume"),
     "noise_level": Param(0.01, float, minimum=0.0,
@@ -58,24 +66,36 @@ def operator_count(num_operators: int, **_) -> int:
     return num_operators
 
 
-def resolve_projector(name: str) -> str:
-    if name == "auto":
-        return "astra" if astra_available() else "torch"
+def resolve_projector(name: str, geometry: ConeGeometry) -> str:
+    """The projector ``name`` stands for on this machine and geometry."""
     if name == "astra" and not astra_available():
         raise ValueError("projector 'astra' needs astra-toolbox with a CUDA device (use "
+                         "'torch', 'rtk' or 'auto')")
+    if name == "rtk" and not rtk_available():
+        raise ValueError("projector 'rtk' needs ITK-RTK: pip install 'scalebench[rtk]' (or use "
                          "'torch' or 'auto')")
-    return name
+    if name != "auto":
+        return name
+    if astra_available():
+        return "astra"
+    if rtk_available():
+        try:
+            RtkConeBeam(geometry)
+        except ValueError:  # vectors RTK cannot take: the torch projector takes any
+            return "torch"
+        return "rtk"
+    return "torch"
 
 
 def setup(orbit: int, binning: int, num_projections: int, num_operators: int, projector: str,
           data: str, noise_level: float, seed: int) -> ProblemSetup:
     image_shape(binning, num_projections, num_operators)
-    projector = resolve_projector(projector)
     prepared = walnut.load_prepared(walnut.prepare(cache_root(), orbit, binning,
                                                    num_projections))
     geometry = ConeGeometry.centred(prepared.vectors, prepared.volume.shape,
                                     prepared.voxel_size, prepared.projections.shape[1:],
                                     prepared.shift)
+    projector = resolve_projector(projector, geometry)
     groups = [np.arange(k, geometry.num_views, num_operators) for k in range(num_operators)]
 
     def make_operator(k: int):
