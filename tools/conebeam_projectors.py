@@ -105,32 +105,8 @@ def report(name: str, size: int, forward, adjoint, x: np.ndarray, y: np.ndarray,
     return ax
 
 
-def torch_pair(g: ConeGeometry):
-    operator = TorchConeBeam(g)
-
-    def forward(x):
-        return operator.A(torch.from_numpy(x)[None, None])[0, 0].numpy()
-
-    def adjoint(y):
-        return operator.A_adjoint(torch.from_numpy(y)[None, None])[0, 0].numpy()
-
-    return forward, adjoint
-
-
-def astra_pair(g: ConeGeometry):
-    operator = AstraConeBeam(g)
-
-    def forward(x):
-        return operator.A(torch.from_numpy(x)[None, None])[0, 0].numpy()
-
-    def adjoint(y):
-        return operator.A_adjoint(torch.from_numpy(y)[None, None])[0, 0].numpy()
-
-    return forward, adjoint
-
-
-def rtk_pair(g: ConeGeometry):
-    operator = RtkConeBeam(g)
+def numpy_pair(operator):
+    """Forward and adjoint of a scalebench projector on numpy arrays."""
 
     def forward(x):
         return operator.A(torch.from_numpy(x)[None, None])[0, 0].numpy()
@@ -174,17 +150,17 @@ def main() -> None:
         rng = np.random.default_rng(1)
         x = rng.random(g.volume_shape, dtype=np.float32)
         y = rng.random((g.num_views, *g.detector_shape), dtype=np.float32)
-        reference = report("torch", size, *torch_pair(g), x, y, None)
-        candidates = {"rtk": lambda g=g: rtk_pair(g)}
+        reference = report("torch", size, *numpy_pair(TorchConeBeam(g)), x, y, None)
+        candidates = {"rtk": lambda g=g: numpy_pair(RtkConeBeam(g))}
         if astra_available():
-            candidates["astra"] = lambda g=g: astra_pair(g)
+            candidates["astra"] = lambda g=g: numpy_pair(AstraConeBeam(g))
         for name, make in candidates.items():
             try:
-                pair = make()
+                functions = make()
             except ImportError as error:
                 print(f"{name:8s} not installed ({error})")
                 continue
-            report(name, size, *pair, x, y, reference)
+            report(name, size, *functions, x, y, reference)
         try:
             # Its angle origin and detector orientation are not mapped onto cone_vec here:
             # time, memory and adjointness only.
