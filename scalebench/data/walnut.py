@@ -218,9 +218,14 @@ def prepare(cache: Path, orbit: int, binning: int, num_projections: int) -> Path
                 "views": views.tolist(), "voxel_size": VOXEL_SIZE_MM * binning,
                 "shift": list(shift), "format": FORMAT_VERSION}
         (staged / "info.json").write_text(json.dumps(info) + "\n")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staged, folder)
+        if folder.exists() and not (folder / "info.json").is_file():
+            shutil.rmtree(folder)  # left incomplete by an older version
+        try:
+            os.replace(staged, folder)
+        except OSError:
+            # Another process (rank) prepared the same arrays first: keep theirs.
+            if not (folder / "info.json").is_file():
+                raise
     return folder
 
 
