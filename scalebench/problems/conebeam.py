@@ -210,6 +210,12 @@ class TorchConeBeam(LinearPhysics):
                     sampled = self._sampled(x, first, count)
                     sampled.backward(rays[:, first:first + count].detach())
             return x.grad.detach()
+        return self.scatter_adjoint(y)
+
+    def scatter_adjoint(self, y: torch.Tensor) -> torch.Tensor:
+        """A^T y by scattering the trilinear weights (the CUDA path; works on any device)."""
+        g = self.geometry
+        rays = y.reshape(y.shape[0], -1)
         out = torch.zeros(y.shape[0], math.prod(g.volume_shape), dtype=y.dtype,
                           device=y.device)
         for first, count in self._chunks():
