@@ -63,8 +63,9 @@ def test_definitions_are_generated_from_the_pins():
 
 def test_a_changed_pin_makes_both_definitions_out_of_date(tmp_path):
     for name in ("pyproject.toml", "constraints.txt", "containers/base-image.toml",
-                 "containers/Dockerfile", "containers/scalebench.def"):
-        (tmp_path / name).parent.mkdir(exist_ok=True)
+                 "containers/Dockerfile", "containers/scalebench.def",
+                 "scalebench/data/manifest.toml", "containers/weights/manifest.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     lock = tmp_path / "constraints.txt"
     lock.write_text(lock.read_text().replace("deepinv==0.5.0", "deepinv==0.5.1"))
