@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from scalebench.data import walnut
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, MissingFileError
 from scalebench.metrics import psnr
 from scalebench.params import resolved_parameters
 from scalebench.problems import build_problem, setup_problem
@@ -165,6 +165,14 @@ def test_missing_walnut_names_the_fetch_command(tmp_path, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match=r"scalebench fetch --data walnut"):
         setup_problem("walnut_conebeam")
+
+
+def test_corrupt_prepared_arrays_name_the_fix(cache):
+    folder = walnut.prepare(cache, 1, 4, 4)
+    (folder / "projections.npy").write_bytes(b"not an array")
+    with pytest.raises(MissingFileError, match=r"unreadable .*delete that folder"):
+        setup_problem("walnut_conebeam", orbit=1, binning=4, num_projections=4,
+                      projector="torch")
 
 
 def test_too_many_views_is_a_config_error(cache):
