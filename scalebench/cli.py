@@ -14,6 +14,8 @@
   every experiment matches).
 - ``scalebench verify-image IMAGE --digest sha256:...``: check an image before a replay (0 it
   is that image, 1 another one, 2 bad input).
+- ``scalebench fetch [--weights] [--data NAME]``: download and verify pretrained weights (into
+  the torch hub cache) and data sets (into the scalebench cache) listed in the manifest.
 
 This module and the launcher import only the standard library: the process that waits for a
 run holds no torch, deepinv or problem data.
@@ -116,7 +118,37 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--digest", required=True, help="expected digest, sha256:HEX")
     verify.add_argument("--engine", default=os.environ.get("SCALEBENCH_ENGINE", "docker"),
                         help="docker or podman, with global options")
+    fetch = commands.add_parser("fetch", help="download and verify weights and data sets")
+    fetch.add_argument("--weights", action="store_true",
+                       help="every pretrained weights file (into $TORCH_HOME/hub/checkpoints)")
+    fetch.add_argument("--data", action="append", default=[], metavar="NAME",
+                       help="a data set (repeatable), e.g. walnut")
+    fetch.add_argument("--cache", type=Path, default=None,
+                       help="data cache folder (default: $SCALEBENCH_CACHE or "
+                       "~/.cache/scalebench)")
+    fetch.add_argument("--allow-unverified", action="store_true",
+                       help="accept files whose checksum the manifest does not know, recording "
+                       "their sha256 as they arrive")
+    fetch.add_argument("--manifest", type=Path, default=None,
+                       help="manifest to read instead of the packaged one (e.g. a mirror's)")
     return parser
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from scalebench.data.fetch import FetchError, fetch_data, fetch_weights
+
+    if not args.weights and not args.data:
+        print("scalebench: error: fetch needs --weights and/or --data NAME", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        lines = fetch_weights(args.allow_unverified, args.manifest) if args.weights else []
+        lines += [fetch_data(name, args.cache, args.allow_unverified, args.manifest)
+                  for name in args.data]
+    except FetchError as error:
+        print(f"scalebench: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    print("\n".join(lines))
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -209,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "fetch":
+            return _fetch(args)
         return _run(args)
     except RunFailed as error:
         print(f"scalebench: error: {error}", file=sys.stderr)

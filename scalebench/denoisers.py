@@ -57,9 +57,14 @@ def resolve_weights(name: str, channels: int, pretrained: str) -> Path | None:
     if pretrained == "none" or name == "tv":
         return None
     if pretrained == "hub":
+        from scalebench.data.fetch import require_file
+        from scalebench.data.manifest import weights_entry
+
         path = Path(torch.hub.get_dir()) / "checkpoints" / HUB_WEIGHTS[(name, channels)]
-    else:
-        path = Path(pretrained).expanduser()
+        # Only a copy verified against the manifest (or accepted by `scalebench fetch
+        # --allow-unverified`) is used.
+        return require_file(weights_entry(path.name), path)
+    path = Path(pretrained).expanduser()
     if not path.is_file():
         raise MissingFileError(
             f"denoiser '{name}': weights file not found: {path} (pretrained must be 'none', "

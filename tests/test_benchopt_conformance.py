@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.walnut_fixture import walnut_cache
 
 BENCHMARKS = sorted(p.parent.name for p in REPO.glob("benchmark_*/objective.py"))
 
@@ -24,7 +25,9 @@ def test_benchopt_suite_passes(benchmark, tmp_path):
 
     suite = Path(benchopt.tests.__file__).parent
     selection = [] if shutil.which("conda") else ["-k", "not install"]  # needs conda
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           # walnut_conebeam reads its data from the cache: the miniature walnut.
+           "SCALEBENCH_CACHE": str(walnut_cache(tmp_path / "cache"))}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "benchopt.tests.fixtures", "--rootdir",
          str(suite), str(suite / "test_benchmarks.py"), "--benchmark", str(REPO / benchmark),

@@ -17,7 +17,7 @@ def _with_solver(**params):
 
 BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
-     "multiframe_superres, radio_interferometry, synthetic, tomography_2d\\)"),
+     "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
     (tiny_experiment(solver=["admm"]), "unknown solver 'admm' \\(allowed: denoiser, pnp\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, seed\\)"),
@@ -92,8 +92,16 @@ def test_every_shipped_experiment_is_checked():
     assert {"configs/default.yml", "configs/scaling/strong_scaling.yml"} <= set(SHIPPED)
 
 
+@pytest.fixture(scope="module")
+def walnut_cache(tmp_path_factory):
+    from tests.walnut_fixture import walnut_cache
+
+    return walnut_cache(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.mark.parametrize("path", SHIPPED)
-def test_shipped_configs_are_valid(path):
+def test_shipped_configs_are_valid(path, walnut_cache, monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache))  # walnut_conebeam reads it
     load_experiment(REPO / path)
 
 

@@ -16,7 +16,19 @@ CASES = [
     ("synthetic", dict(image_size=32, channels=1, task="superres", factor=4)),
     ("synthetic", dict(image_size=24, channels=3, task="denoising")),
     ("radio_interferometry", dict(image_size=32, num_times=4, num_channels=2, num_operators=2)),
+    ("walnut_conebeam", dict(binning=2, num_projections=8, num_operators=2, projector="torch")),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def walnut_cache(tmp_path_factory):
+    """walnut_conebeam reads the miniature walnut from the cache."""
+    from tests.walnut_fixture import walnut_cache
+
+    cache = walnut_cache(tmp_path_factory.mktemp("cache"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", str(cache))
+        yield cache
 
 
 def _inner(a, b) -> float:

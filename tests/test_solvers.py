@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from scalebench.data.fetch import accept_file
 from scalebench.denoisers import (
     RECEPTIVE_RADIUS,
     TV_ITERATIONS,
@@ -224,6 +225,7 @@ def test_hub_weights_load_from_the_torch_hub_cache(tmp_path, monkeypatch):
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
     torch.save(reference.state_dict(), checkpoints / "drunet_deepinv_gray_finetune_26k.pth")
+    accept_file(checkpoints / "drunet_deepinv_gray_finetune_26k.pth")  # no published checksum
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "_hub_dir", None)
     loaded = build_denoiser("drunet", 1, "hub", CPU)

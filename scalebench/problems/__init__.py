@@ -10,12 +10,13 @@ from scalebench.problems import (
     radio_interferometry,
     synthetic,
     tomography_2d,
+    walnut_conebeam,
 )
 from scalebench.problems.base import Problem, ProblemSetup, ProblemSpec
 
 PROBLEMS: dict[str, ProblemSpec] = {
     spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC,
-                                radio_interferometry.SPEC)
+                                radio_interferometry.SPEC, walnut_conebeam.SPEC)
 }
 
 

@@ -71,6 +71,8 @@ class ProblemSetup:
     noise_level: float  # noise std relative to RMS(A x) over all operators
     seed: int
     source: dict = field(default_factory=dict)
+    # k -> measured data of operator k (real scans); None: y_k = A_k x_true + noise.
+    measure: Callable[[int], torch.Tensor] | None = None
 
     @property
     def num_unknowns(self) -> int:
@@ -87,7 +89,8 @@ class ProblemSetup:
         x_true = self.x_true.to(device)
         operators = [self.make_operator(k).to(device) for k in indices]
         with torch.no_grad():
-            clean = [operator.A(x_true) for operator in operators]
+            clean = [self.measure(k).to(device) if self.measure else operator.A(x_true)
+                     for k, operator in zip(indices, operators, strict=True)]
         local = [(k, float(torch.sum(c.double() ** 2)), c.numel())
                  for k, c in zip(indices, clean, strict=True)]
         per_operator = sorted(item for part in gather(local) for item in part)

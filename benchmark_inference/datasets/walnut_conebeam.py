@@ -1,0 +1,30 @@
+"""3D cone-beam CT of the measured Walnut scan (scalebench.problems.walnut_conebeam)."""
+
+from scalebench.benchopt_support import ProblemDataset
+from scalebench.params import benchopt_parameters
+from scalebench.problems import PROBLEMS
+
+
+class Dataset(ProblemDataset):
+    # Key of the problem in scalebench.problems.PROBLEMS; also the dataset name in results.
+    name = "walnut_conebeam"
+    # Default grid: one value per parameter; each parameter's contract (type, range, meaning)
+    # is its Param in scalebench.problems.walnut_conebeam.PARAMS.
+    parameters = benchopt_parameters(PROBLEMS[name].params)
+    # Reads the TIFF files of the data set (tifffile); ASTRA (the `image` extra) is optional:
+    # projector 'astra' on GPU nodes.
+    requirements = ["pip::tifffile"]
+    # The download and unpacking do not depend on the parameters; the pre-processing per
+    # parameter set is cached by scalebench itself.
+    prepare_cache_ignore = "all"
+    # benchopt's own test suite: a small volume and few views (the cache must hold a walnut,
+    # e.g. the miniature one the project's tests make).
+    test_config = {"binning": 2, "num_projections": 8, "projector": "torch"}
+
+    def prepare(self) -> None:
+        """`benchopt install --prepare` / `benchopt prepare`: fetch the walnut into the cache
+        (the one `scalebench fetch --data walnut` fills; nothing is downloaded when it is
+        there or with SCALEBENCH_OFFLINE=1)."""
+        from scalebench.data.fetch import fetch_data
+
+        fetch_data("walnut")

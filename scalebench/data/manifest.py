@@ -1,0 +1,79 @@
+"""The manifest of downloadable files (``manifest.toml`` beside this module)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalebench.errors import ConfigError
+
+MANIFEST = Path(__file__).resolve().parent / "manifest.toml"
+KINDS = ("weights", "data")
+ALGORITHMS = ("sha256", "md5")
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One downloadable file; ``size`` and ``checksum`` are None when unknown."""
+
+    name: str
+    kind: str  # "weights" or "data"
+    file: str
+    url: str
+    size: int | None
+    algorithm: str | None  # "sha256" or "md5"
+    checksum: str | None  # lower-case hex digest as published
+    checksum_source: str
+    licence: str
+
+    @property
+    def verifiable(self) -> bool:
+        return self.checksum is not None
+
+    def fetch_command(self) -> str:
+        """The command that downloads this file."""
+        return ("scalebench fetch --weights" if self.kind == "weights"
+                else f"scalebench fetch --data {self.name}")
+
+
+def _entry(name: str, table: dict, source: Path) -> Entry:
+    where = f"{source}: [{name}]"
+    missing = [key for key in ("kind", "file", "url", "size", "checksum", "licence")
+               if key not in table]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)}")
+    if table["kind"] not in KINDS:
+        raise ConfigError(f"{where}: kind must be one of {', '.join(KINDS)}, "
+                          f"got {table['kind']!r}")
+    size = table["size"]
+    if size != UNKNOWN and not (isinstance(size, int) and size > 0):
+        raise ConfigError(f"{where}: size must be a positive integer or 'unknown', got {size!r}")
+    algorithm = checksum = None
+    if table["checksum"] != UNKNOWN:
+        algorithm, _, checksum = str(table["checksum"]).partition(":")
+        if algorithm not in ALGORITHMS or not checksum or any(
+                c not in "0123456789abcdef" for c in checksum.lower()):
+            raise ConfigError(f"{where}: checksum must be 'sha256:HEX', 'md5:HEX' or 'unknown', "
+                              f"got {table['checksum']!r}")
+    return Entry(name, table["kind"], table["file"], table["url"],
+                 None if size == UNKNOWN else size, algorithm,
+                 checksum.lower() if checksum else None,
+                 table.get("checksum_source", ""), table["licence"])
+
+
+def load_manifest(path: Path | None = None) -> dict[str, Entry]:
+    """Every entry of the manifest at ``path`` (default: the packaged one), by name."""
+    path = Path(path) if path is not None else MANIFEST
+    try:
+        tables = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read manifest {path}: {error}") from None
+    return {name: _entry(name, table, path) for name, table in tables.items()}
+
+
+def weights_entry(file: str, path: Path | None = None) -> Entry | None:
+    """The weights entry whose file name is ``file`` (None when the manifest has none)."""
+    return next((e for e in load_manifest(path).values()
+                 if e.kind == "weights" and e.file == file), None)
