@@ -131,11 +131,14 @@ def test_configs_benchopt_accepts_are_accepted(write_config):
                                                  "denoiser_sigma": 0.002}]
 
 
-def test_missing_sections_mean_every_dataset_and_solver(write_config):
+def test_missing_sections_mean_every_dataset_and_solver(write_config, walnut_cache,
+                                                        monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache))  # walnut_conebeam reads it
     experiment = {"max-runs": 100}
     loaded = load_experiment(write_config(experiment))
-    assert sorted(d.name for d in loaded.datasets) == ["multiframe_superres", "synthetic",
-                                                       "tomography_2d"]
+    assert sorted(d.name for d in loaded.datasets) == [
+        "multiframe_superres", "radio_interferometry", "synthetic", "tomography_2d",
+        "walnut_conebeam"]
     assert sorted(s.name for s in loaded.solvers) == ["denoiser", "pnp"]
 
 
