@@ -47,6 +47,13 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _maps_torch(pid: int) -> bool:
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def running(tmp_path, write_config):
     """A launcher whose benchopt worker is running (long enough to be interrupted)."""
@@ -64,7 +71,9 @@ def running(tmp_path, write_config):
                        if "-m benchopt run" in _cmdline(pid)), None)
         time.sleep(0.1)
     assert worker is not None, "the benchopt worker did not start"
-    time.sleep(3)  # let it import the stack
+    while not _maps_torch(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the worker is running once it holds the stack
+    assert _maps_torch(worker), "the benchopt worker did not load torch"
     yield launcher, worker, benchmark
     if launcher.poll() is None:
         launcher.kill()
@@ -73,7 +82,7 @@ def running(tmp_path, write_config):
 def test_waiting_launcher_holds_no_torch(running):
     launcher, worker, _ = running
     maps = Path(f"/proc/{launcher.pid}/maps").read_text()
-    assert "libtorch" not in maps and "libtorch" in Path(f"/proc/{worker}/maps").read_text()
+    assert "libtorch" not in maps and _maps_torch(worker)
     status = Path(f"/proc/{launcher.pid}/status").read_text()
     rss_kb = int(next(line for line in status.splitlines()
                       if line.startswith("VmRSS:")).split()[1])
