@@ -11,6 +11,7 @@ import time
 from abc import abstractmethod
 from pathlib import Path
 
+import torch
 from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
@@ -149,7 +150,7 @@ class LoopSolver(BaseSolver):
 
     def run(self, callback) -> None:
         failing_rank = os.environ.get(FAULT_VARIABLE)
-        initial = self.loop.x  # the estimate of the first row
+        initial = self.estimate()  # the estimate of the first row
         with self.profiler:
             for iteration in range(self.params["max_iter"]):
                 if self.context.agree(not callback()):
@@ -160,8 +161,13 @@ class LoopSolver(BaseSolver):
                 self.loop.iterate()
             else:
                 callback()
-        save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
-                       self.ground_truth, initial, self.loop.x, self.data_sha256)
+        if initial is not None:
+            save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
+                           self.ground_truth, initial, self.estimate(), self.data_sha256)
+
+    def estimate(self) -> torch.Tensor | None:
+        """The loop's current image estimate (None where a run has none to keep)."""
+        return self.loop.x
 
     def get_next(self, stop_val: int) -> int:
         # The iteration evaluated after ``stop_val``: eval_every later, never past the last.

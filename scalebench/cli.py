@@ -110,8 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: all)")
     replay.add_argument("--force", action="store_true", help="replay even where the "
                         "environment differs, comparing within a tolerance")
-    replay.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
-                        help="benchopt benchmark folder (default: benchmark_inference)")
+    replay.add_argument("--benchmark", type=Path, help="benchopt benchmark folder (default: "
+                        "the one each result row's stored config names)")
     verify = commands.add_parser("verify-image",
                                  help="check a container image's digest before a replay")
     verify.add_argument("image", help="SIF file, or image name/ID known to the engine")
@@ -209,7 +209,8 @@ def _check(results: Path) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from scalebench.replay import replay
 
-    verdicts = replay(args.results, args.rows, args.force, args.benchmark.resolve())
+    benchmark = args.benchmark.resolve() if args.benchmark else None
+    verdicts = replay(args.results, args.rows, args.force, benchmark)
     for verdict in verdicts:
         print(verdict.line)
     return EXIT_OK if all(v.status == "MATCH" for v in verdicts) else EXIT_FAILED

@@ -5,7 +5,10 @@ An experiment is one YAML file in benchopt's config format: ``objective``, ``dat
 a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
 options. Every combination of the grid is checked (names, types, ranges, whether the
 denoiser can take the image, whether the weights exist, whether ``max-runs`` lets every
-iteration be recorded), so a mistake is reported in one line before any job starts.
+iteration be recorded), so a mistake is reported in one line before any job starts. Whether
+the machine has the device a run asks for is not part of it (a login node without a GPU
+validates a ``device: cuda`` config): ``check_devices_available`` is checked where the ranks
+run, by ``scalebench run`` before it starts them and again by every rank.
 """
 
 from __future__ import annotations
@@ -182,7 +185,6 @@ def _inference_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], par
     """Checks of a dataset and an inference solver together (and the number of ranks)."""
     check_denoiser_fits(params, shape)
     check_distribution(params, shape, spec.num_operators(**values), ranks)
-    resolve_device(params["device"])
     resolve_weights(params["denoiser"], shape[0], params["pretrained"])
 
 
@@ -190,7 +192,6 @@ def _training_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], para
                    ranks: int) -> None:
     """Checks of a dataset and a training solver together (and the number of ranks)."""
     check_training(params, spec, values, ranks)
-    resolve_device(params["device"])
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,16 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
                             f"eval_every={params['eval_every']} records {evaluations(params)} "
                             f"evaluations but max-runs is {max_runs} "
                             f"(set max-runs >= {evaluations(params)})")
+
+
+def check_devices_available(experiment: Experiment) -> None:
+    """Raise ConfigError when a solver asks for a device this machine does not have."""
+    for solver in experiment.solvers:
+        for solver_values in solver.combinations():
+            try:
+                resolve_device(solver_values.get("device", "auto"))
+            except ScalebenchError as error:
+                raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:

@@ -5,7 +5,8 @@ each is checked for tampering (its config JSON must hash to the stored hash and 
 stored parameter columns) and its environment is compared with the current one; a mismatch is
 refused unless ``force``, which compares within a tolerance instead. Quality metrics and result
 digests are compared at every iteration; timings and memory are measurements, not results, and
-are not compared.
+are not compared. Each experiment re-runs in the benchmark folder its stored config names
+(``benchmark``), unless one is given.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from provenance import collect, config_hash
 from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
 from scalebench.errors import ScalebenchError
+from scalebench.stamping import BENCHMARK_NAME
+from scalebench.training import BENCHMARK_NAME as TRAINING_BENCHMARK_NAME
 
 COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
                     "objective_asinh_psnr_db")
@@ -33,6 +36,8 @@ FORCE_RTOL = 1e-5
 # and the CPU, any of which can change results without changing the config.
 ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
                "benchopt", "numpy", "cpu_model")
+BENCHMARK_FOLDERS = {name: Path(__file__).resolve().parent.parent / name
+                     for name in (BENCHMARK_NAME, TRAINING_BENCHMARK_NAME)}
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 
@@ -189,6 +194,16 @@ def _replay_config(experiments: list[Experiment]) -> dict:
             "max-runs": max_iter + 1, "timeout": "24h"}
 
 
+def benchmark_folder(experiment: Experiment) -> Path:
+    """The benchmark folder the experiment's stored config names."""
+    name = experiment.config.get("benchmark")
+    if name not in BENCHMARK_FOLDERS:
+        raise ScalebenchError(f"{experiment.label}: stored config names benchmark {name!r} "
+                              f"(known: {', '.join(sorted(BENCHMARK_FOLDERS))}); give "
+                              f"--benchmark FOLDER")
+    return BENCHMARK_FOLDERS[name]
+
+
 def _world_size(experiment: Experiment) -> int:
     return int(experiment.rows[column("world_size")].iloc[0])
 
@@ -226,8 +241,10 @@ class Verdict:
         return f"{self.status} {self.label}: {self.detail}"
 
 
-def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> list[Verdict]:
-    """One verdict per experiment of the selected rows, in the file's order."""
+def replay(path: Path, rows: str | None, force: bool,
+           benchmark: Path | None = None) -> list[Verdict]:
+    """One verdict per experiment of the selected rows, in the file's order; ``benchmark``
+    overrides the folder each experiment's config names."""
     df = read_results(path)
     experiments = load_experiments(df, parse_rows(rows, len(df)))
     current = collect(refresh=True)
@@ -246,10 +263,14 @@ def replay(path: Path, rows: str | None, force: bool, benchmark: Path) -> list[V
                 f" --force compares within rtol {FORCE_RTOL:g} instead")
         else:
             runnable.append((experiment, differences))
-    if runnable:
+    by_folder: dict[Path, list[tuple[Experiment, list[str]]]] = {}
+    for experiment, differences in runnable:
+        folder = benchmark or benchmark_folder(experiment)
+        by_folder.setdefault(folder, []).append((experiment, differences))
+    for folder, group in by_folder.items():
         with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
-            replayed = _rerun([e for e, _ in runnable], benchmark, Path(workdir))
-        for experiment, differences in runnable:
+            replayed = _rerun([e for e, _ in group], folder, Path(workdir))
+        for experiment, differences in group:
             verdicts[experiment.label] = _verdict(experiment, differences, replayed)
     return [verdicts[experiment.label] for experiment in experiments]
 

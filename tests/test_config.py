@@ -1,10 +1,11 @@
 """Bad experiment files are refused in one line, before anything runs."""
 
 import pytest
+import torch
 
 from scalebench.config import load_experiment
 from scalebench.errors import ConfigError
-from tests.conftest import REPO, tiny_experiment
+from tests.conftest import REPO, run_cli, tiny_experiment
 
 
 def _with_dataset(**params):
@@ -146,3 +147,19 @@ def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):
     experiment = _with_solver(max_iter=300, eval_every=3)  # 0, 3, ..., 300: 101 evaluations
     experiment["max-runs"] = 101
     load_experiment(write_config(experiment))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a CUDA device")
+def test_cuda_config_validates_and_plans_without_a_gpu_and_run_refuses_it(write_config,
+                                                                           tmp_path):
+    """A login node checks a GPU config; only where the ranks run is the device required."""
+    config = write_config(tiny_experiment(solver=[{"pnp": {"max_iter": 3, "device": "cuda"}}]))
+    for command in ("validate", "plan"):
+        checked = run_cli(command, config)
+        assert checked.returncode == 0, checked.stderr
+    done = run_cli("run", config, "--outputs", tmp_path / "out", "--output", "gpu")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "scalebench: error: solver 'pnp': device 'cuda' requested but no CUDA device is "
+        "available (allowed here: 'cpu' or 'auto')"]
+    assert not (tmp_path / "out" / "gpu.parquet").exists()

@@ -4,6 +4,7 @@ before anything is submitted (one line per problem, exit 2)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -82,6 +83,16 @@ def test_submitit_plan_takes_time_limits_and_commands_from_the_parallel_config()
     # fewer operators per rank: less memory per rank
     memory = [j.rank_memory_bytes for j in plan.jobs]
     assert memory == sorted(memory, reverse=True)
+
+
+def test_suggestions_commented_in_the_shipped_parallel_config_are_accepted(tmp_path):
+    """Its commented-out slurm_ lines, uncommented, still give a plan without problems."""
+    text = SUBMITIT.read_text()
+    uncommented = re.sub(r"^# (slurm_\w+:)", r"\1", text, flags=re.MULTILINE)
+    assert uncommented != text
+    parallel = tmp_path / "submitit.yml"
+    parallel.write_text(uncommented)
+    assert _plan(CONFIGS / "scaling" / "strong_scaling.yml", parallel).problems == []
 
 
 def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):

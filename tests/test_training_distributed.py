@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
+from scalebench.report.data import load_results
+from scalebench.report.views import training
 from tests.conftest import REPO, run_cli
 from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
@@ -146,26 +148,35 @@ def test_checkpointing_lowers_the_measured_peak_memory(tmp_path):
     assert peaks["stage"] < peaks["none"] - 25, peaks  # about 50 MiB of activations kept
 
 
-def test_training_result_checks_and_replays_bit_for_bit(tmp_path):
+def test_training_result_checks_replays_bit_for_bit_and_reports(tmp_path):
+    """Replay finds benchmark_training from the rows themselves; the report (rendered by
+    the run) shows the throughput and the checkpointing trade-off (peak memory) views."""
     config = tmp_path / "train.yml"
     config.write_text(json.dumps({
         "objective": ["supervised_training"],
         "dataset": [{"synthetic": {"image_size": 32, "task": "denoising"}}],
         "solver": [{"unrolled_pgd": {**SOLVER, "patch_size": 16, "tile_size": 0,
-                                     "max_iter": 3, "eval_every": 2}}],
+                                     "max_iter": 3, "eval_every": 2,
+                                     "checkpointing": "stage"}}],
         "max-runs": 10, "timeout": 300}))
     done = run_cli("run", config, "--benchmark", REPO / "benchmark_training", "--outputs",
-                   tmp_path, "--output", "trained", "--no-html")
+                   tmp_path, "--output", "trained")
     assert done.returncode == 0, done.stderr[-3000:]
     results = tmp_path / "trained.parquet"
     rows = pd.read_parquet(results).sort_values("stop_val")
-    assert rows.stop_val.tolist() == [0, 1, 2, 3]
-    assert rows.objective_psnr_db.notna().tolist() == [True, False, True, True]
-    assert rows.prov_result_sha256.nunique() == 4  # the parameters change at every step
+    assert rows.stop_val.tolist() == [0, 2, 3]  # every eval_every=2 steps, and the last
+    assert rows.objective_psnr_db.notna().all()
+    assert rows.prov_result_sha256.nunique() == 3  # the parameters change at every step
     assert json.loads(rows.prov_config_json.iloc[0])["benchmark"] == "benchmark_training"
+    page = results.with_suffix(".html").read_text()
+    assert "Training throughput and checkpointing trade-off" in page
+    assert "no training results" not in page
+    throughput, trade_off = training(load_results([results])).figure.axes
+    assert "throughput" in throughput.get_xlabel() and "throughput" in trade_off.get_ylabel()
+    assert "peak" in trade_off.get_xlabel()
     checked = run_cli("check", results)
     assert checked.returncode == 0, checked.stdout
-    replayed = run_cli("replay", results, "--benchmark", REPO / "benchmark_training")
+    replayed = run_cli("replay", results)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr[-2000:]
     assert "\nMATCH " in replayed.stdout and "bit for bit" in replayed.stdout
 

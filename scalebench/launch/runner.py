@@ -133,7 +133,8 @@ def run(request: RunRequest) -> int:
     try:
         experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
-                                       "--folder", str(staging / "configs")))
+                                       "--folder", str(staging / "configs"),
+                                       "--check-devices"))
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):

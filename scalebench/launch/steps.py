@@ -2,7 +2,10 @@
 
 ``python -m scalebench.launch.steps expand CONFIG --world-size N --folder DIR`` validates the
 whole grid for N ranks and writes one benchopt config per experiment (a dataset x solver
-parameter combination) into DIR; it prints the experiments as JSON.
+parameter combination) into DIR; it prints the experiments as JSON. With ``--check-devices``
+(``scalebench run``, on the machine where the ranks start) it also refuses a ``device: cuda``
+experiment when this machine has no CUDA device; ``validate`` and ``plan`` leave that check
+out, so that a login node without a GPU can check a GPU config.
 ``... status RESULTS`` prints the run record of a results file (status, finished experiments).
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run in its metadata.
@@ -40,13 +43,17 @@ def _label(name: str, params: dict) -> str:
     return f"{name}[{inside}]" if inside else name
 
 
-def expand(config: Path, world_size: int, folder: Path) -> list[dict]:
+def expand(config: Path, world_size: int, folder: Path,
+           check_devices: bool = False) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order, with the
     resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
-    dataset and solver ({name: parameters}) and the run options."""
-    from scalebench.config import load_experiment
+    dataset and solver ({name: parameters}) and the run options. ``check_devices``: also
+    refuse a device this machine does not have."""
+    from scalebench.config import check_devices_available, load_experiment
 
     experiment = load_experiment(config, world_size)
+    if check_devices:
+        check_devices_available(experiment)
     raw = yaml.safe_load(config.read_text())
     options = {key: value for key, value in raw.items()
                if key not in ("dataset", "solver", "force-solver")}
@@ -116,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("config", type=Path)
     step.add_argument("--world-size", type=int, default=1)
     step.add_argument("--folder", type=Path, required=True)
+    step.add_argument("--check-devices", action="store_true",
+                      help="refuse a device this machine does not have")
     step = steps.add_parser("status")
     step.add_argument("results", type=Path)
     step = steps.add_parser("publish")
@@ -133,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.step == "expand":
-            print(json.dumps(expand(args.config, args.world_size, args.folder)))
+            print(json.dumps(expand(args.config, args.world_size, args.folder,
+                                    args.check_devices)))
         elif args.step == "status":
             print(json.dumps(run_record(args.results)))
         elif args.step == "publish":

@@ -93,6 +93,10 @@ class TrainingSolver(LoopSolver):
         self.model.load_state_dict(self.initial_state)
         return trainer
 
+    def estimate(self) -> None:
+        """None: a training run's result is the network, not an image estimate."""
+        return None
+
     def _validation(self) -> dict[str, float]:
         step = self.loop.step_index
         if step % self.params["eval_every"] and step != self.params["max_iter"]:
