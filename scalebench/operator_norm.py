@@ -2,7 +2,8 @@
 on disk per operator configuration.
 
 The cache entry's key is the problem's ``operator_key`` (the parameters that determine A),
-the device type and dtype it was computed on, and a digest of the source files of every
+the device type, dtype and torch thread count it was computed with (CPU sums may round
+differently with another count), and a digest of the source files of every
 operator class in the stack (the code version): editing a projector invalidates its norms.
 Entries are JSON files under ``cache_root()/operator_norms``, written atomically; an entry
 that does not parse, belongs to another key or holds no positive finite number is recomputed
@@ -82,9 +83,11 @@ def cache_entry(problem, method: dict) -> tuple[Path, dict] | None:
     key_params = getattr(problem, "operator_key", None)
     if not key_params or len(problem.operator_indices) != problem.num_operators:
         return None  # no key, or only this rank's share of the stack
-    key = {"operator": key_params, "code": code_digest(problem.physics),
+    # The stack's class too: a rank stack sums A_k^T y_k in float64, a plain one in float32.
+    key = {"operator": key_params, "stack": type(problem.physics).__qualname__,
+           "code": code_digest(problem.physics),
            "device": problem.x_true.device.type, "dtype": str(problem.x_true.dtype),
-           "method": method}
+           "threads": torch.get_num_threads(), "method": method}
     name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
     return cache_root() / "operator_norms" / f"{name}.json", key
 

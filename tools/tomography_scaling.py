@@ -16,6 +16,7 @@ at 512^2/512 angles, about 32 GiB at 1024^2/1024 angles) and is run only up to
 
     python tools/tomography_scaling.py [--sizes 512 1024 2048] [--angles N (default: = size)]
         [--projectors auto torch deepinv] [--iterations 2] [--cold-cache] [--deepinv-max-size 512]
+        [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def resident_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def measure(size: int, angles: int, projector: str, iterations: int) -> dict:
+def measure(size: int, angles: int, projector: str, iterations: int, device: str) -> dict:
     """One configuration, in this process: set-up and per-iteration figures."""
     import torch
 
@@ -58,11 +59,12 @@ def measure(size: int, angles: int, projector: str, iterations: int) -> dict:
     start = time.perf_counter()
     setup = setup_problem("tomography_2d", image_size=size, num_angles=angles,
                           projector=projector, noise_level=0.01)
-    problem = setup.build()
+    problem = setup.build(device=device)
     build_s = time.perf_counter() - start
     peaks = [resident_peak_mib()]  # the profiler resets the peak from here on
-    profiler = StepProfiler(torch.device("cpu"))
-    loop = PnPLoop(problem, build_denoiser("tv", 1), 0.01, None, "adjoint", profiler)
+    profiler = StepProfiler(torch.device(device))
+    loop = PnPLoop(problem, build_denoiser("tv", 1, device=device), 0.01, None, "adjoint",
+                   profiler)
     setup_s = time.perf_counter() - start
     peaks.append(resident_peak_mib())
     psnr_start = psnr(loop.x, problem.x_true)
@@ -83,10 +85,10 @@ def measure(size: int, angles: int, projector: str, iterations: int) -> dict:
     }
 
 
-def run_child(size: int, angles: int, projector: str, iterations: int,
+def run_child(size: int, angles: int, projector: str, iterations: int, device: str,
               environment: dict) -> dict:
     command = [sys.executable, __file__, "--child", str(size), str(angles), projector,
-               str(iterations)]
+               str(iterations), device]
     done = subprocess.run(command, capture_output=True, text=True, env=environment,
                           check=False)
     if done.returncode != 0:
@@ -102,7 +104,8 @@ def row_text(row: dict) -> str:
     return (f"{head} {row['build_s']:8.1f} {row['norm_s']:8.1f} ({row['norm_iterations']:>2} it)"
             f" {row['grad_time_s']:8.2f} {row['grad_peak_host_rss_mib']:9.0f}"
             f" {row['denoise_time_s']:8.2f} {row['denoise_peak_host_rss_mib']:9.0f}"
-            f" {row['peak_rss_mib']:9.0f} {row['psnr_start']:6.2f}->{row['psnr_end']:5.2f}")
+            f" {row['peak_rss_mib']:9.0f} {row['psnr_start']:6.2f}->{row['psnr_end']:5.2f}"
+            + "".join(f" {key}={row[key]:.0f}" for key in row if key.endswith("cuda_alloc_mib")))
 
 
 def main() -> int:
@@ -114,11 +117,14 @@ def main() -> int:
     parser.add_argument("--deepinv-max-size", type=int, default=512)
     parser.add_argument("--cold-cache", action="store_true",
                         help="compute every operator norm (fresh cache folder)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: the astra projector runs ASTRA's CUDA projector; figures "
+                             "then include the peak CUDA allocation per step")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        size, angles, projector, iterations = args.child
-        print(json.dumps(measure(int(size), int(angles), projector, int(iterations))))
+        size, angles, projector, iterations, device = (*args.child, "cpu")[:5]
+        print(json.dumps(measure(int(size), int(angles), projector, int(iterations), device)))
         return 0
     environment = dict(os.environ)
     if args.cold_cache:
@@ -134,7 +140,8 @@ def main() -> int:
                 print(f"{size:>5}² {angles:>5} {'deepinv':>8}  not run: its sampling grids "
                       f"need {angles * 2 * (1.415 * size) ** 2 * 4 / 2**30:.0f} GiB")
                 continue
-            row = run_child(size, angles, projector, args.iterations, environment)
+            row = run_child(size, angles, projector, args.iterations, args.device,
+                            environment)
             rows.append(row)
             print(row_text(row), flush=True)
     target = [r for r in rows if r["size"] == TARGET_SIZE and "error" not in r]
