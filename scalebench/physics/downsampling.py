@@ -3,7 +3,7 @@
 The same operator as deepinv's ``Downsampling(filter=h, padding='circular')`` (it calls the
 same spatial convolutions, so the numbers are identical) without the three full-size complex
 Fourier transforms of the filter that deepinv precomputes for its closed-form proximal step:
-at 4096^2 colour those are 1.2 GiB per frame, while this operator stores only the filter.
+at 4096^2 those are 384 MiB per frame, while this operator stores only the filter.
 """
 
 from __future__ import annotations
