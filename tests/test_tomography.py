@@ -8,13 +8,14 @@ from dataclasses import replace
 
 import pytest
 import torch
-from deepinv.physics import Tomography
+from deepinv.physics import Downsampling, Tomography
 
 from scalebench import operator_norm
 from scalebench.denoisers import build_denoiser
 from scalebench.errors import ConfigError
 from scalebench.metrics import psnr
 from scalebench.physics import parallel_beam
+from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.physics.parallel_beam import ParallelBeam2D
 from scalebench.problems import build_problem, setup_problem
 from scalebench.problems import tomography_2d as tomography
@@ -219,3 +220,16 @@ def test_superres_operators_store_only_their_kernels():
     problem = build_problem("multiframe_superres", image_size=64, num_frames=2)
     sizes = [sum(b.numel() for b in op.buffers()) for op in problem.physics.physics_list]
     assert all(size < 500 for size in sizes)  # an 11x11 kernel, no image-sized transform
+
+
+@pytest.mark.parametrize(("kernel_shape", "factor"), [((11, 11), 2), ((4, 6), 3)])
+def test_lean_downsampling_is_deepinvs_operator(kernel_shape, factor):
+    generator = torch.Generator().manual_seed(4)
+    kernel = torch.rand(1, 1, *kernel_shape, generator=generator)
+    reference = Downsampling(img_size=(3, 24, 24), factor=factor, padding="circular",
+                             filter=kernel)
+    lean = BlurDownsampling(kernel, factor)
+    x = torch.randn(2, 3, 24, 24, generator=generator)
+    y = torch.randn(2, 3, 24 // factor, 24 // factor, generator=generator)
+    assert torch.equal(lean.A(x), reference.A(x))
+    assert torch.allclose(lean.A_adjoint(y), reference.A_adjoint(y), rtol=1e-5, atol=1e-5)
