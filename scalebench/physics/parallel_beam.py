@@ -7,14 +7,14 @@ the rotation centre projects onto detector coordinate ``t = c + cos(a) dx - sin(
 c = (W - 1) / 2; rays run along (sin a, cos a).
 
 Discretisation of the torch projector: Joseph's method. A ray crosses the image row by row
-(column by column when |sin a| > |cos a|), is sampled
-once per crossed row by linear interpolation between the two nearest pixels, and each sample
-weighs the ray length per row, 1 / max(|cos a|, |sin a|). Its exact transpose is a
-pixel-driven gather: pixel q receives from detector cells floor(t) and floor(t) + 1 the
-weight tent((j - t) / m) / m, m = max(|cos a|, |sin a|). Both directions are gathers over
-chunks of angles summed in a fixed order: no scatter, no atomics, the same bits on every run
-and every device. deepinv instead samples each ray at unit steps with bilinear interpolation
-(the same line integral, another quadrature): the two agree to discretisation error, which
+(column by column when |sin a| > |cos a|), is sampled once per crossed row by linear
+interpolation between the two nearest pixels, and each sample weighs the ray length per row,
+1 / max(|cos a|, |sin a|). Its exact transpose is a pixel-driven gather: pixel q receives
+from detector cells floor(t) and floor(t) + 1 the weight tent((j - t) / m) / m,
+m = max(|cos a|, |sin a|). Both directions are gathers over chunks of angles summed in a
+fixed order: no scatter, no atomics, the same bits on every run and every device. deepinv
+instead samples each ray at unit steps with bilinear interpolation (the same line integral,
+another quadrature): the two agree to discretisation error, which
 tests/test_tomography.py bounds.
 """
 
@@ -34,8 +34,9 @@ PROJECTORS = ("torch", "astra")
 
 
 def detector_count(image_size: int) -> int:
-    """Detector cells covering the image's diagonal, as deepinv's Tomography."""
-    return int(math.ceil(math.sqrt(2.0) * image_size))
+    """Detector cells covering the image's diagonal, as deepinv's Tomography (which rounds
+    sqrt(2) to float32: the count differs from the exact ceiling for a few sizes)."""
+    return int(torch.ceil(torch.sqrt(torch.tensor(2.0)) * image_size))
 
 
 def rotation_centre(image_size: int) -> tuple[float, float]:
