@@ -146,7 +146,8 @@ class LoopSolver(BaseSolver):
         self.context.comm_time_s, self.context.comm_bytes = 0.0, 0  # set-up is not an iteration
         self.setup_figures = {"setup_time_s": self.setup_time_s + time.perf_counter() - start,
                               "compile_time_s": self.compile_time_s,
-                              "host_memory_method": self.profiler.host_method}
+                              "host_memory_method": self.profiler.host_method,
+                              **getattr(self.loop, "setup_figures", {})}
 
     def run(self, callback) -> None:
         failing_rank = os.environ.get(FAULT_VARIABLE)

@@ -131,6 +131,12 @@ def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overl
     """Raise ConfigError when ``name`` cannot take the image (or its tiles) of this size."""
     multiple = SIZE_MULTIPLE[name]
     tiled = is_tiled(spatial, patch_size)
+    if len(spatial) == 3 and name != "tv":
+        raise ConfigError(f"denoiser '{name}' is a 2D network and the data is a 3D volume "
+                          f"({'x'.join(map(str, spatial))}): use denoiser 'tv'")
+    if len(spatial) == 3 and tiled:
+        raise ConfigError(f"tiling (patch_size={patch_size}) supports 2D images only, the data "
+                          f"is a 3D volume: use patch_size 0")
     sides = [tile_windows(n, patch_size, overlap, multiple)[0] if tiled else n
              for n in spatial]
     if any(side % multiple for side in sides):

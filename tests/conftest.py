@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,19 @@ def tiny_experiment(**overrides) -> dict:
     }
     experiment.update(overrides)
     return experiment
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_cache(tmp_path_factory):
+    """What the tests cache (operator norms) goes to a fresh folder, never the user's cache;
+    subprocesses inherit it."""
+    previous = os.environ.get("SCALEBENCH_CACHE")
+    os.environ["SCALEBENCH_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("SCALEBENCH_CACHE", None)
+    else:
+        os.environ["SCALEBENCH_CACHE"] = previous
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ BAD_EXPERIMENTS = [
      "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
     (tiny_experiment(solver=["admm"]), "unknown solver 'admm' \\(allowed: denoiser, pnp\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
-     "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, seed\\)"),
+     "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
+     "seed\\)"),
     (_with_dataset(image_size="big"), "parameter 'image_size' must be an integer >= 16, "
      "got 'big' \\(str\\)"),
     (_with_dataset(image_size=[32, 40.5]), "'image_size' must be an integer >= 16, got 40.5"),

@@ -11,5 +11,6 @@ class Dataset(ProblemDataset):
     # Default grid: one value per parameter; each parameter's contract (type, range, meaning)
     # is its Param in scalebench.problems.tomography_2d.PARAMS.
     parameters = benchopt_parameters(PROBLEMS[name].params)
-    # Installed with scalebench; no extra requirement.
-    requirements = []
+    # ASTRA's projectors (projector 'astra', chosen by 'auto' where installed); without it,
+    # 'auto' falls back to the torch projector. Also in scalebench's [image] and [test] extras.
+    requirements = ["pip::astra-toolbox==2.5.0"]

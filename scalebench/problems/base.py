@@ -48,6 +48,9 @@ class Problem:
     operator_indices: tuple[int, ...] = ()
     num_operators: int = 0
     data_sha256: str = ""  # digest of x_true and of every y_k of the whole problem
+    # The parameters that determine A (scalebench.operator_norm caches ||A||^2 under them);
+    # None: the norm is recomputed by every run.
+    operator_key: dict | None = None
 
     @property
     def num_unknowns(self) -> int:
@@ -73,6 +76,7 @@ class ProblemSetup:
     source: dict = field(default_factory=dict)
     # k -> measured data of operator k (real scans); None: y_k = A_k x_true + noise.
     measure: Callable[[int], torch.Tensor] | None = None
+    operator_key: dict | None = None  # see Problem.operator_key
 
     @property
     def num_unknowns(self) -> int:
@@ -107,7 +111,7 @@ class ProblemSetup:
         parts = [array_digest(x_true), *(digest for _, digest in digests)]
         return Problem(self.name, stack(operators), x_true, TensorList(y), noise_std,
                        self.source, indices, self.num_operators,
-                       hashlib.sha256("".join(parts).encode()).hexdigest())
+                       hashlib.sha256("".join(parts).encode()).hexdigest(), self.operator_key)
 
 
 def operator_noise(clean: torch.Tensor, seed: int, k: int) -> torch.Tensor:

@@ -2,7 +2,10 @@
 
 Each of the ``num_frames`` low-resolution frames sees the image through its own anisotropic
 Gaussian blur, rotated by 180/num_frames degrees from one frame to the next, then is
-downsampled by ``factor`` and corrupted by Gaussian noise.
+downsampled by ``factor`` and corrupted by Gaussian noise. Any size works, 16 megapixels
+(image_size 4096) and beyond: the photograph is resampled straight to the requested size,
+and each frame's operator stores only its small blur kernel
+(scalebench.physics.downsampling).
 """
 
 from __future__ import annotations
@@ -10,14 +13,15 @@ from __future__ import annotations
 import math
 
 import torch
-from deepinv.physics import Downsampling
 
 from scalebench.params import Param
+from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import astronaut
 
 PARAMS = {
-    "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image"),
+    "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image "
+                                                  "(4096: 16.7 megapixels)"),
     "num_frames": Param(4, int, minimum=1, doc="number of low-resolution frames"),
     "blur_sigma": Param(1.5, float, minimum=0.1, doc="std of the blur along its long axis"),
     "factor": Param(2, int, minimum=1, doc="downsampling factor of every frame"),
@@ -49,14 +53,16 @@ def operator_count(num_frames: int, **_) -> int:
 
 def setup(image_size: int, num_frames: int, blur_sigma: float, factor: int,
           noise_level: float, seed: int) -> ProblemSetup:
-    shape = image_shape(image_size, factor)
+    image_shape(image_size, factor)
 
-    def make_operator(k: int) -> Downsampling:
-        kernel = rotated_gaussian_kernel(blur_sigma, math.pi * k / num_frames)
-        return Downsampling(img_size=shape, factor=factor, padding="circular", filter=kernel)
+    def make_operator(k: int) -> BlurDownsampling:
+        return BlurDownsampling(rotated_gaussian_kernel(blur_sigma, math.pi * k / num_frames),
+                                factor)
 
+    key = {"problem": "multiframe_superres", "image_size": image_size,
+           "num_frames": num_frames, "blur_sigma": blur_sigma, "factor": factor}
     return ProblemSetup("multiframe_superres", astronaut(image_size), num_frames,
-                        make_operator, noise_level, seed)
+                        make_operator, noise_level, seed, operator_key=key)
 
 
 SPEC = ProblemSpec("multiframe_superres", PARAMS, setup, image_shape, operator_count,

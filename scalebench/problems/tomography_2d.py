@@ -1,22 +1,31 @@
 """2D parallel-beam computed tomography of the Shepp-Logan phantom.
 
 The angles over [0, 180) degrees are split into ``num_operators`` interleaved groups, one
-operator per group, so that the projection work can later be spread over ranks.
+operator per group, so that the projection work can later be spread over ranks. The projector
+(scalebench.physics.parallel_beam) is chosen by ``projector``: 'astra' (ASTRA's CPU 'linear'
+projector, its CUDA projector on a GPU), 'torch' (chunked Joseph projector, any device,
+deterministic, exact transpose), 'deepinv' (deepinv's Tomography, which stores sampling grids
+of angles x 2 N^2 floats: small sizes only) or 'auto' (astra where it is installed, else
+torch). Every choice has the same geometry and sinogram layout.
 """
 
 from __future__ import annotations
 
 import torch
-from deepinv.physics import Tomography
+from deepinv.physics import LinearPhysics, Tomography
 
 from scalebench.params import Param
+from scalebench.physics.parallel_beam import ParallelBeam2D, astra_available
 from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import shepp_logan
 
+PROJECTOR_CHOICES = ("auto", "astra", "torch", "deepinv")
 PARAMS = {
     "image_size": Param(128, int, minimum=16, doc="side of the square image, in pixels"),
     "num_angles": Param(90, int, minimum=1, doc="projection angles over [0, 180) degrees"),
     "num_operators": Param(1, int, minimum=1, doc="groups the angles are split into"),
+    "projector": Param("auto", str, choices=PROJECTOR_CHOICES,
+                       doc="auto: astra when installed, else torch"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
 }
@@ -26,6 +35,16 @@ def angle_groups(num_angles: int, num_operators: int) -> list[torch.Tensor]:
     """Interleaved groups of projection angles in degrees: group k holds angles k, k+K, ..."""
     angles = torch.arange(num_angles, dtype=torch.float32) * (180.0 / num_angles)
     return [angles[k::num_operators] for k in range(num_operators)]
+
+
+def resolve_projector(projector: str) -> str:
+    """The projector 'auto' stands for here; 'astra' when ASTRA is not installed is an error."""
+    if projector == "auto":
+        return "astra" if astra_available() else "torch"
+    if projector == "astra" and not astra_available():
+        raise ValueError("projector 'astra' needs astra-toolbox (pip install "
+                         "'scalebench[image]'); use projector 'torch' or 'auto'")
+    return projector
 
 
 def image_shape(image_size: int, num_angles: int, num_operators: int, **_) -> tuple[int, ...]:
@@ -40,17 +59,26 @@ def operator_count(num_operators: int, **_) -> int:
     return num_operators
 
 
-def setup(image_size: int, num_angles: int, num_operators: int, noise_level: float,
-          seed: int) -> ProblemSetup:
+def make_projector(angles: torch.Tensor, image_size: int, projector: str) -> LinearPhysics:
+    """One parallel-beam operator over ``angles`` (degrees) with a resolved projector name."""
+    if projector == "deepinv":
+        return Tomography(angles=angles, img_width=image_size, circle=False, normalize=False)
+    return ParallelBeam2D(angles, image_size, projector)
+
+
+def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
+          noise_level: float, seed: int) -> ProblemSetup:
     image_shape(image_size, num_angles, num_operators)
+    projector = resolve_projector(projector)
     groups = angle_groups(num_angles, num_operators)
 
-    def make_operator(k: int) -> Tomography:
-        return Tomography(angles=groups[k], img_width=image_size, circle=False,
-                          normalize=False)
+    def make_operator(k: int) -> LinearPhysics:
+        return make_projector(groups[k], image_size, projector)
 
+    key = {"problem": "tomography_2d", "image_size": image_size, "num_angles": num_angles,
+           "num_operators": num_operators, "projector": projector}
     return ProblemSetup("tomography_2d", shepp_logan(image_size), num_operators, make_operator,
-                        noise_level, seed)
+                        noise_level, seed, operator_key=key)
 
 
 SPEC = ProblemSpec("tomography_2d", PARAMS, setup, image_shape, operator_count,

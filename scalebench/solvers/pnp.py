@@ -14,6 +14,7 @@ from torch import nn
 
 from scalebench.distributed.context import TimedContext
 from scalebench.distributed.physics import RankStack, local_indices
+from scalebench.operator_norm import operator_norm_squared as estimate_norm
 from scalebench.params import Param
 from scalebench.problems import Problem, ProblemSetup
 from scalebench.profiling import StepProfiler
@@ -28,7 +29,6 @@ PNP_PARAMS = {
     "distribute_physics": Param(False, bool, doc="each rank builds and applies only its share "
                                                  "of the operators A_k"),
 }
-POWER_ITERATIONS = 30
 
 
 def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) -> Problem:
@@ -41,19 +41,11 @@ def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) 
     return problem
 
 
-def operator_norm_squared(problem: Problem, iterations: int = POWER_ITERATIONS,
-                          seed: int = 0) -> float:
-    """||A||^2 by power iteration on A^T A from a seeded random start (deterministic)."""
-    x_true = problem.x_true
-    generator = torch.Generator().manual_seed(seed)  # CPU: the same start on every device
-    x = torch.randn(x_true.shape, generator=generator, dtype=x_true.dtype).to(x_true.device)
-    norm = 0.0
-    with torch.no_grad():
-        for _ in range(iterations):
-            x = x / torch.linalg.vector_norm(x)
-            x = problem.physics.A_adjoint(problem.physics.A(x))
-            norm = torch.linalg.vector_norm(x).item()
-    return norm
+def operator_norm_squared(problem: Problem, seed: int = 0) -> float:
+    """||A||^2 by power iteration on A^T A from a seeded random start (deterministic), stopped
+    at a relative tolerance and cached on disk per operator configuration
+    (scalebench.operator_norm)."""
+    return estimate_norm(problem, seed=seed).value
 
 
 def point_source_response(problem: Problem) -> float:
@@ -87,7 +79,11 @@ class PnPLoop:
         self.problem = problem
         self.denoiser = denoiser
         self.denoiser_sigma = denoiser_sigma
-        self.lipschitz = operator_norm_squared(problem)
+        norm = estimate_norm(problem)
+        self.lipschitz = norm.value
+        # Part of the set-up time, also reported alone (0 iterations when read from cache).
+        self.setup_figures = {"operator_norm_time_s": norm.seconds,
+                              "operator_norm_iterations": norm.iterations}
         self.step_size = step_size if step_size is not None else 1.0 / self.lipschitz
         self.profiler = profiler
         self.x = initial_estimate(problem, init, self.lipschitz)
