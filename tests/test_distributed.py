@@ -206,18 +206,22 @@ def test_torch_profiler_writes_one_trace_per_rank(benchmark, write_config):
     assert [name.split(".", 1)[1] for name in logs] == ["rank0.log", "rank1.log"]
 
 
-def test_compile_reports_its_time_apart(benchmark, write_config):
-    solver = {**PNP, "max_iter": 2, "compile": True, "distribute_physics": False,
+def test_compile_reports_its_time_apart_and_its_speedup(benchmark, write_config, tmp_path):
+    solver = {**PNP, "max_iter": 2, "compile": [True, False], "distribute_physics": False,
               "distribute_denoiser": False, "patch_size": 0}
     done = run(benchmark, write_config(experiment([{"pnp": solver}])), "c")
     assert done.returncode == 0, done.stderr[-3000:]
     df = rows(benchmark, "c")
-    measured = df[df.stop_val > 0]
+    measured = df[(df.stop_val > 0) & df.p_solver_compile.astype(bool)]
     compile_s = measured.objective_compile_time_s.iloc[0]
     assert compile_s > 0 and math.isfinite(compile_s)
     # compiling happened at set-up: no iteration carries it
     assert (measured.objective_denoise_time_s < compile_s).all()
     assert (measured.objective_setup_time_s >= compile_s).all()
+    page = tmp_path / "report.html"
+    done = run_cli("report", benchmark / "outputs" / "c.parquet", "-o", page)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Compile speedup of the denoiser step" in page.read_text()
 
 
 def test_ranks_given_as_parameters_run_each_experiment_on_its_own_ranks(benchmark,
