@@ -13,7 +13,7 @@ from pathlib import Path
 from containers.generate import read_lock
 from tests.conftest import REPO
 
-IMAGE_ONLY = "astra-toolbox"  # the images' extra: never installed by `make test`
+NOT_INSTALLED = "cufinufft"  # the radio-cuda extra (CUDA only): never installed by `make test`
 MARKED = 'some-other-python-package==1.2.3 ; python_version >= "3.12"'
 
 
@@ -42,13 +42,13 @@ def test_make_lock_keeps_pins_of_packages_not_installed(tmp_path):
     text = (tmp_path / "constraints.txt").read_text()
     locked, before = read_lock(text), read_lock(previous)
     assert set(before) <= set(locked)  # no pin is lost
-    assert locked[IMAGE_ONLY] == before[IMAGE_ONLY]
+    assert locked[NOT_INSTALLED] == before[NOT_INSTALLED]
     assert locked["nvidia-cuda-runtime-cu12"] == before["nvidia-cuda-runtime-cu12"]
     assert MARKED in text.splitlines()  # kept with its environment marker
     assert pytest_pin in text.splitlines()  # installed packages take their installed version
     assert locked["setuptools"] == metadata.version("setuptools")  # pip freeze hides it
     assert "pip" not in locked
-    assert f"packages not installed here: {IMAGE_ONLY}," in result.stdout
+    assert f"packages not installed here: {NOT_INSTALLED}," in result.stdout
     pins = [line for line in text.splitlines() if not line.startswith("#")]
     assert pins == sorted(pins, key=lambda line: line.split("==")[0].lower().replace("_", "-"))
 
