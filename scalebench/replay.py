@@ -33,9 +33,10 @@ COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "o
                     "objective_asinh_psnr_db")
 FORCE_RTOL = 1e-5
 # Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
-# and the CPU, any of which can change results without changing the config.
+# and the CPU, any of which can change results without changing the config (ASTRA's presence
+# also decides what tomography's projector 'auto' means).
 ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
-               "benchopt", "numpy", "cpu_model")
+               "benchopt", "numpy", "astra", "cpu_model")
 BENCHMARK_FOLDERS = {name: Path(__file__).resolve().parent.parent / name
                      for name in (BENCHMARK_NAME, TRAINING_BENCHMARK_NAME)}
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)

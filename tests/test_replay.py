@@ -63,7 +63,7 @@ def test_every_row_carries_complete_provenance(archive):
     config = json.loads(pnp.prov_config_json.iloc[0])
     assert config["dataset"] == {"name": "tomography_2d", "params": {
         "image_size": 32, "noise_level": 0.05, "num_angles": 12, "num_operators": 2,
-        "seed": 0}}
+        "projector": "auto", "seed": 0}}
     assert config["solver"]["params"]["max_iter"] == 3
     assert pnp.prov_deterministic_mode.all() and pnp.prov_deterministic_algorithms.all()
     document = json.loads(pq.read_metadata(results).metadata[METADATA_KEY])
@@ -155,6 +155,7 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
 @pytest.mark.parametrize(("column", "value", "message"), [
     ("prov_torch", "2.0.0", "here vs '2.0.0' archived"),
     ("prov_numpy", "1.0.0", "here vs '1.0.0' archived"),
+    ("prov_astra", "", "astra"),
     ("prov_cpu_model", "Some Other CPU", "cpu_model"),
     ("prov_code_dirty", True, "uncommitted changes in the working tree"),
 ])
