@@ -36,7 +36,7 @@ from scalebench.solvers.common import (
 )
 from scalebench.stamping import OBJECTIVE_NAME
 from scalebench.training import OBJECTIVE_NAME as TRAINING_OBJECTIVE
-from scalebench.training.params import TRAINING_SOLVERS, check_training
+from scalebench.training.params import TRAINING_SOLVERS, check_training, training_rows
 from scalebench.training.problems import TRAINING_PROBLEMS
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
@@ -201,12 +201,14 @@ class BenchmarkRules:
     problems: dict[str, ProblemSpec]
     solvers: dict[str, dict[str, Param]]
     check_pair: Callable[[ProblemSpec, dict, tuple[int, ...], dict, int], None]
+    rows: Callable[[dict], int]  # rows one run records, for its solver parameters
 
 
 # By objective name: the objective a config names selects its benchmark's rules.
 BENCHMARKS = {
-    OBJECTIVE_NAME: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair),
-    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair),
+    OBJECTIVE_NAME: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations),
+    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair,
+                                       training_rows),
 }
 
 
@@ -230,12 +232,13 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
                                          run_ranks(params, world_size))
                     except ScalebenchError as error:
                         raise ConfigError(f"{where}: {error}") from None
-                    if evaluations(params) > max_runs:
+                    rows = rules.rows(params)
+                    if rows > max_runs:
                         raise ConfigError(
                             f"{where}: max_iter={params['max_iter']} with "
-                            f"eval_every={params['eval_every']} records {evaluations(params)} "
+                            f"eval_every={params['eval_every']} records {rows} "
                             f"evaluations but max-runs is {max_runs} "
-                            f"(set max-runs >= {evaluations(params)})")
+                            f"(set max-runs >= {rows})")
 
 
 def check_devices_available(experiment: Experiment) -> None:

@@ -32,12 +32,17 @@ def test_gpu_check_reports_operators_without_a_deterministic_kernel():
     assert findings["A_adjoint"].startswith("no deterministic kernel: grid_sampler_2d")
 
 
-def test_gpu_check_in_process_checks_run_on_the_cpu():
+def test_gpu_check_in_process_checks_run_on_the_cpu(tmp_path, monkeypatch):
+    from tests.walnut_fixture import walnut_cache
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache(tmp_path)))
     gpu_check = _tool("gpu_check")
     findings = gpu_check.operator_determinism(torch.device("cpu"), size=32)
-    assert set(findings) == {"tomography_2d", "multiframe_superres", "synthetic"}
+    assert set(findings) == {"tomography_2d[torch]", "tomography_2d[astra]",
+                             "tomography_2d[deepinv]", "multiframe_superres", "synthetic",
+                             "radio_interferometry", "walnut_conebeam"}
     assert all(f == {"A": "bitwise repeatable", "A_adjoint": "bitwise repeatable"}
-               for f in findings.values())
+               for f in findings.values()), findings
 
 
 def test_evaluation_cost_prints_a_row_per_size_and_where_it_stopped():

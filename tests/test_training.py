@@ -154,6 +154,5 @@ def test_every_training_problem_trains_with_drunet(dataset, dataset_params):
     training.iterate()
     figures = training.figures()
     assert figures["loss"] > 0 and figures["grad_norm"] > 0
-    # torch.func (deepinv's Tomography adjoint) refuses the hooks that count activations
-    assert math.isnan(figures["saved_activations_mib"]) == (dataset == "tomography_2d")
+    assert math.isfinite(figures["saved_activations_mib"])
     assert figures["throughput_pixels_per_s"] > 0

@@ -160,18 +160,29 @@ def metrics_on_device(device: torch.device) -> dict:
 
 
 def operator_determinism(device: torch.device, size: int = 128) -> dict:
-    """Per dataset: does A / A^T run under deterministic algorithms, and repeat bitwise?"""
+    """Per dataset (and per CT projector): does A / A^T run under deterministic algorithms,
+    and repeat bitwise? The Walnut problem is checked when its data is in the cache."""
+    from scalebench.errors import ConfigError
     from scalebench.problems import PROBLEMS, build_problem
 
     small = {"tomography_2d": {"image_size": size, "num_angles": size // 2},
-             "multiframe_superres": {"image_size": size}, "synthetic": {"image_size": size}}
+             "multiframe_superres": {"image_size": size}, "synthetic": {"image_size": size},
+             "radio_interferometry": {"image_size": size, "num_times": 4, "num_channels": 1},
+             "walnut_conebeam": {"num_projections": 8, "projector": "torch"}}
+    cases = {f"tomography_2d[{p}]": ("tomography_2d", {"projector": p})
+             for p in ("torch", "astra", "deepinv")}
+    cases.update({name: (name, {}) for name in PROBLEMS if name != "tomography_2d"})
     findings = {}
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        for name in sorted(PROBLEMS):
-            problem = build_problem(name, **small.get(name, {})).to(device)
-            findings[name] = _apply_twice(problem)
+        for label, (name, extra) in sorted(cases.items()):
+            try:
+                problem = build_problem(name, **small.get(name, {}), **extra).to(device)
+            except ConfigError as error:  # data not fetched, library not installed
+                findings[label] = {"skipped": str(error)}
+                continue
+            findings[label] = _apply_twice(problem)
     finally:
         torch.use_deterministic_algorithms(previous)
     return findings

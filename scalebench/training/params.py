@@ -75,6 +75,12 @@ def patch_shape(spec: ProblemSpec, values: dict, patch_size: int) -> tuple[int, 
         raise ConfigError(f"patch_size {patch_size}: {error}") from None
 
 
+def training_rows(params: dict) -> int:
+    """Rows a training run records: the untrained model and every step (eval_every spaces
+    only the validation figures)."""
+    return params["max_iter"] + 1
+
+
 def tile_count(params: dict, spatial: tuple[int, ...]) -> int:
     """Tiles of the network's input (1 when untiled)."""
     size = params["tile_size"]
