@@ -21,6 +21,15 @@ class Dataset(ProblemDataset):
     # e.g. the miniature one the project's tests make).
     test_config = {"binning": 2, "num_projections": 8, "projector": "torch"}
 
+    @classmethod
+    def is_installed(cls, **kwargs) -> bool:
+        # Installed means its packages and the fetched walnut (`benchopt install --prepare`
+        # or `scalebench fetch --data walnut`): benchopt's suite skips it otherwise.
+        from scalebench.cache import cache_root
+        from scalebench.data.walnut import is_unpacked
+
+        return super().is_installed(**kwargs) and is_unpacked(cache_root())
+
     def prepare(self) -> None:
         """`benchopt install --prepare` / `benchopt prepare`: fetch the walnut into the cache
         (the one `scalebench fetch --data walnut` fills; nothing is downloaded when it is
