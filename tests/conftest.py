@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,13 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARK = REPO / "benchmark_inference"
+
+
+def copy_benchmark(folder: Path, source: Path = BENCHMARK) -> Path:
+    """A private copy of a benchmark folder inside ``folder``, so outputs stay in the test."""
+    copy = folder / source.name
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    return copy
 
 
 def tiny_experiment(**overrides) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import BENCHMARK, REPO, run_cli
+from tests.conftest import REPO, copy_benchmark, run_cli
 
 # 48x48 CT, 6 angle groups, PnP with a seeded random DnCNN on 16-pixel tiles (9 tiles).
 DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 18, "num_operators": 6,
@@ -33,9 +32,7 @@ def experiment(solvers: list[dict], dataset: dict = DATASET) -> dict:
 
 @pytest.fixture
 def benchmark(tmp_path):
-    copy = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-    return copy
+    return copy_benchmark(tmp_path)
 
 
 def run(benchmark, config, name: str, *extra: str) -> subprocess.CompletedProcess:
@@ -52,8 +49,7 @@ def rows(benchmark, name: str) -> pd.DataFrame:
 def one_two_three(tmp_path_factory):
     """The same experiment on 1, 2 and 3 ranks."""
     folder = tmp_path_factory.mktemp("ranks")
-    copy = folder / "benchmark_inference"
-    shutil.copytree(BENCHMARK, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    copy = copy_benchmark(folder)
     config = folder / "exp.yml"
     config.write_text(json.dumps(experiment([{"pnp": PNP}])))
     results = {}

@@ -1,14 +1,13 @@
 """Whole runs through benchopt, as users launch them: `scalebench run` and `benchopt run`."""
 
 import math
-import shutil
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from tests.conftest import BENCHMARK, run_cli, tiny_experiment
+from tests.conftest import copy_benchmark, run_cli, tiny_experiment
 
 STEP_COLUMNS = ["objective_grad_time_s", "objective_grad_peak_host_rss_mib",
                 "objective_denoise_time_s", "objective_denoise_peak_host_rss_mib"]
@@ -19,9 +18,7 @@ QUALITY_COLUMNS = ["objective_psnr_db", "objective_ssim", "objective_mse",
 @pytest.fixture
 def benchmark(tmp_path):
     """A private copy of the benchmark folder, so that outputs stay inside the test."""
-    copy = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-    return copy
+    return copy_benchmark(tmp_path)
 
 
 def _outputs(benchmark):

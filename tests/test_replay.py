@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,16 +14,14 @@ import pytest
 
 from provenance import canonical_json, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
-from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
+from tests.conftest import REPO, copy_benchmark, run_cli, tiny_experiment
 
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
     """One tiny experiment (two solvers) run through `scalebench run`; the benchmark copy."""
     root = tmp_path_factory.mktemp("archive")
-    benchmark = root / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
-                                                                       "__pycache__"))
+    benchmark = copy_benchmark(root)
     config = root / "tiny.yml"
     config.write_text(json.dumps(tiny_experiment()))
     result = run_cli("run", config, "--benchmark", benchmark, "--output", "tiny", "--no-html")
@@ -267,9 +264,7 @@ def _hostname_namespace_works() -> bool:
 
 def test_job_array_tasks_on_two_hosts_stamp_their_own_rows(tmp_path, write_config):
     """Two tasks of one SLURM job array, each in its own process, host and environment."""
-    benchmark = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
-                                                                       "__pycache__"))
+    benchmark = copy_benchmark(tmp_path)
     config = write_config(tiny_experiment(solver=[{"denoiser": {"max_iter": 1}}]))
     separate_hosts = _hostname_namespace_works()
     for task, host in ((0, "node-a"), (1, "node-b")):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -20,7 +19,7 @@ import pytest
 from provenance.results import UnreadableResults
 from scalebench.report import write_report
 from tests.browser import BrowserUnavailable, ensure_chromium_installed, visit
-from tests.conftest import BENCHMARK, run_cli, tiny_experiment
+from tests.conftest import copy_benchmark, run_cli, tiny_experiment
 
 CHROMIUM_SERVICE_HOSTS = ("google.com", "googleapis.com")  # the browser's own, not the page's
 
@@ -31,9 +30,7 @@ def campaign(tmp_path_factory):
     import yaml
 
     folder = tmp_path_factory.mktemp("campaign")
-    benchmark = folder / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
-                                                                        "__pycache__"))
+    benchmark = copy_benchmark(folder)
     experiment = tiny_experiment(
         dataset=[{"tomography_2d": {"image_size": 32, "num_angles": [12, 24],
                                     "num_operators": 2, "noise_level": 0.05}}],

@@ -3,13 +3,12 @@ diverging run that ends alone, per-step memory increases, the host-memory method
 time and the progress display in iterations."""
 
 import math
-import shutil
 
 import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import BENCHMARK, run_cli
+from tests.conftest import copy_benchmark, run_cli
 
 CONFIG = {  # no objective key and a solver name in another case, as benchopt allows
     "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12, "num_operators": 2,
@@ -28,9 +27,7 @@ CONFIG = {  # no objective key and a solver name in another case, as benchopt al
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("figures")
-    benchmark = root / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs",
-                                                                       "__pycache__"))
+    benchmark = copy_benchmark(root)
     config = root / "figures.yml"
     config.write_text(yaml.safe_dump(CONFIG))  # writes 1.0e+30, a float for YAML
     done = run_cli("run", config, "--benchmark", benchmark, "--output", "figures", "--no-html")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import BENCHMARK, REPO, run_cli
+from tests.conftest import REPO, copy_benchmark, run_cli
 from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
 TEMPLATES = REPO / "slurm_templates"
@@ -134,8 +133,7 @@ def experiment(*solvers: dict) -> dict:
 
 @pytest.fixture
 def workspace(tmp_path):
-    copy = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    copy_benchmark(tmp_path)
     return tmp_path
 
 
@@ -164,8 +162,7 @@ def job_log(workspace: Path, name: str, job: str) -> str:
 def reference(tmp_path_factory):
     """The experiment in one local process."""
     folder = tmp_path_factory.mktemp("reference")
-    shutil.copytree(BENCHMARK, folder / "benchmark_inference",
-                    ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    copy_benchmark(folder)
     config = folder / "one.yml"
     config.write_text(json.dumps(experiment(SOLVER)))
     done = run_cli("run", config, "--benchmark", folder / "benchmark_inference", "--output",
