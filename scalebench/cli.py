@@ -42,8 +42,6 @@ from scalebench.launch.runner import (
     run_step,
 )
 
-DEFAULT_BENCHMARK = Path(__file__).resolve().parent.parent / "benchmark_inference"
-
 
 def _positive(text: str) -> int:
     try:
@@ -60,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="validate and run an experiment file")
     run_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
-    run_parser.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
-                            help="benchopt benchmark folder (default: benchmark_inference)")
+    run_parser.add_argument("--benchmark", type=Path,
+                            help="benchopt benchmark folder (default: the repository's folder "
+                            "for the objective the config names)")
     run_parser.add_argument("--output", help="result name: <benchmark>/outputs/<name>.parquet "
                             "(default: <config name>_<date-time>); never overwrites")
     run_parser.add_argument("--outputs", type=Path, default=None,
@@ -94,8 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument("--configs", type=Path, default=None,
                       help="write each job's one-run config here; its command then runs it alone")
-    plan.add_argument("--benchmark", type=Path, default=DEFAULT_BENCHMARK,
-                      help="benchopt benchmark folder (default: benchmark_inference)")
+    plan.add_argument("--benchmark", type=Path,
+                      help="benchopt benchmark folder (default: the repository's folder for "
+                      "the objective the config names)")
     report = commands.add_parser("report", help="one offline HTML page of merged results")
     report.add_argument("results", type=Path, nargs="+", help="results parquet files")
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _validate(config: Path, nproc: int) -> int:
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
-        request = RunRequest(config, DEFAULT_BENCHMARK)
+        request = RunRequest(config, None)
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder))
     from scalebench.launch.runner import experiment_ranks

@@ -15,11 +15,14 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from scalebench.errors import ConfigError
+
+if TYPE_CHECKING:  # the rules import torch: plan loads them only when it plans
+    from scalebench.config import BenchmarkRules
 
 # Resident memory of one rank before any data: Python with torch, deepinv and benchopt
 # imported (peak host RSS measured on 2-iteration 32x32 runs, tools/plan_memory.py).
@@ -225,11 +228,14 @@ def _denoised_pixels(params: dict, shape: tuple[int, ...], ranks: int) -> int:
 def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
                          solver_params: dict, ranks: int) -> int | None:
     """Resident memory of one rank in bytes: process, images, measurements and operators of
-    its share, denoiser activations; None when the problem has no size model."""
+    its share, denoiser activations; None when the problem or the solver (training) has no
+    size model."""
     from scalebench.params import resolved_parameters
     from scalebench.problems import PROBLEMS
     from scalebench.solvers import SOLVERS
 
+    if solver not in SOLVERS or dataset not in PROBLEMS:
+        return None
     spec = PROBLEMS[dataset]
     values = resolved_parameters(dataset_params, spec.params)
     params = resolved_parameters(solver_params, SOLVERS[solver])
@@ -266,23 +272,20 @@ def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
             "time": merged.get("slurm_time"), "mem": merged.get("slurm_mem")}
 
 
-def _job_problems(job: Job, experiment: dict, timeout_s: float) -> list[str]:
+def _job_problems(job: Job, experiment: dict, timeout_s: float,
+                  rules: BenchmarkRules) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each."""
     from scalebench.errors import ScalebenchError
     from scalebench.params import resolved_parameters
-    from scalebench.problems import PROBLEMS
-    from scalebench.solvers import SOLVERS
-    from scalebench.solvers.common import check_distribution
 
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
-    spec = PROBLEMS[dataset]
+    spec = rules.problems[dataset]
     values = resolved_parameters(dataset_params, spec.params)
-    params = resolved_parameters(solver_params, SOLVERS[solver])
+    params = resolved_parameters(solver_params, rules.solvers[solver])
     problems = []
     try:
-        check_distribution(params, spec.image_shape(**values), spec.num_operators(**values),
-                           job.ranks)
+        rules.check_pair(spec, values, spec.image_shape(**values), params, job.ranks)
     except ScalebenchError as error:
         problems.append(str(error))
     if job.gpus_per_node and job.ntasks_per_node > job.gpus_per_node:
@@ -308,11 +311,13 @@ def _command(config: Path, benchmark: Path, parallel_path: Path | None, nproc: i
             str(parallel_path)]
 
 
-def make_plan(config: Path, parallel_path: Path | None, nproc: int, benchmark: Path,
-              configs: Path | None = None) -> Plan:
+def make_plan(config: Path, parallel_path: Path | None, nproc: int,
+              benchmark: Path | None = None, configs: Path | None = None) -> Plan:
     """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
-    one-run config is written there and its command runs that job alone."""
-    from scalebench.config import RUN_OPTIONS
+    one-run config is written there and its command runs that job alone. ``benchmark``:
+    None for the repository's folder of the config's objective."""
+    from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, choose_benchmark, config_objective
+    from scalebench.config import BENCHMARKS, RUN_OPTIONS
     from scalebench.launch.steps import expand
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
@@ -320,6 +325,8 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int, benchmark: P
     world = default["nodes"] * default["ntasks_per_node"] if parallel else nproc
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
         experiments = expand(config, world, configs or Path(scratch))
+    objective = config_objective(yaml.safe_load(Path(config).read_text()))  # expand read it
+    benchmark = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
     jobs = []
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
@@ -327,12 +334,12 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int, benchmark: P
         timeout_s = timeout_seconds(options["timeout"]) * options["n-repetitions"]
         command = _command(Path(experiment["config"]) if configs else config, benchmark,
                            parallel_path, nproc)
-        jobs.append(_job(experiment, parallel, nproc, timeout_s, command))
+        jobs.append(_job(experiment, parallel, nproc, timeout_s, command, BENCHMARKS[objective]))
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
-         command: list[str]) -> Job:
+         command: list[str], rules: BenchmarkRules) -> Job:
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
     resources = _resources(solver_params, parallel, nproc)
@@ -349,7 +356,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
               rank_memory_estimate(dataset, dataset_params, solver, solver_params, ranks),
               node_memory, command)
-    job.problems = _job_problems(job, experiment, timeout_s)
+    job.problems = _job_problems(job, experiment, timeout_s, rules)
     return job
 
 

@@ -25,9 +25,8 @@ import yaml
 from provenance import collect, config_hash
 from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
+from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
-from scalebench.stamping import BENCHMARK_NAME
-from scalebench.training import BENCHMARK_NAME as TRAINING_BENCHMARK_NAME
 
 COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
                     "objective_asinh_psnr_db")
@@ -37,8 +36,7 @@ FORCE_RTOL = 1e-5
 # also decides what tomography's projector 'auto' means).
 ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
                "benchopt", "numpy", "astra", "cpu_model")
-BENCHMARK_FOLDERS = {name: Path(__file__).resolve().parent.parent / name
-                     for name in (BENCHMARK_NAME, TRAINING_BENCHMARK_NAME)}
+BENCHMARK_FOLDERS = {folder.name: folder for folder in FOLDER_BY_OBJECTIVE.values()}
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 

@@ -14,12 +14,12 @@ import torch
 
 from provenance import SCHEMA_VERSION, array_digest, canonical_json, collect, config_hash
 from provenance.schema import column
+from scalebench.benchmarks import INFERENCE_BENCHMARK as BENCHMARK_NAME
+from scalebench.benchmarks import INFERENCE_OBJECTIVE as OBJECTIVE_NAME
 from scalebench.distributed.context import TimedContext
 from scalebench.distributed.ranks import rank_hosts
 
-BENCHMARK_NAME = "benchmark_inference"
 RESULT_COLUMN = column("result_sha256")
-OBJECTIVE_NAME = "imaging_inverse_problem"
 
 
 def experiment_config(source: dict, solver_name: str, solver_params: dict,

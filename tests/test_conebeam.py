@@ -4,6 +4,11 @@ file layout made by tests/walnut_fixture.py (no network)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -26,6 +31,7 @@ from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import make_denoiser
 from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop
 from tests import walnut_fixture
+from tests.conftest import BENCHMARK
 
 CPU = torch.device("cpu")
 
@@ -165,6 +171,19 @@ def test_missing_walnut_names_the_fetch_command(tmp_path, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match=r"scalebench fetch --data walnut"):
         setup_problem("walnut_conebeam")
+
+
+def test_benchopt_run_without_the_walnut_names_the_fetch_command(tmp_path):
+    """Plain `benchopt run` skips the data set as "not installed" after saying how to fetch."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("benchopt")), "run", str(BENCHMARK), "-d",
+         "walnut_conebeam", "-s", "pnp[max_iter=1]", "-n", "1", "--no-plot"],
+        cwd=tmp_path, env={**os.environ, "SCALEBENCH_CACHE": str(tmp_path)},
+        capture_output=True, text=True, timeout=300, check=False)
+    output = done.stdout + done.stderr
+    assert f"walnut_conebeam: the walnut data set is not in the cache {tmp_path}: run " \
+           f"`scalebench fetch --data walnut`" in output
+    assert "not installed" in output
 
 
 def test_corrupt_prepared_arrays_name_the_fix(cache):

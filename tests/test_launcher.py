@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BENCHMARK, REPO, tiny_experiment
+from tests.conftest import REPO, copy_benchmark, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
@@ -57,8 +56,7 @@ def _maps_torch(pid: int) -> bool:
 @pytest.fixture
 def running(tmp_path, write_config):
     """A launcher whose benchopt worker is running (long enough to be interrupted)."""
-    benchmark = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    benchmark = copy_benchmark(tmp_path)
     experiment = tiny_experiment(solver=[{"pnp": {"max_iter": 400, "device": "cpu"}}],
                                  **{"max-runs": 1000})
     launcher = subprocess.Popen(
@@ -113,9 +111,26 @@ def test_no_rank_outlives_a_killed_launcher(running):
     assert not Path(f"/proc/{worker}").exists() or "benchopt" not in _cmdline(worker)
 
 
+def test_a_benchmark_folder_of_another_objective_is_refused_before_anything_runs(
+        tmp_path, write_config):
+    benchmark = copy_benchmark(tmp_path)  # benchmark_inference
+    config = write_config({"objective": ["Supervised_Training"],
+                           "dataset": [{"synthetic": {"image_size": 32}}],
+                           "solver": [{"unrolled_pgd": {"max_iter": 1}}]})
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
+         str(benchmark), "--output", "wrong"], cwd=REPO, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"scalebench: error: the config's objective is run by benchmark_training, not by the "
+        f"--benchmark folder {benchmark} (give {REPO / 'benchmark_training'} or leave "
+        f"--benchmark out; SLURM templates: SB_BENCHMARK)"]
+    assert not (benchmark / "outputs").exists()
+
+
 def test_results_go_to_the_outputs_folder_given(tmp_path, write_config):
-    benchmark = tmp_path / "benchmark_inference"
-    shutil.copytree(BENCHMARK, benchmark, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    benchmark = copy_benchmark(tmp_path)
     experiment = tiny_experiment(solver=[{"pnp": {"max_iter": 1, "device": "cpu"}}])
     done = subprocess.run(
         [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),

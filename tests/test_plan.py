@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.plan import make_plan
 from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
 
@@ -18,7 +18,7 @@ SUBMITIT = CONFIGS / "scaling" / "submitit.yml"
 
 
 def _plan(config, parallel=None, nproc=1):
-    return make_plan(config, parallel, nproc, BENCHMARK)
+    return make_plan(config, parallel, nproc)
 
 
 def _jobs(plan, dataset_keys=(), solver_keys=()):
@@ -83,6 +83,29 @@ def test_submitit_plan_takes_time_limits_and_commands_from_the_parallel_config()
     # fewer operators per rank: less memory per rank
     memory = [j.rank_memory_bytes for j in plan.jobs]
     assert memory == sorted(memory, reverse=True)
+
+
+def test_training_configs_plan_for_the_training_benchmark():
+    """The objective picks benchmark_training (and its rules); a training run has no memory
+    size model, so its estimate is absent rather than an inference figure."""
+    strong = _plan(CONFIGS / "training" / "strong_scaling.yml", SUBMITIT)
+    assert _jobs(strong, ("task",), ("distribution",)) == [
+        ("synthetic", ("superres",), "unrolled_pgd", (mode,), ranks)
+        for mode in ("spatial", "data") for ranks in (1, 2, 4, 8)]
+    # the shipped parallel config's 2 h limit is too short for the config's 4 h timeout
+    assert len(strong.problems) == 8 and all(
+        "time limit 7200 s is shorter than the solver timeout x repetitions (14400 s)" in line
+        for line in strong.problems)
+    assert strong.jobs[0].command[:3] == ["benchopt", "run", str(REPO / "benchmark_training")]
+    assert all(job.rank_memory_bytes is None for job in strong.jobs)
+    result = run_cli("plan", CONFIGS / "training" / "example.yml")
+    assert result.returncode == 0, result.stderr
+    assert "unrolled_pgd" in result.stdout and "n/a" in result.stdout
+
+
+def test_a_config_with_the_other_benchmark_folder_is_refused():
+    with pytest.raises(ScalebenchError, match="objective is run by benchmark_training"):
+        make_plan(CONFIGS / "training" / "example.yml", None, 1, BENCHMARK)
 
 
 def test_suggestions_commented_in_the_shipped_parallel_config_are_accepted(tmp_path):

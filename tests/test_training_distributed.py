@@ -149,8 +149,9 @@ def test_checkpointing_lowers_the_measured_peak_memory(tmp_path):
 
 
 def test_training_result_checks_replays_bit_for_bit_and_reports(tmp_path):
-    """Replay finds benchmark_training from the rows themselves; the report (rendered by
-    the run) shows the throughput and the checkpointing trade-off (peak memory) views."""
+    """The run finds benchmark_training from the config's objective and replay from the rows
+    themselves; the report (rendered by the run) shows the throughput and the checkpointing
+    trade-off (peak memory) views."""
     config = tmp_path / "train.yml"
     config.write_text(json.dumps({
         "objective": ["supervised_training"],
@@ -159,8 +160,7 @@ def test_training_result_checks_replays_bit_for_bit_and_reports(tmp_path):
                                      "max_iter": 3, "eval_every": 2,
                                      "checkpointing": "stage"}}],
         "max-runs": 10, "timeout": 300}))
-    done = run_cli("run", config, "--benchmark", REPO / "benchmark_training", "--outputs",
-                   tmp_path, "--output", "trained")
+    done = run_cli("run", config, "--outputs", tmp_path, "--output", "trained")
     assert done.returncode == 0, done.stderr[-3000:]
     results = tmp_path / "trained.parquet"
     rows = pd.read_parquet(results).sort_values("stop_val")

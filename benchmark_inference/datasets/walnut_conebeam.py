@@ -1,5 +1,7 @@
 """3D cone-beam CT of the measured Walnut scan (scalebench.problems.walnut_conebeam)."""
 
+import sys
+
 from scalebench.benchopt_support import ProblemDataset
 from scalebench.params import benchopt_parameters
 from scalebench.problems import PROBLEMS
@@ -24,11 +26,17 @@ class Dataset(ProblemDataset):
     @classmethod
     def is_installed(cls, **kwargs) -> bool:
         # Installed means its packages and the fetched walnut (`benchopt install --prepare`
-        # or `scalebench fetch --data walnut`): benchopt's suite skips it otherwise.
+        # or `scalebench fetch --data walnut`): benchopt's suite skips it otherwise, and
+        # `benchopt run` says "not installed" after the line printed here.
         from scalebench.cache import cache_root
-        from scalebench.data.walnut import is_unpacked
+        from scalebench.data.walnut import is_unpacked, not_fetched_message
 
-        return super().is_installed(**kwargs) and is_unpacked(cache_root())
+        if not super().is_installed(**kwargs):
+            return False
+        if not is_unpacked(cache_root()):
+            print(f"{cls.name}: {not_fetched_message(cache_root())}", file=sys.stderr)
+            return False
+        return True
 
     def prepare(self) -> None:
         """`benchopt install --prepare` / `benchopt prepare`: fetch the walnut into the cache

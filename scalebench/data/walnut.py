@@ -63,6 +63,12 @@ def is_unpacked(cache: Path) -> bool:
     return _unpacked_marker(cache).is_file() and walnut_folder(cache).is_dir()
 
 
+def not_fetched_message(cache: Path) -> str:
+    """What to do when the walnut is not in ``cache``."""
+    return (f"the walnut data set is not in the cache {cache}: run `scalebench fetch --data "
+            f"{NAME}` (SCALEBENCH_CACHE sets the cache)")
+
+
 def unpack(archive: Path, cache: Path) -> Path:
     """Extract the archive's ``Walnut1/`` into the cache atomically; check its layout."""
     target = walnut_folder(cache)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from scalebench.benchmarks import choose_benchmark
 from scalebench.errors import ScalebenchError
 from scalebench.launch import ranks
 
@@ -42,7 +43,7 @@ class RunFailed(ScalebenchError):
 @dataclass
 class RunRequest:
     config: Path
-    benchmark: Path
+    benchmark: Path | None  # None: the repository's folder for the config's objective
     output: str | None = None  # result name; default <config stem>_<date-time>
     nproc: int = 1  # local ranks (launcher "local")
     launcher: str = "local"  # "local" or "srun" (inside a SLURM allocation)
@@ -118,7 +119,8 @@ def _finished(request: RunRequest, final: Path) -> set[str]:
 
 def run(request: RunRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
-    request.benchmark = request.benchmark.resolve()
+    named = run_step(request, "benchmark", str(request.config.resolve())).strip()
+    request.benchmark = choose_benchmark(request.benchmark, named)
     if not (request.benchmark / "objective.py").is_file():
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)

@@ -6,6 +6,8 @@ parameter combination) into DIR; it prints the experiments as JSON. With ``--che
 (``scalebench run``, on the machine where the ranks start) it also refuses a ``device: cuda``
 experiment when this machine has no CUDA device; ``validate`` and ``plan`` leave that check
 out, so that a login node without a GPU can check a GPU config.
+``... benchmark CONFIG`` prints the name of the repository's benchmark folder that runs
+the objective CONFIG names.
 ``... status RESULTS`` prints the run record of a results file (status, finished experiments).
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run in its metadata.
@@ -80,6 +82,18 @@ def expand(config: Path, world_size: int, folder: Path,
     return experiments
 
 
+def config_benchmark(config: Path) -> str:
+    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
+    config (``expand`` then says what is wrong with it)."""
+    from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, config_objective
+
+    try:
+        raw = yaml.safe_load(config.read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name
+
+
 def run_record(path: Path) -> dict:
     """The run record stored in a results file by ``publish`` ({} for other files)."""
     metadata = read_table(path).schema.metadata or {}
@@ -125,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--folder", type=Path, required=True)
     step.add_argument("--check-devices", action="store_true",
                       help="refuse a device this machine does not have")
+    step = steps.add_parser("benchmark")
+    step.add_argument("config", type=Path)
     step = steps.add_parser("status")
     step.add_argument("results", type=Path)
     step = steps.add_parser("publish")
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.step == "expand":
             print(json.dumps(expand(args.config, args.world_size, args.folder,
                                     args.check_devices)))
+        elif args.step == "benchmark":
+            print(config_benchmark(args.config))
         elif args.step == "status":
             print(json.dumps(run_record(args.results)))
         elif args.step == "publish":

@@ -54,8 +54,7 @@ def image_shape(binning: int, num_projections: int, num_operators: int,
                          f"({num_projections})")
     cache = cache_root()
     if not walnut.is_unpacked(cache):
-        raise ValueError(f"the walnut data set is not in the cache {cache}: run `scalebench "
-                         f"fetch --data {walnut.NAME}` (SCALEBENCH_CACHE sets the cache)")
+        raise ValueError(walnut.not_fetched_message(cache))
     shape = walnut.binned_volume_shape(walnut.walnut_folder(cache), binning)
     if min(shape) < 1:
         raise ValueError(f"binning {binning} leaves no voxel of the reference volume")

@@ -11,5 +11,7 @@
 - ``solver``: the benchopt glue used by ``benchmark_training/``.
 """
 
-BENCHMARK_NAME = "benchmark_training"
-OBJECTIVE_NAME = "supervised_training"
+from scalebench.benchmarks import TRAINING_BENCHMARK as BENCHMARK_NAME
+from scalebench.benchmarks import TRAINING_OBJECTIVE as OBJECTIVE_NAME
+
+__all__ = ["BENCHMARK_NAME", "OBJECTIVE_NAME"]
