@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -72,14 +75,25 @@ def distinct_records(table: pa.Table) -> list[dict]:
     return json.loads(frame.to_json(orient="records"))
 
 
-def write_atomically(table: pa.Table, path: Path) -> None:
-    """Write next to ``path`` then rename: readers see the old file or the new one."""
-    temporary = path.with_name(f".{path.name}.writing")
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A fresh temporary file next to ``path`` for the block to write; renamed onto ``path``
+    when the block ends normally, removed otherwise. Readers see the old file or the new one;
+    concurrent writers (ranks filling one cache entry) never share a temporary file; the new
+    file has a plain file's permissions (umask applied), so other users can read a cache."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part")
+    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
-        pq.write_table(table, temporary)
+        yield temporary
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def write_atomically(table: pa.Table, path: Path) -> None:
+    """Write next to ``path`` then rename: readers see the old file or the new one."""
+    with atomic_path(path) as temporary:
+        pq.write_table(table, temporary)
 
 
 def finalize(path: Path) -> None:

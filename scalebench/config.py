@@ -202,13 +202,15 @@ class BenchmarkRules:
     solvers: dict[str, dict[str, Param]]
     check_pair: Callable[[ProblemSpec, dict, tuple[int, ...], dict, int], None]
     rows: Callable[[dict], int]  # rows one run records, for its solver parameters
+    row_params: tuple[str, ...]  # the solver parameters ``rows`` depends on
 
 
 # By objective name: the objective a config names selects its benchmark's rules.
 BENCHMARKS = {
-    OBJECTIVE_NAME: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations),
+    OBJECTIVE_NAME: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations,
+                                   ("max_iter", "eval_every")),
     TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair,
-                                       training_rows),
+                                       training_rows, ("max_iter",)),
 }
 
 
@@ -234,11 +236,10 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
                         raise ConfigError(f"{where}: {error}") from None
                     rows = rules.rows(params)
                     if rows > max_runs:
-                        raise ConfigError(
-                            f"{where}: max_iter={params['max_iter']} with "
-                            f"eval_every={params['eval_every']} records {rows} "
-                            f"evaluations but max-runs is {max_runs} "
-                            f"(set max-runs >= {rows})")
+                        given = " with ".join(f"{name}={params[name]}"
+                                              for name in rules.row_params)
+                        raise ConfigError(f"{where}: {given} records {rows} rows but "
+                                          f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
 def check_devices_available(experiment: Experiment) -> None:

@@ -16,14 +16,13 @@ import hashlib
 import inspect
 import json
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from provenance.results import atomic_path
 from scalebench.cache import cache_root
 
 MAX_ITERATIONS = 30  # never more than the fixed count used before the tolerance
@@ -107,14 +106,8 @@ def read_cached(path: Path, key: dict) -> float | None:
 def write_atomically(path: Path, entry: dict) -> None:
     """Write ``entry`` as JSON to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(entry, stream, sort_keys=True)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(entry, sort_keys=True))
 
 
 def operator_norm_squared(problem, max_iterations: int = MAX_ITERATIONS,

@@ -304,9 +304,13 @@ def _job_problems(job: Job, experiment: dict, timeout_s: float,
     return problems
 
 
-def _command(config: Path, benchmark: Path, parallel_path: Path | None, nproc: int) -> list[str]:
+def _command(config: Path, benchmark: Path, given: bool, parallel_path: Path | None,
+             nproc: int) -> list[str]:
+    """The job's command; ``given``: the benchmark folder was chosen by the user, so a
+    local command names it (scalebench run finds the default one itself)."""
     if parallel_path is None:
-        return ["scalebench", "run", str(config), "--nproc", str(nproc)]
+        chosen = ["--benchmark", str(benchmark)] if given else []
+        return ["scalebench", "run", str(config), *chosen, "--nproc", str(nproc)]
     return ["benchopt", "run", str(benchmark), "--config", str(config), "--parallel-config",
             str(parallel_path)]
 
@@ -326,14 +330,14 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
         experiments = expand(config, world, configs or Path(scratch))
     objective = config_objective(yaml.safe_load(Path(config).read_text()))  # expand read it
-    benchmark = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
+    folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
     jobs = []
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
         options.update(experiment["options"])
         timeout_s = timeout_seconds(options["timeout"]) * options["n-repetitions"]
-        command = _command(Path(experiment["config"]) if configs else config, benchmark,
-                           parallel_path, nproc)
+        command = _command(Path(experiment["config"]) if configs else config, folder,
+                           benchmark is not None, parallel_path, nproc)
         jobs.append(_job(experiment, parallel, nproc, timeout_s, command, BENCHMARKS[objective]))
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
 

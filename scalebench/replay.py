@@ -51,7 +51,7 @@ class Experiment:
     def label(self) -> str:
         dataset, solver = self.config["dataset"], self.config["solver"]
         return f"{dataset['name']} x {solver['name']} (config {self.config_hash[:12]}, " \
-               f"rep {self.repetition})"
+               f"rep {self.repetition}, {_world_size(self)} rank(s))"
 
 
 def parse_rows(text: str | None, count: int) -> list[int] | None:
@@ -248,30 +248,31 @@ def replay(path: Path, rows: str | None, force: bool,
     experiments = load_experiments(df, parse_rows(rows, len(df)))
     current = collect(refresh=True)
     current["torch_threads"] = torch.get_num_threads()
+    # By position: one config on other rank counts gives experiments with one config hash.
     runnable, verdicts = [], {}
-    for experiment in experiments:
+    for index, experiment in enumerate(experiments):
         # The launcher re-runs on the archived number of ranks.
         here = {**current, "world_size": _world_size(experiment)}
         tampered = tampering(experiment)
         differences = environment_differences(experiment, here)
         if tampered:
-            verdicts[experiment.label] = Verdict("TAMPERED", experiment.label, tampered)
+            verdicts[index] = Verdict("TAMPERED", experiment.label, tampered)
         elif differences and not force:
-            verdicts[experiment.label] = Verdict(
+            verdicts[index] = Verdict(
                 "REFUSED", experiment.label, f"environment differs ({'; '.join(differences)});"
                 f" --force compares within rtol {FORCE_RTOL:g} instead")
         else:
-            runnable.append((experiment, differences))
-    by_folder: dict[Path, list[tuple[Experiment, list[str]]]] = {}
-    for experiment, differences in runnable:
+            runnable.append((index, experiment, differences))
+    by_folder: dict[Path, list[tuple[int, Experiment, list[str]]]] = {}
+    for index, experiment, differences in runnable:
         folder = benchmark or benchmark_folder(experiment)
-        by_folder.setdefault(folder, []).append((experiment, differences))
+        by_folder.setdefault(folder, []).append((index, experiment, differences))
     for folder, group in by_folder.items():
         with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
-            replayed = _rerun([e for e, _ in group], folder, Path(workdir))
-        for experiment, differences in group:
-            verdicts[experiment.label] = _verdict(experiment, differences, replayed)
-    return [verdicts[experiment.label] for experiment in experiments]
+            replayed = _rerun([e for _, e, _ in group], folder, Path(workdir))
+        for index, experiment, differences in group:
+            verdicts[index] = _verdict(experiment, differences, replayed)
+    return [verdicts[index] for index in range(len(experiments))]
 
 
 def _verdict(experiment: Experiment, differences: list[str],

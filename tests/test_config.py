@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from scalebench.config import load_experiment
+from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
+from scalebench.config import BENCHMARKS, load_experiment
 from scalebench.errors import ConfigError
 from tests.conftest import REPO, run_cli, tiny_experiment
 
@@ -38,10 +39,10 @@ BAD_EXPERIMENTS = [
      "\\+ 2 \\* overlap, or the image side\\) divisible by 8, got inputs of 36x36"),
     (_with_solver(denoiser="dncnn", pretrained="/no/such/weights.pth"),
      "weights file not found: /no/such/weights.pth"),
-    (_with_solver(max_iter=150), "max_iter=150 with eval_every=1 records 151 evaluations but "
+    (_with_solver(max_iter=150), "max_iter=150 with eval_every=1 records 151 rows but "
      "max-runs is 100"),
     (_with_solver(max_iter=300, eval_every=2), "max_iter=300 with eval_every=2 records 151 "
-     "evaluations"),
+     "rows"),
     (_with_solver(eval_every=0), "'eval_every' must be an integer >= 1, got 0"),
     (tiny_experiment(**{"parallel-config": "configs/scaling/submitit.yml"}),
      "config key 'parallel-config' hands runs to benchopt's parallel backend"),
@@ -164,3 +165,21 @@ def test_cuda_config_validates_and_plans_without_a_gpu_and_run_refuses_it(write_
         "scalebench: error: solver 'pnp': device 'cuda' requested but no CUDA device is "
         "available (allowed here: 'cpu' or 'auto')"]
     assert not (tmp_path / "out" / "gpu.parquet").exists()
+
+
+@pytest.mark.parametrize("objective", sorted(BENCHMARKS))
+def test_each_benchmark_has_a_file_for_every_dataset_and_solver_its_configs_may_name(
+        objective):
+    """Validation and the benchmark folder agree: no config passes validation only to name a
+    dataset or solver that benchopt cannot find in the folder (nor the other way round)."""
+    folder = FOLDER_BY_OBJECTIVE[objective]
+    rules = BENCHMARKS[objective]
+    assert sorted(p.stem for p in (folder / "datasets").glob("*.py")) == sorted(rules.problems)
+    assert sorted(p.stem for p in (folder / "solvers").glob("*.py")) == sorted(rules.solvers)
+
+
+def test_a_training_config_naming_an_inference_only_dataset_is_refused(write_config):
+    experiment = {"objective": ["supervised_training"],
+                  "dataset": [{"radio_interferometry": {}}], "solver": ["unrolled_pgd"]}
+    with pytest.raises(ConfigError, match="unknown dataset 'radio_interferometry'"):
+        load_experiment(write_config(experiment))

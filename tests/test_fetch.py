@@ -101,8 +101,13 @@ def leftovers(folder: Path) -> list[str]:
 
 def test_good_file_is_downloaded_verified_and_kept(server, tmp_path):
     path = tmp_path / "good.pth"
-    assert fetch(entry(server, "/good.pth"), path) is True
+    previous = os.umask(0o022)
+    try:
+        assert fetch(entry(server, "/good.pth"), path) is True
+    finally:
+        os.umask(previous)
     assert path.read_bytes() == GOOD
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by the users of a shared cache
     hits = server.hits["/good.pth"]
     assert fetch(entry(server, "/good.pth"), path) is False  # verified copy: no download
     assert server.hits["/good.pth"] == hits

@@ -103,6 +103,14 @@ def test_training_configs_plan_for_the_training_benchmark():
     assert "unrolled_pgd" in result.stdout and "n/a" in result.stdout
 
 
+def test_a_benchmark_folder_given_to_plan_is_in_its_local_commands(tmp_path):
+    folder = tmp_path / "my_benchmark"
+    plan = make_plan(CONFIGS / "default.yml", None, 2, folder)
+    assert {tuple(job.command) for job in plan.jobs} == {
+        ("scalebench", "run", str(CONFIGS / "default.yml"), "--benchmark", str(folder),
+         "--nproc", "2")}
+
+
 def test_a_config_with_the_other_benchmark_folder_is_refused():
     with pytest.raises(ScalebenchError, match="objective is run by benchmark_training"):
         make_plan(CONFIGS / "training" / "example.yml", None, 1, BENCHMARK)

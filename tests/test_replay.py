@@ -108,6 +108,26 @@ def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
     assert _digest(tampered) == before
 
 
+def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
+    """The denoiser's rows again as a 2-rank run: two experiments with one config hash, each
+    with its own verdict (here the 1-rank one tampered, the 2-rank one from another GPU)."""
+    benchmark, results = archive
+    def two_runs(df):
+        one = df[df.solver_name.str.startswith("denoiser")].copy()
+        two = one.copy()
+        one["p_dataset_noise_level"] = 0.5
+        two["prov_world_size"] = 2
+        two["prov_gpu_models"] = "NVIDIA H200"
+        return pd.concat([one, two], ignore_index=True)
+    both = _edited_copy(results, tmp_path / "both.parquet", two_runs)
+    result = run_cli("replay", both, "--benchmark", benchmark)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    assert lines[0].startswith("TAMPERED ") and "rep 0, 1 rank(s))" in lines[0]
+    assert lines[1].startswith("REFUSED ") and "rep 0, 2 rank(s))" in lines[1]
+
+
 def test_check_reports_an_edited_config(archive, tmp_path):
     _, results = archive
     def edit(df):

@@ -159,6 +159,31 @@ def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_p
     assert "1 duplicate experiment(s) dropped" in page.read_text()
 
 
+def test_one_config_on_other_rank_counts_is_not_a_duplicate(campaign, tmp_path):
+    """The same config run again with another --nproc: both runs stay, labelled by ranks."""
+    results, _ = campaign
+    frame = pd.read_parquet(results)
+    single = frame[frame.prov_world_size == 1].experiment_id.iloc[0]
+    two_ranks = tmp_path / "two_ranks.parquet"
+
+    def on_two_ranks(f):
+        f = f[f.experiment_id == single].copy()
+        f["prov_world_size"] = 2
+        return f
+
+    _copy(results, two_ranks, on_two_ranks)
+    from scalebench.report.data import EXPERIMENT, load_results
+
+    merged = load_results([results, two_ranks])
+    assert merged.dropped == [] and len(merged.rows) == len(frame) + (
+        frame.experiment_id == single).sum()
+    assert merged.rows[EXPERIMENT].nunique() == frame.experiment_id.nunique() + 1
+    labels = merged.rows[merged.rows.experiment_id == single][EXPERIMENT].map(merged.labels)
+    assert sorted(labels.unique(), key=lambda label: label[-7:]) == [
+        labels.iloc[0].removesuffix(" 2 ranks").removesuffix(" 1 ranks") + suffix
+        for suffix in (" 1 ranks", " 2 ranks")]
+
+
 def test_environment_difference_warns_on_the_plots_that_compare_them(campaign, tmp_path):
     results, _ = campaign
     same = tmp_path / "same.html"
@@ -210,3 +235,14 @@ def test_a_file_that_is_not_results_is_refused_in_one_line(tmp_path):
     with pytest.raises(UnreadableResults, match="not a benchopt results file"):
         write_report([other], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_an_output_that_cannot_be_written_is_a_one_line_error(campaign, tmp_path):
+    results, _ = campaign
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = run_cli("report", results, "-o", blocker / "r.html")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"scalebench: error: cannot write {blocker / 'r.html'}: ")
+    folder = run_cli("report", results, "-o", tmp_path / "r.html", "--png", blocker / "png")
+    assert folder.returncode == 2 and folder.stderr.count("\n") == 1, folder.stderr

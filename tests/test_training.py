@@ -115,6 +115,7 @@ BAD = [
     ({"checkpointing": "tile_batch"}, 1, "checkpointing 'tile_batch' needs tiles"),
     ({"checkpointing": "auto"}, 1, "needs memory_budget_mib > 0"),
     ({"denoiser": "drunet", "patch_size": 20}, 1, "divisible by 8"),
+    ({"max_iter": 100, "eval_every": 5}, 1, "max_iter=100 records 101 rows but max-runs is 100"),
 ]
 
 

@@ -19,7 +19,6 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHMARK = REPO / "benchmark_inference"
 EXPERIMENT = {
     "objective": ["imaging_inverse_problem"],
     "dataset": [
@@ -48,7 +47,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         config = folder / "plan_memory.yml"
         config.write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
-        plan = make_plan(config, None, 1, BENCHMARK)
+        plan = make_plan(config, None, 1)
         subprocess.run([sys.executable, "-m", "scalebench", "run", str(config), "--output",
                         "plan_memory", "--outputs", str(folder), "--no-html"], check=True,
                        stdout=subprocess.DEVNULL)

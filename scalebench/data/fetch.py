@@ -14,11 +14,11 @@ import hashlib
 import http.client
 import os
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from provenance.results import atomic_path
 from scalebench.cache import cache_root, offline
 from scalebench.data.manifest import Entry
 from scalebench.errors import MissingFileError, ScalebenchError
@@ -92,10 +92,8 @@ def require_file(entry: Entry, path: Path) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
-                                     delete=False) as stream:
-        stream.write(text)
-    os.replace(stream.name, path)
+    with atomic_path(path) as temporary:
+        temporary.write_text(text)
 
 
 def accept_file(path: Path) -> str:
@@ -155,14 +153,8 @@ def fetch(entry: Entry, path: Path, allow_unverified: bool = False) -> bool:
                          f"({entry.checksum_source}); pass --allow-unverified to download it "
                          f"and accept its sha256 as it arrives")
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(descriptor)
-    partial = Path(name)
-    try:
+    with atomic_path(path) as partial:
         sha256 = _download(entry, partial)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
     if not entry.verifiable:
         _write_atomically(_accepted(path), sha256 + "\n")  # the sha256 computed while streaming
         print(f"{entry.name}: accepted without a published checksum: sha256 {sha256}",

@@ -8,9 +8,10 @@ archives next to the results. Imports no torch.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
+from provenance.results import atomic_path
+from scalebench.errors import ScalebenchError
 from scalebench.report.data import Results, estimate_images, load_results
 from scalebench.report.page import render_page
 from scalebench.report.views import View, all_views
@@ -30,12 +31,12 @@ def _png(view: View) -> bytes | None:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.writing")
     try:
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as temporary:
+            temporary.write_bytes(data)
+    except OSError as error:
+        raise ScalebenchError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def write_report(paths: list[Path], output: Path, png_folder: Path | None = None) -> str:
@@ -43,11 +44,9 @@ def write_report(paths: list[Path], output: Path, png_folder: Path | None = None
     return a one-line summary."""
     results: Results = load_results([Path(p) for p in paths])
     views = [(view, _png(view)) for view in all_views(results)]
-    output.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(output, render_page(results, views, estimate_images(results)).encode())
     written = [view.slug for view, png in views if png is not None]
     if png_folder is not None:
-        png_folder.mkdir(parents=True, exist_ok=True)
         for view, png in views:
             if png is not None:
                 _write_atomically(png_folder / f"{view.slug}.png", png)

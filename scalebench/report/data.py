@@ -48,11 +48,16 @@ def _run_record(path: Path) -> dict:
 
 
 def _experiment_key(frame: pd.DataFrame) -> pd.Series:
+    """Config, repetition and world size: one config run on 1 and on 2 ranks (``--nproc``)
+    is two experiments of a scaling series, not a duplicate."""
     names = frame["dataset_name"].astype(str) + " x " + frame["solver_name"].astype(str)
     if "prov_config_hash" in frame:
         names = frame["prov_config_hash"].astype(str).str[:16].where(
             frame["prov_config_hash"].notna(), names)
-    return names + "/rep" + frame["idx_rep"].astype(str)
+    names = names + "/rep" + frame["idx_rep"].astype(str)
+    if "prov_world_size" in frame:
+        names = names + "/ranks" + frame["prov_world_size"].astype(str)
+    return names
 
 
 def _latest(frame: pd.DataFrame, order: int) -> tuple:
@@ -109,9 +114,11 @@ def experiment_labels(rows: pd.DataFrame) -> dict[str, str]:
                        if c.startswith(prefix) and pd.notna(row[c])
                        and same[c].astype(str).nunique(dropna=False) > 1]
         repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 else ""
+        ranks = f" {row['prov_world_size']} ranks" if "prov_world_size" in first and \
+            first["prov_world_size"].nunique() > 1 else ""
         labels[experiment] = " ".join([f"{owners['p_solver_'][experiment]} on "
                                        f"{owners['p_dataset_'][experiment]}", *params]) \
-            + repetition
+            + repetition + ranks
     return labels
 
 
