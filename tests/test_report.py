@@ -117,6 +117,27 @@ def test_scaling_axes_come_from_the_measured_world_size(campaign):
     assert [list(line.get_xdata()) for line in lines[:-1]] == [[1, 2], [1, 2]]  # then ideal
 
 
+def test_weak_scaling_counts_work_per_rank_not_seeds(campaign, tmp_path):
+    """12 angles on 1 rank and 24 on 2 are one series; a seed growing with the ranks is not
+    work, so the same runs with a constant angle count give no series."""
+    from scalebench.report.data import load_results
+    from scalebench.report.views import weak_scaling
+
+    results, _ = campaign
+    view = weak_scaling(load_results([results]))
+    assert [line.get_label() for line in view.figure.axes[0].get_lines()] == [
+        "num_angles/rank = 12"]
+    seeded = tmp_path / "seeded.parquet"
+
+    def seed_not_work(f):
+        f["p_dataset_seed"] = f["p_dataset_num_angles"]
+        f["p_dataset_num_angles"] = 12
+        return f
+
+    _copy(results, seeded, seed_not_work)
+    assert weak_scaling(load_results([seeded])).figure is None
+
+
 def test_saved_estimates_are_named_by_row_digests_and_shown(campaign):
     results, _ = campaign
     frame = pd.read_parquet(results)

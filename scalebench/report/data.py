@@ -9,14 +9,13 @@ later file on the command line) is kept and the others are listed as dropped.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from provenance.results import read_results
+from scalebench.launch.steps import run_record
 
 # Fields whose difference makes two rows' measurements incomparable (shown as warnings).
 ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",
@@ -26,7 +25,6 @@ PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
                      "prov_cpu_model", "prov_torch", "prov_deepinv", "prov_benchopt",
                      "prov_python", "prov_code_dirty", "prov_world_size", "prov_rank_hosts",
                      "prov_slurm_job_id", "prov_deterministic_mode", "prov_complete")
-RUN_METADATA_KEY = b"scalebench.run"
 EXPERIMENT = "experiment"  # column added here: the experiment's identity
 SOURCE = "source_file"  # column added here: the file a row came from
 
@@ -40,11 +38,6 @@ class Results:
 
     def experiments(self) -> list[str]:
         return list(dict.fromkeys(self.rows[EXPERIMENT]))
-
-
-def _run_record(path: Path) -> dict:
-    metadata = pq.read_schema(path).metadata or {}
-    return json.loads(metadata[RUN_METADATA_KEY]) if RUN_METADATA_KEY in metadata else {}
 
 
 def _experiment_key(frame: pd.DataFrame) -> pd.Series:
@@ -73,7 +66,7 @@ def load_results(paths: list[Path]) -> Results:
         frame[SOURCE] = str(path)
         frame[EXPERIMENT] = _experiment_key(frame)
         frame["_order"] = order
-        record = _run_record(path)
+        record = run_record(path)
         files.append({"path": str(path), "rows": len(frame),
                       "status": record.get("status", "no run record (plain benchopt file)"),
                       "failures": record.get("failures", [])})

@@ -24,6 +24,13 @@ QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_ssim", "SSIM"),
            ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
 STEPS = ("grad", "denoise")
 WORLD = "prov_world_size"
+# Parameters whose growth is more work, and the power the work grows with: counts of views,
+# frames, time steps, channels or patches grow it linearly, image and patch sides
+# quadratically (2D pixels). Seeds and noise levels are not work.
+WORK_PARAMETERS = {"p_dataset_num_angles": 1, "p_dataset_num_frames": 1,
+                   "p_dataset_num_projections": 1, "p_dataset_num_times": 1,
+                   "p_dataset_num_channels": 1, "p_dataset_image_size": 2,
+                   "p_solver_batch_size": 1, "p_solver_patch_size": 2}
 
 
 @dataclass
@@ -213,11 +220,10 @@ def weak_scaling(results: Results) -> View:
                      "iterations")
     figure, axis = plt.subplots(figsize=(7, 4))
     compared = []
-    sizes = [c for c in table.columns if c.startswith("p_dataset_")
-             and pd.api.types.is_integer_dtype(table[c]) and table[c].nunique() > 1]
+    sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
     for size in sizes:
         for _, group in _series(table, (size,), results.rows):
-            work = group[size] / group[WORLD]
+            work = group[size].astype(float) ** WORK_PARAMETERS[size] / group[WORLD]
             for per_rank, series in group.groupby(work):
                 by_ranks = series.groupby(WORLD)["time_per_iteration_s"].min().dropna()
                 if len(by_ranks) < 2:
@@ -228,7 +234,8 @@ def weak_scaling(results: Results) -> View:
     if not compared:
         plt.close(figure)
         return _skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
-                     "(a dataset size parameter / world size) on two or more world sizes")
+                     "(views, frames, batch or pixels / world size) on two or more world "
+                     "sizes")
     axis.set(xlabel="ranks (measured world size)", ylabel="weak-scaling efficiency",
              ylim=(0, 1.15))
     axis.grid(alpha=0.3)
@@ -236,7 +243,7 @@ def weak_scaling(results: Results) -> View:
     figure.tight_layout()
     return View("weak_scaling", "Weak scaling efficiency", figure, pd.concat(compared),
                 "efficiency = time per iteration on the fewest ranks / time on N ranks, at "
-                "constant work per rank")
+                "constant work per rank (a count, or a side squared, over the ranks)")
 
 
 def compile_speedup(results: Results) -> View:
@@ -274,8 +281,12 @@ def training(results: Results) -> View:
         return _skip("training", "Training throughput", "no training results (no throughput "
                      "column)")
     table = per_experiment(rows)
-    checkpointing = next((c for c in table.columns if "checkpointing" in c), None)
-    peak = next((c for c in table.columns if "peak" in c and table[c].notna().any()), None)
+    # The mode that ran ('auto' resolves to one), and what a step itself needs: its peak
+    # increase on the device when measured there, else on the host.
+    checkpointing = next((c for c in ("objective_checkpointing_used", "p_solver_checkpointing")
+                          if c in table), None)
+    peak = next(filter(None, (measured(table, f"objective_step_peak_increase_{kind}")
+                              for kind in ("cuda_alloc_mib", "host_rss_mib"))), None)
     panels = 2 if checkpointing and peak else 1
     figure, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
     labels = [wrap(results.labels[e]) for e in table.index]

@@ -71,6 +71,8 @@ class TrainingSolver(LoopSolver):
                                  self.device)
         self.source, self.data_sha256 = problem.source, self.data.data_sha256
         self.model = build_model(params, self.data, self.context)
+        # Every run starts from these weights (benchopt may run a solver more than once).
+        self.initial_state = {k: v.clone() for k, v in self.model.state_dict().items()}
         check_same_on_every_rank(self.context, self.model, self.data_sha256)
         self.compile_time_s = 0.0
         self.setup_time_s = time.perf_counter() - start
@@ -87,9 +89,6 @@ class TrainingSolver(LoopSolver):
         set_checkpointing(self.model, mode)
         self.checkpointing_used = mode
         self.activation_estimate_mib = estimates.get(mode, math.nan)
-        # The model starts afresh at each run (benchopt may run a solver more than once).
-        self.initial_state = getattr(self, "initial_state", None) or \
-            {k: v.clone() for k, v in self.model.state_dict().items()}
         self.model.load_state_dict(self.initial_state)
         return trainer
 
