@@ -61,15 +61,16 @@ def power_iteration(problem, max_iterations: int = MAX_ITERATIONS,
 
 
 def code_digest(physics) -> str:
-    """SHA-256 over the source files of the operator classes in ``physics`` (a stack)."""
+    """SHA-256 over the module names and source files of the operator classes in ``physics``
+    (a stack); not over paths, so that another checkout or a container shares the cache."""
     operators = getattr(physics, "physics_list", None) or getattr(physics, "operators", [physics])
-    files = sorted({inspect.getsourcefile(type(op)) or type(op).__qualname__ for op in operators})
+    classes = {f"{type(op).__module__}.{type(op).__qualname__}": type(op) for op in operators}
     digest = hashlib.sha256()
-    for name in files:
+    for name in sorted(classes):
         digest.update(name.encode())
-        path = Path(name)
-        if path.is_file():
-            digest.update(path.read_bytes())
+        source = inspect.getsourcefile(classes[name])
+        if source and Path(source).is_file():
+            digest.update(Path(source).read_bytes())
     return digest.hexdigest()
 
 

@@ -17,13 +17,13 @@ from scalebench.data import walnut
 from scalebench.errors import ConfigError, MissingFileError
 from scalebench.metrics import psnr
 from scalebench.params import resolved_parameters
+from scalebench.physics.parallel_beam import astra_available
 from scalebench.problems import build_problem, setup_problem
 from scalebench.problems.conebeam import (
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
     TorchConeBeam,
-    astra_available,
     circular_vectors,
     rtk_available,
 )
@@ -186,12 +186,34 @@ def test_benchopt_run_without_the_walnut_names_the_fetch_command(tmp_path):
     assert "not installed" in output
 
 
-def test_corrupt_prepared_arrays_name_the_fix(cache):
+@pytest.mark.parametrize(("name", "content"), [
+    ("projections.npy", b"not an array"), ("projections.npy", b""),
+    ("info.json", b'{"orbit": 1}')])
+def test_corrupt_prepared_arrays_name_the_fix(cache, name, content):
     folder = walnut.prepare(cache, 1, 4, 4)
-    (folder / "projections.npy").write_bytes(b"not an array")
-    with pytest.raises(MissingFileError, match=r"unreadable .*delete that folder"):
-        setup_problem("walnut_conebeam", orbit=1, binning=4, num_projections=4,
-                      projector="torch")
+    original = (folder / name).read_bytes()
+    (folder / name).write_bytes(content)
+    try:
+        with pytest.raises(MissingFileError, match=r"unreadable .*delete that folder"):
+            setup_problem("walnut_conebeam", orbit=1, binning=4, num_projections=4,
+                          projector="torch")
+    finally:
+        (folder / name).write_bytes(original)
+
+
+def test_dead_detector_pixels_leave_the_measurements_finite(tmp_path):
+    """A pixel whose flat field equals its dark field has no transmission (0/0)."""
+    import tifffile
+
+    cache = walnut_fixture.walnut_cache(tmp_path)
+    orbit = walnut.walnut_folder(cache) / "Projections" / "tubeV1"
+    dark = tifffile.imread(orbit / "di000000.tif")
+    for name in ("io000000.tif", "io000001.tif"):
+        flat = tifffile.imread(orbit / name)
+        flat[3, 5] = dark[3, 5]
+        tifffile.imwrite(orbit / name, flat)
+    prepared = walnut.load_prepared(walnut.prepare(cache, 1, 2, 4))
+    assert np.isfinite(prepared.projections).all()
 
 
 def test_too_many_views_is_a_config_error(cache):
@@ -227,7 +249,7 @@ def test_rtk_projector_matches_the_ball_and_is_an_exact_adjoint_pair(cache):
     assert isinstance(problem.physics.physics_list[0], RtkConeBeam)  # auto picks it on CPU
 
 
-@pytest.mark.skipif(not astra_available(), reason="ASTRA's cone-beam projector needs CUDA")
+@pytest.mark.skipif(not astra_available(cuda=True), reason="ASTRA's cone-beam projector needs CUDA")
 def test_astra_and_torch_projectors_agree(cache):
     prepared = walnut.load_prepared(walnut.prepare(cache, 2, 1, 16))
     geometry = ConeGeometry.centred(prepared.vectors, prepared.volume.shape,

@@ -232,6 +232,16 @@ def test_bad_observation_is_refused_in_one_line(params, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("content", [b"", b"SIMPLE  = not a FITS header" * 40])
+def test_a_file_that_is_not_fits_is_refused_in_one_line(tmp_path, content):
+    path = tmp_path / "sky.fits"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=f"sky_fits: {path} is not a readable FITS file") \
+            as error:
+        setup_problem("radio_interferometry", **SMALL, sky_fits=str(path))
+    assert "\n" not in str(error.value)
+
+
 def test_adjoint_is_bit_reproducible_in_deterministic_mode():
     uv = observation_uv(_params(num_times=8, num_channels=4)).reshape(-1, 2)
     uv = torch.from_numpy(uv / (3.0 * np.linalg.norm(uv, axis=1).max()))

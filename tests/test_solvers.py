@@ -2,6 +2,7 @@
 
 import json
 import math
+import pathlib
 
 import pytest
 import torch
@@ -46,6 +47,33 @@ def test_pnp_improves_psnr_by_3db_over_its_initial_estimate(tomography):
     for _ in range(30):
         loop.iterate()
     assert psnr(loop.x, tomography.x_true) >= start + 3.0
+
+
+def test_cached_norm_key_holds_for_the_same_code_at_another_path(tomography, tmp_path,
+                                                                 monkeypatch):
+    """Another checkout or a container image (same sources, other paths) shares the cache;
+    an edited operator source does not."""
+    import inspect
+    import shutil
+
+    from scalebench import operator_norm
+
+    here = operator_norm.code_digest(tomography.physics)
+    real = inspect.getsourcefile
+    moved = {}
+
+    def elsewhere(item):
+        source = real(item)
+        if source not in moved:
+            moved[source] = tmp_path / f"{len(moved)}_{pathlib.Path(source).name}"
+            shutil.copy(source, moved[source])
+        return str(moved[source])
+
+    monkeypatch.setattr(inspect, "getsourcefile", elsewhere)
+    assert operator_norm.code_digest(tomography.physics) == here
+    for copy in moved.values():
+        copy.write_text(copy.read_text() + "\n# edited\n")
+    assert operator_norm.code_digest(tomography.physics) != here
 
 
 def test_step_size_defaults_to_inverse_squared_operator_norm(tomography):

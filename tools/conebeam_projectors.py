@@ -30,12 +30,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scalebench.physics.parallel_beam import astra_available  # noqa: E402
 from scalebench.problems.conebeam import (  # noqa: E402
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
     TorchConeBeam,
-    astra_available,
     circular_vectors,
 )
 
@@ -152,7 +152,7 @@ def main() -> None:
         y = rng.random((g.num_views, *g.detector_shape), dtype=np.float32)
         reference = report("torch", size, *numpy_pair(TorchConeBeam(g)), x, y, None)
         candidates = {"rtk": lambda g=g: numpy_pair(RtkConeBeam(g))}
-        if astra_available():
+        if astra_available(cuda=True):
             candidates["astra"] = lambda g=g: numpy_pair(AstraConeBeam(g))
         for name, make in candidates.items():
             try:

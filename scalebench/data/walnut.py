@@ -43,7 +43,7 @@ WALNUT_ID = 1
 VOXEL_SIZE_MM = 0.1  # the reference reconstruction's voxel side
 MIN_TRANSMISSION = 1e-6  # floor before the log: dead or saturated pixels stay finite
 ORBITS = (1, 2, 3)
-FORMAT_VERSION = 1  # bump when the prepared arrays change meaning
+FORMAT_VERSION = 2  # bump when the prepared arrays change meaning (2: dead pixels)
 
 
 def data_folder(cache: Path) -> Path:
@@ -183,7 +183,10 @@ def _projections(orbit_folder: Path, views: np.ndarray, total: int, b: int) -> n
     out = []
     for k in views:
         image = _oriented(_read(orbit_folder / f"scan_{total - k:06d}.tif"))
-        transmission = (image - dark) / (flat - dark)
+        # A dead pixel (flat == dark) has no transmission: count it as fully transmitting
+        # rather than let 0/0 spread NaN through its binned neighbours.
+        transmission = np.divide(image - dark, flat - dark, out=np.ones_like(image),
+                                 where=flat != dark)
         binned = _bin(transmission, b)
         out.append(-np.log(np.clip(binned, MIN_TRANSMISSION, None)))
     return np.stack(out).astype(np.float32)
@@ -200,9 +203,7 @@ def prepare(cache: Path, orbit: int, binning: int, num_projections: int) -> Path
         return folder
     walnut = walnut_folder(cache)
     if not is_unpacked(cache):
-        raise MissingFileError(f"the walnut data set is not in the cache {cache}: run "
-                               f"`scalebench fetch --data {NAME}` (SCALEBENCH_CACHE sets the "
-                               f"cache)")
+        raise MissingFileError(not_fetched_message(cache))
     orbit_folder = walnut / "Projections" / f"tubeV{orbit}"
     vectors = np.loadtxt(orbit_folder / "scan_geom_corrected.geom", ndmin=2)
     total = len(vectors) - 1  # the last row repeats the first angle
@@ -241,9 +242,10 @@ def load_prepared(folder: Path) -> PreparedWalnut:
         info = json.loads((folder / "info.json").read_text())
         arrays = {name: np.load(folder / f"{name}.npy")
                   for name in ("projections", "vectors", "volume")}
-    except (OSError, ValueError) as error:
-        raise MissingFileError(f"prepared walnut arrays in {folder} are unreadable ({error}): "
-                               f"delete that folder, or run `scalebench fetch --data {NAME}`") \
-            from None
-    return PreparedWalnut(arrays["projections"], arrays["vectors"], arrays["volume"],
-                          float(info["voxel_size"]), tuple(info["shift"]))
+        return PreparedWalnut(arrays["projections"], arrays["vectors"], arrays["volume"],
+                              float(info["voxel_size"]), tuple(info["shift"]))
+    # An empty .npy ends early (EOFError); an edited info.json may lack or mistype a key.
+    except (OSError, ValueError, EOFError, KeyError, TypeError) as error:
+        raise MissingFileError(f"prepared walnut arrays in {folder} are unreadable "
+                               f"({type(error).__name__}: {error}): delete that folder, or "
+                               f"run `scalebench fetch --data {NAME}`") from None

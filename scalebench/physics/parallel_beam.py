@@ -12,7 +12,8 @@ interpolation between the two nearest pixels, and each sample weighs the ray len
 1 / max(|cos a|, |sin a|). Its exact transpose is a pixel-driven gather: pixel q receives
 from detector cells floor(t) and floor(t) + 1 the weight tent((j - t) / m) / m,
 m = max(|cos a|, |sin a|). Both directions are gathers over chunks of angles summed in a
-fixed order: no scatter, no atomics, the same bits on every run and every device. deepinv
+fixed order: no scatter, no atomics, the same bits on every run on a given device (CPU and
+CUDA kernels may round their sums differently). deepinv
 instead samples each ray at unit steps with bilinear interpolation (the same line integral,
 another quadrature): the two agree to discretisation error, which
 tests/test_tomography.py bounds.
@@ -188,12 +189,14 @@ class AstraParallelBeam:
         return self._each(y, back_project)
 
 
-def astra_available() -> bool:
+def astra_available(cuda: bool = False) -> bool:
+    """True when ASTRA is installed and, with ``cuda``, can use a CUDA device (its 3D
+    projectors and its 2D projector on CUDA tensors need one)."""
     try:
-        import astra  # noqa: F401
+        import astra
     except ImportError:
         return False
-    return True
+    return bool(astra.use_cuda()) if cuda else True
 
 
 class ParallelBeam2D(LinearPhysics):
@@ -225,6 +228,9 @@ class ParallelBeam2D(LinearPhysics):
         """The projector for the device the operator is on (built on first use)."""
         kind = self.angles.device.type
         if kind not in self._engines:
+            if self.projector == "astra" and kind == "cuda" and not astra_available(cuda=True):
+                raise ValueError("projector 'astra' on a CUDA device needs an ASTRA build "
+                                 "with CUDA (use projector 'torch')")
             angles = self.angles.detach().cpu()
             self._engines[kind] = TorchParallelBeam(self.img_width, angles) \
                 if self.projector == "torch" else \

@@ -34,7 +34,9 @@ import torch
 import torch.nn.functional as F
 from deepinv.physics import LinearPhysics
 
-DEFAULT_MAX_SAMPLES = 1 << 21  # sample points per chunk: about 100 MB of indices and weights
+# Sample points per chunk: with 8 corners each, 128 MiB of int64 indices and 64 MiB of
+# float32 weights (and, scattering on CUDA, 64 MiB of values).
+DEFAULT_MAX_SAMPLES = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -225,15 +227,6 @@ class TorchConeBeam(LinearPhysics):
                 values = weights * rays[b, first:first + count, None]
                 out[b].index_add_(0, indices.reshape(-1), values.reshape(-1))
         return out.reshape(y.shape[0], 1, *g.volume_shape)
-
-
-def astra_available() -> bool:
-    """True when ASTRA is installed and can use a CUDA device (its 3D projectors need one)."""
-    try:
-        import astra
-    except ImportError:
-        return False
-    return bool(astra.use_cuda())
 
 
 class AstraConeBeam(LinearPhysics):

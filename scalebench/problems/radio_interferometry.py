@@ -201,13 +201,20 @@ def _add_gaussian(sky: np.ndarray, rng: np.random.Generator, amplitude: float) -
 
 def fits_sky(path: str, image_size: int) -> torch.Tensor:
     """(1, 1, N, N) sky from a FITS image: central square resampled to ``image_size``."""
-    from astropy.io import fits
-
-    with fits.open(path) as hdus:
-        planes = [hdu.data for hdu in hdus if hdu.data is not None and hdu.data.ndim >= 2]
-        if not planes:
-            raise ValueError(f"sky_fits: {path} holds no image (no HDU with 2 or more axes)")
-        data = np.asarray(planes[0][(0,) * (planes[0].ndim - 2)], dtype=np.float64)
+    try:
+        from astropy.io import fits
+    except ImportError:
+        raise ValueError("sky_fits needs astropy: pip install 'scalebench[radio]'") from None
+    try:
+        with fits.open(path) as hdus:
+            planes = [hdu.data for hdu in hdus if hdu.data is not None and hdu.data.ndim >= 2]
+            if not planes:
+                raise ValueError(f"sky_fits: {path} holds no image (no HDU with 2 or more "
+                                 f"axes)")
+            data = np.asarray(planes[0][(0,) * (planes[0].ndim - 2)], dtype=np.float64)
+    except OSError as error:  # missing, unreadable, empty or not FITS
+        raise ValueError(f"sky_fits: {path} is not a readable FITS file "
+                         f"({str(error).splitlines()[0] if str(error) else error})") from None
     data = np.nan_to_num(data, nan=0.0, posinf=0.0, neginf=0.0)
     side = min(data.shape)
     top, left = (data.shape[0] - side) // 2, (data.shape[1] - side) // 2

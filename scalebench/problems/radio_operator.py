@@ -52,11 +52,13 @@ def resolve_backend(name: str, device: torch.device) -> str:
     among those installed."""
     if name != "auto":
         return name
-    for backend, module in PREFERENCE.get(device.type, PREFERENCE["cpu"]):
+    preference = PREFERENCE.get(device.type, PREFERENCE["cpu"])
+    for backend, module in preference:
         if importlib.util.find_spec(module):
             return backend
-    raise RuntimeError(f"operator 'auto' found none of ducc0, finufft, torchkbnufft "
-                       f"installed ({INSTALL_HINT})")
+    hint = INSTALL_HINT if device.type == "cpu" else "pip install 'scalebench[radio-cuda]'"
+    raise RuntimeError(f"operator 'auto' on {device.type} found none of "
+                       f"{', '.join(module for _, module in preference)} installed ({hint})")
 
 
 def check_installed(name: str) -> None:

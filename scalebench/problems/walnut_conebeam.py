@@ -19,12 +19,12 @@ import torch
 from scalebench.cache import cache_root
 from scalebench.data import walnut
 from scalebench.params import Param
+from scalebench.physics.parallel_beam import astra_available
 from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.conebeam import (
     PROJECTORS,
     ConeGeometry,
     RtkConeBeam,
-    astra_available,
     make_projector,
     rtk_available,
 )
@@ -67,7 +67,7 @@ def operator_count(num_operators: int, **_) -> int:
 
 def resolve_projector(name: str, geometry: ConeGeometry) -> str:
     """The projector ``name`` stands for on this machine and geometry."""
-    if name == "astra" and not astra_available():
+    if name == "astra" and not astra_available(cuda=True):
         raise ValueError("projector 'astra' needs astra-toolbox with a CUDA device (use "
                          "'torch', 'rtk' or 'auto')")
     if name == "rtk" and not rtk_available():
@@ -75,7 +75,7 @@ def resolve_projector(name: str, geometry: ConeGeometry) -> str:
                          "'torch' or 'auto')")
     if name != "auto":
         return name
-    if astra_available():
+    if astra_available(cuda=True):
         return "astra"
     if rtk_available():
         try:
