@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from scalebench.errors import ConfigError, MissingFileError
 
+if TYPE_CHECKING:
+    from scalebench.data.manifest import Entry
+
 DENOISERS = ("tv", "drunet", "dncnn")
 TV_ITERATIONS = 50  # exactly this many per call (IndependentTV): every TV step costs the same
-# Files deepinv publishes for each (architecture, channels); looked up in the torch hub cache.
-HUB_WEIGHTS = {
-    ("drunet", 1): "drunet_deepinv_gray_finetune_26k.pth",
-    ("drunet", 3): "drunet_deepinv_color_finetune_22k.pth",
-    ("dncnn", 1): "dncnn_sigma2_gray.pth",
-    ("dncnn", 3): "dncnn_sigma2_color.pth",
-}
+# deepinv publishes weights per architecture for grey and colour images: the manifest's
+# entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).
+HUB_CHANNELS = {1: "gray", 3: "color"}
 SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
 # Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that
 # makes tiles exact. DnCNN: 20 convolutions of 3x3; TV: each iteration reads one neighbour
@@ -52,18 +52,27 @@ class IndependentTV(nn.Module):
             self.tv.x2 = self.tv.u2 = None  # hold no image-sized state between calls
 
 
+def hub_weights_entry(name: str, channels: int) -> Entry:
+    """The manifest entry of deepinv's published weights for ``name`` on ``channels``."""
+    from scalebench.data.manifest import load_manifest
+
+    if channels not in HUB_CHANNELS:
+        raise ConfigError(f"denoiser '{name}': published weights exist for 1 or 3 channels, "
+                          f"not {channels} (use pretrained 'none' or a weights file)")
+    return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}"]
+
+
 def resolve_weights(name: str, channels: int, pretrained: str) -> Path | None:
     """Weights file for ``pretrained``: 'none' (random init), 'hub' or a path; None for random."""
     if pretrained == "none" or name == "tv":
         return None
     if pretrained == "hub":
-        from scalebench.data.fetch import require_file
-        from scalebench.data.manifest import weights_entry
+        from scalebench.data.fetch import destination, require_file
 
-        path = Path(torch.hub.get_dir()) / "checkpoints" / HUB_WEIGHTS[(name, channels)]
+        entry = hub_weights_entry(name, channels)
         # Only a copy verified against the manifest (or accepted by `scalebench fetch
         # --allow-unverified`) is used.
-        return require_file(weights_entry(path.name), path)
+        return require_file(entry, destination(entry))
     path = Path(pretrained).expanduser()
     if not path.is_file():
         raise MissingFileError(

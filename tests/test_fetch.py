@@ -25,7 +25,7 @@ from scalebench.data.fetch import (
     require_file,
 )
 from scalebench.data.manifest import Entry, load_manifest
-from scalebench.denoisers import HUB_WEIGHTS, build_denoiser
+from scalebench.denoisers import build_denoiser, hub_weights_entry
 from scalebench.errors import ConfigError, MissingFileError
 from tests import walnut_fixture
 from tests.conftest import REPO
@@ -182,7 +182,8 @@ def test_offline_mode_downloads_nothing(server, tmp_path, monkeypatch):
 def test_packaged_manifest_lists_every_weights_file_and_the_walnut():
     manifest = load_manifest()
     files = {e.file for e in manifest.values() if e.kind == "weights"}
-    assert files == set(HUB_WEIGHTS.values())
+    assert files == {hub_weights_entry(name, channels).file
+                     for name in ("drunet", "dncnn") for channels in (1, 3)}
     assert manifest["walnut"].kind == "data" and manifest["walnut"].file == "Walnut1.zip"
     for item in manifest.values():
         assert item.url.startswith("https://") and item.licence and item.checksum_source

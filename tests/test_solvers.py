@@ -261,6 +261,11 @@ def test_hub_weights_load_from_the_torch_hub_cache(tmp_path, monkeypatch):
     assert torch.equal(loaded.state_dict()[first], reference.state_dict()[first])
 
 
+def test_published_weights_exist_for_grey_and_colour_only():
+    with pytest.raises(ConfigError, match="published weights exist for 1 or 3 channels, not 2"):
+        build_denoiser("dncnn", 2, "hub", CPU)
+
+
 def test_missing_weights_name_the_file(tmp_path):
     missing = tmp_path / "nowhere.pth"
     with pytest.raises(MissingFileError, match="weights file not found: .*nowhere.pth"):

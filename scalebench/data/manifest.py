@@ -71,9 +71,3 @@ def load_manifest(path: Path | None = None) -> dict[str, Entry]:
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read manifest {path}: {error}") from None
     return {name: _entry(name, table, path) for name, table in tables.items()}
-
-
-def weights_entry(file: str, path: Path | None = None) -> Entry | None:
-    """The weights entry whose file name is ``file`` (None when the manifest has none)."""
-    return next((e for e in load_manifest(path).values()
-                 if e.kind == "weights" and e.file == file), None)
