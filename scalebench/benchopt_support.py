@@ -37,15 +37,19 @@ FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"
 
 
 class ProblemDataset(BaseDataset):
-    """A benchopt Dataset built by ``scalebench.problems.PROBLEMS[name]``."""
+    """A benchopt Dataset built by ``problems[name]``."""
+
+    problems = PROBLEMS  # the registry of the benchmark's problems (scalebench.problems)
 
     def __init__(self, **parameters) -> None:
-        validate_parameters(f"dataset '{self.name}'", parameters, PROBLEMS[self.name].params)
+        validate_parameters(f"dataset '{self.name}'", parameters,
+                            self.problems[self.name].params)
         super().__init__(**parameters)
 
     def get_data(self) -> dict:
         # Operators and measurements are built by the solver, on its rank and device.
-        return dict(problem=setup_problem(self.name, **self._parameters))
+        return dict(problem=setup_problem(self.name, problems=self.problems,
+                                          **self._parameters))
 
 
 class IterationCriterion(StoppingCriterion):

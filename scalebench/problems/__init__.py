@@ -20,11 +20,14 @@ PROBLEMS: dict[str, ProblemSpec] = {
 }
 
 
-def setup_problem(name: str, **params) -> ProblemSetup:
-    """Validate ``params`` and set up the named problem (defaults fill what is not given)."""
-    if name not in PROBLEMS:
-        raise ConfigError(f"unknown dataset '{name}' (allowed: {', '.join(sorted(PROBLEMS))})")
-    spec = PROBLEMS[name]
+def setup_problem(name: str, *, problems: dict[str, ProblemSpec] | None = None,
+                  **params) -> ProblemSetup:
+    """Validate ``params`` and set up the named problem of ``problems`` (default: PROBLEMS,
+    the inference benchmark's); defaults fill what is not given."""
+    problems = PROBLEMS if problems is None else problems
+    if name not in problems:
+        raise ConfigError(f"unknown dataset '{name}' (allowed: {', '.join(sorted(problems))})")
+    spec = problems[name]
     values = resolved_parameters(
         validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
     try:

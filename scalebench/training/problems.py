@@ -11,9 +11,8 @@ from __future__ import annotations
 import torch
 from deepinv.physics import Denoising
 
-from scalebench.errors import ConfigError
-from scalebench.params import Param, resolved_parameters, validate_parameters
-from scalebench.problems import PROBLEMS, ProblemSetup, ProblemSpec
+from scalebench.params import Param
+from scalebench.problems import PROBLEMS, ProblemSetup, ProblemSpec, setup_problem
 from scalebench.problems.images import random_ellipses
 
 VOLUME_PARAMS = {
@@ -54,16 +53,5 @@ TRAINING_PROBLEMS: dict[str, ProblemSpec] = {
 
 
 def training_problem(name: str, **params) -> ProblemSetup:
-    """Validate ``params`` and set up the named problem (defaults fill what is not given)."""
-    if name not in TRAINING_PROBLEMS:
-        raise ConfigError(f"unknown dataset '{name}' "
-                          f"(allowed: {', '.join(sorted(TRAINING_PROBLEMS))})")
-    spec = TRAINING_PROBLEMS[name]
-    values = resolved_parameters(
-        validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
-    try:
-        setup = spec.setup(**values)
-    except ValueError as error:
-        raise ConfigError(f"dataset '{name}': {error}") from None
-    setup.source = {"name": name, "params": values}
-    return setup
+    """Validate ``params`` and set up the named training problem."""
+    return setup_problem(name, problems=TRAINING_PROBLEMS, **params)

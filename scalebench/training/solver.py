@@ -12,21 +12,19 @@ import math
 import time
 
 import torch
-from benchopt import BaseDataset
 
-from scalebench.benchopt_support import LoopSolver
+from scalebench.benchopt_support import LoopSolver, ProblemDataset
 from scalebench.determinism import apply_determinism, set_threads
 from scalebench.distributed.context import run_context
 from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
 from scalebench.metrics import quality_metrics
-from scalebench.params import validate_parameters
 from scalebench.problems import ProblemSetup
 from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import resolve_device
 from scalebench.training import BENCHMARK_NAME, OBJECTIVE_NAME
 from scalebench.training.data import TrainingData
 from scalebench.training.params import TRAINING_PARAMS, check_training
-from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
+from scalebench.training.problems import TRAINING_PROBLEMS
 from scalebench.training.step import (
     Trainer,
     build_model,
@@ -37,16 +35,10 @@ from scalebench.training.step import (
 QUALITY = ("psnr_db", "ssim", "mse", "asinh_psnr_db")
 
 
-class TrainingDataset(BaseDataset):
+class TrainingDataset(ProblemDataset):
     """A benchopt Dataset built by ``scalebench.training.problems.TRAINING_PROBLEMS[name]``."""
 
-    def __init__(self, **parameters) -> None:
-        validate_parameters(f"dataset '{self.name}'", parameters,
-                            TRAINING_PROBLEMS[self.name].params)
-        super().__init__(**parameters)
-
-    def get_data(self) -> dict:
-        return dict(problem=training_problem(self.name, **self._parameters))
+    problems = TRAINING_PROBLEMS
 
 
 class TrainingSolver(LoopSolver):
