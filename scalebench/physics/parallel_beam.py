@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from deepinv.physics import LinearPhysics
 
+from scalebench.physics.host import per_item_on_host
+
 # Elements of the largest temporary per chunk of angles (samples x batch x channels):
 # 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors.
 CHUNK_ELEMENTS = 2**24
@@ -165,19 +167,12 @@ class AstraParallelBeam:
         except Exception:  # noqa: BLE001 - the interpreter may be shutting down
             pass
 
-    def _each(self, data: torch.Tensor, run) -> torch.Tensor:
-        batch, channels = data.shape[:2]
-        flat = data.detach().reshape(batch * channels, *data.shape[2:]).cpu().numpy()
-        out = np.stack([run(np.ascontiguousarray(item, dtype=np.float32)) for item in flat])
-        result = torch.from_numpy(out).to(device=data.device, dtype=data.dtype)
-        return result.reshape(batch, channels, *out.shape[1:])
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         def project(image: np.ndarray) -> np.ndarray:
             sino_id, sino = self.astra.create_sino(image, self.projector)
             self.astra.data2d.delete(sino_id)
             return sino.T  # (W, angles)
-        return self._each(x, project)
+        return per_item_on_host(x, project)
 
     def adjoint(self, y: torch.Tensor) -> torch.Tensor:
         def back_project(sinogram: np.ndarray) -> np.ndarray:
@@ -186,7 +181,7 @@ class AstraParallelBeam:
             vol_id, volume = self.astra.create_backprojection(sino_id, self.projector)
             self.astra.data2d.delete([sino_id, vol_id])
             return volume
-        return self._each(y, back_project)
+        return per_item_on_host(y, back_project)
 
 
 def astra_available(cuda: bool = False) -> bool:

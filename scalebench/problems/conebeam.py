@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from deepinv.physics import LinearPhysics
 
+from scalebench.physics.host import per_item_on_host
+
 # Sample points per chunk: with 8 corners each, 128 MiB of int64 indices and 64 MiB of
 # float32 weights (and, scattering on CUDA, 64 MiB of values).
 DEFAULT_MAX_SAMPLES = 1 << 21
@@ -256,24 +258,24 @@ class AstraConeBeam(LinearPhysics):
     def A(self, x: torch.Tensor, **kwargs) -> torch.Tensor:
         import astra
 
-        out = []
-        for volume in x.detach().cpu().numpy().astype(np.float32)[:, 0]:
+        def project(volume: np.ndarray) -> np.ndarray:
             sid, sino = astra.create_sino3d_gpu(volume, self.proj_geom, self.vol_geom)
             astra.data3d.delete(sid)
-            out.append(np.transpose(sino, (1, 0, 2)))  # (rows, views, cols) -> ours
-        return torch.from_numpy(np.stack(out)[:, None]).to(x.device, x.dtype)
+            return np.transpose(sino, (1, 0, 2))  # (rows, views, cols) -> ours
+
+        return per_item_on_host(x, project)
 
     def A_adjoint(self, y: torch.Tensor, **kwargs) -> torch.Tensor:
         import astra
 
-        out = []
-        for sino in y.detach().cpu().numpy().astype(np.float32)[:, 0]:
+        def back_project(sino: np.ndarray) -> np.ndarray:
             data = np.ascontiguousarray(np.transpose(sino, (1, 0, 2)))
             vid, volume = astra.create_backprojection3d_gpu(data, self.proj_geom,
                                                             self.vol_geom)
             astra.data3d.delete(vid)
-            out.append(volume)
-        return torch.from_numpy(np.stack(out)[:, None]).to(y.device, y.dtype)
+            return volume
+
+        return per_item_on_host(y, back_project)
 
 
 def rtk_available() -> bool:
@@ -344,17 +346,15 @@ class RtkConeBeam(LinearPhysics):
     def A(self, x: torch.Tensor, **kwargs) -> torch.Tensor:
         g = self.geometry
         empty = np.zeros((g.num_views, *g.detector_shape), dtype=np.float32)
-        out = [self._run("JosephForwardProjectionImageFilter", empty, self.projection_frame,
-                         volume, self.volume_frame)
-               for volume in x.detach().cpu().numpy()[:, 0]]
-        return torch.from_numpy(np.stack(out)[:, None]).to(x.device, x.dtype)
+        return per_item_on_host(x, lambda volume: self._run(
+            "JosephForwardProjectionImageFilter", empty, self.projection_frame, volume,
+            self.volume_frame))
 
     def A_adjoint(self, y: torch.Tensor, **kwargs) -> torch.Tensor:
         empty = np.zeros(self.geometry.volume_shape, dtype=np.float32)
-        out = [self._run("JosephBackProjectionImageFilter", empty, self.volume_frame,
-                         data, self.projection_frame)
-               for data in y.detach().cpu().numpy()[:, 0]]
-        return torch.from_numpy(np.stack(out)[:, None]).to(y.device, y.dtype)
+        return per_item_on_host(y, lambda data: self._run(
+            "JosephBackProjectionImageFilter", empty, self.volume_frame, data,
+            self.projection_frame))
 
 
 PROJECTORS = ("torch", "rtk", "astra")
