@@ -113,24 +113,32 @@ class LoopSolver(BaseSolver):
 
     def set_objective(self, problem: ProblemSetup) -> None:
         start = time.perf_counter()
-        params, shape = self.params, tuple(problem.x_true.shape[1:])
-        check_denoiser_fits(params, shape)
+        params = self.params
         set_threads(params["num_threads"])
         apply_determinism(params["deterministic"], params["seed"])
         self.context = run_context(resolve_device(params["device"]))
         self.device = self.context.device
+        shared = self.build(problem)
+        check_same_on_every_rank(self.context, shared, self.data_sha256)
+        self.setup_time_s = time.perf_counter() - start
+
+    def build(self, problem: ProblemSetup) -> torch.nn.Module:
+        """Checks and set-up of a run, once threads, determinism and ranks are set; sets
+        ``data_sha256`` and ``compile_time_s``; returns the module every rank must hold
+        identically (here the denoiser)."""
+        params, shape = self.params, tuple(problem.x_true.shape[1:])
+        check_denoiser_fits(params, shape)
         check_distribution(params, shape, problem.num_operators, self.context.world_size)
         self.setup_problem(problem)
         self.ground_truth = problem.x_true  # kept for save_estimate
         self.denoiser = make_denoiser(params, shape, self.device, self.context)
         self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
                                       self.device) if params["compile"] else 0.0
-        check_same_on_every_rank(self.context, self.denoiser, self.data_sha256)
-        self.setup_time_s = time.perf_counter() - start
+        return self.denoiser
 
-    @abstractmethod
     def setup_problem(self, problem: ProblemSetup) -> None:
-        """Build what the loop needs of the problem; set ``self.data_sha256`` (its digest)."""
+        """Build what an inference loop needs of the problem; set ``self.data_sha256``."""
+        raise NotImplementedError(f"solver '{self.name}' builds no inference problem")
 
     @abstractmethod
     def make_loop(self, profiler: StepProfiler):

@@ -9,18 +9,14 @@ quality figures.
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 
 from scalebench.benchopt_support import LoopSolver, ProblemDataset
-from scalebench.determinism import apply_determinism, set_threads
-from scalebench.distributed.context import run_context
-from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
+from scalebench.distributed.ranks import rank_statistics
 from scalebench.metrics import quality_metrics
 from scalebench.problems import ProblemSetup
 from scalebench.profiling import StepProfiler
-from scalebench.solvers.common import resolve_device
 from scalebench.training import BENCHMARK_NAME, OBJECTIVE_NAME
 from scalebench.training.data import TrainingData
 from scalebench.training.params import TRAINING_PARAMS, check_training
@@ -50,14 +46,9 @@ class TrainingSolver(LoopSolver):
     test_config = {"max_iter": 3, "device": "cpu", "num_stages": 2, "denoiser_width": 4,
                    "denoiser_depth": 2, "patch_size": 16, "batch_size": 2}
 
-    def set_objective(self, problem: ProblemSetup) -> None:
-        start = time.perf_counter()
+    def build(self, problem: ProblemSetup) -> torch.nn.Module:
         params = self.params
         spec = TRAINING_PROBLEMS[problem.source["name"]]
-        set_threads(params["num_threads"])
-        apply_determinism(params["deterministic"], params["seed"])
-        self.context = run_context(resolve_device(params["device"]))
-        self.device = self.context.device
         check_training(params, spec, problem.source["params"], self.context.world_size)
         self.data = TrainingData(problem, spec, params["patch_size"], params["seed"],
                                  self.device)
@@ -65,12 +56,8 @@ class TrainingSolver(LoopSolver):
         self.model = build_model(params, self.data, self.context)
         # Every run starts from these weights (benchopt may run a solver more than once).
         self.initial_state = {k: v.clone() for k, v in self.model.state_dict().items()}
-        check_same_on_every_rank(self.context, self.model, self.data_sha256)
         self.compile_time_s = 0.0
-        self.setup_time_s = time.perf_counter() - start
-
-    def setup_problem(self, problem: ProblemSetup) -> None:
-        """Unused: ``set_objective`` builds the training data itself."""
+        return self.model
 
     def make_loop(self, profiler: StepProfiler) -> Trainer:
         trainer = Trainer(self.model, self.data, self.params, self.context, profiler)
