@@ -253,6 +253,15 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
     return PROCESS_BASELINE_BYTES + WORKING_IMAGES * image + data + denoiser
 
 
+def _uses_cuda_here(device: str) -> bool:
+    """Whether a local run with ``device`` uses CUDA on this machine ('auto': if it has one)."""
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device == "cuda"
+
+
 def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
     """Nodes, tasks, GPUs, CPUs and the time limit of a job (solver over parallel config)."""
     given = {key: value for key, value in solver_params.items()
@@ -260,7 +269,7 @@ def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
     if parallel is None:  # a local run: this machine, --nproc ranks unless the solver says
         nodes, per_node = given.get("slurm_nodes"), given.get("slurm_ntasks_per_node")
         ranks = nproc if nodes is None and per_node is None else (nodes or 1) * (per_node or 1)
-        gpus = ranks if solver_params.get("device") == "cuda" else 0
+        gpus = ranks if _uses_cuda_here(solver_params.get("device", "auto")) else 0
         threads = solver_params.get("num_threads") or 1
         return {"nodes": 1, "ntasks_per_node": ranks, "gpus_per_node": gpus,
                 "cpus_per_task": threads, "time": None}

@@ -105,10 +105,20 @@ def test_training_configs_plan_for_the_training_benchmark():
 
 def test_a_benchmark_folder_given_to_plan_is_in_its_local_commands(tmp_path):
     folder = tmp_path / "my_benchmark"
-    plan = make_plan(CONFIGS / "default.yml", None, 2, folder)
+    plan = make_plan(CONFIGS / "default.yml", None, 1, folder)
     assert {tuple(job.command) for job in plan.jobs} == {
         ("scalebench", "run", str(CONFIGS / "default.yml"), "--benchmark", str(folder),
-         "--nproc", "2")}
+         "--nproc", "1")}
+
+
+def test_a_local_auto_device_counts_gpus_where_the_machine_has_them(tmp_path, monkeypatch):
+    import torch
+
+    config = _config(tmp_path, solver=_pnp(device="auto", distribute_physics=True))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [job.gpus_per_node for job in make_plan(config, None, 2).jobs] == [0]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert [job.gpus_per_node for job in make_plan(config, None, 2).jobs] == [2]
 
 
 def test_a_config_with_the_other_benchmark_folder_is_refused():
@@ -127,7 +137,7 @@ def test_suggestions_commented_in_the_shipped_parallel_config_are_accepted(tmp_p
 
 
 def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
-    plan = make_plan(CONFIGS / "default.yml", None, 1, BENCHMARK, tmp_path / "jobs")
+    plan = make_plan(CONFIGS / "default.yml", None, 1, configs=tmp_path / "jobs")
     for job in plan.jobs:
         config = tmp_path / "jobs" / f"{job.id}.yml"
         assert job.command == ["scalebench", "run", str(config), "--nproc", "1"]
