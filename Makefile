@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools containers
 
 # Rewrites constraints.txt from the current environment (after a deliberate upgrade), keeping
-# the pins of packages it does not hold (the images' astra-toolbox and CUDA 12 wheels).
+# the pins of packages it does not hold (extras .venv does not install: radio-cuda, rtk).
 lock: $(STAMP)
 	$(BIN)/python containers/lock.py --python $(BIN)/python constraints.txt
 
@@ -43,6 +43,7 @@ image-docker: $(STAMP)
 image-apptainer: $(STAMP)
 	$(BIN)/python -m scalebench.images build-sif $(SIF)
 
-# Regenerates containers/Dockerfile and containers/scalebench.def after a change of the pins.
+# Regenerates containers/Dockerfile, containers/scalebench.def and containers/weights/manifest.txt
+# after a change of the pins or of scalebench/data/manifest.toml.
 image-definitions:
 	$(PYTHON) containers/generate.py

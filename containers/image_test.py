@@ -1,7 +1,8 @@
 """Self-test of a scalebench image (Apptainer %test, `docker run IMAGE scalebench-image-test`).
 
 1. every pinned package imports, at the version of constraints.txt;
-2. a tiny CPU benchmark runs through `scalebench run` (about 30 s);
+2. a tiny CPU run of each benchmark (inference, training) goes through `scalebench run`
+   (about 30 s each);
 3. with a GPU: a CUDA computation matches the CPU, and ASTRA's GPU projector matches its CPU
    projector on data that came from a torch CUDA tensor. Without one, says they were skipped.
 Exit status 0 when every check passes.
@@ -20,7 +21,8 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parent.parent
 MODULES = {"torch": "torch", "torchvision": "torchvision", "deepinv": "deepinv",
            "benchopt": "benchopt", "astra-toolbox": "astra", "numpy": "numpy"}
-TINY = """\
+TINY = {  # benchmark folder -> a seconds-long config of it
+    "benchmark_inference": """\
 objective: [imaging_inverse_problem]
 dataset:
   - tomography_2d: {image_size: 32, num_angles: 12, noise_level: 0.05}
@@ -29,7 +31,18 @@ solver:
 n-repetitions: 1
 max-runs: 100
 timeout: 300
-"""
+""",
+    "benchmark_training": """\
+objective: [supervised_training]
+dataset:
+  - synthetic: {image_size: 32, task: denoising}
+solver:
+  - unrolled_pgd: {max_iter: 2, device: cpu, num_stages: 2, denoiser_width: 4,
+                   denoiser_depth: 2, patch_size: 16, batch_size: 2}
+n-repetitions: 1
+max-runs: 100
+timeout: 300
+"""}
 
 
 def locked_versions() -> dict[str, str]:
@@ -49,19 +62,24 @@ def check_imports() -> None:
         print(f"ok: import {module} ({distribution} {installed})")
 
 
-def check_tiny_run() -> None:
-    with tempfile.TemporaryDirectory(prefix="scalebench-image-test-") as folder:
-        benchmark = Path(folder) / "benchmark_inference"
-        shutil.copytree(SOURCE / "benchmark_inference", benchmark, symlinks=False,
-                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-        config = Path(folder) / "tiny.yml"
-        config.write_text(TINY)
-        command = ["scalebench", "run", str(config), "--benchmark", str(benchmark),
-                   "--output", "image_test"]
-        status = subprocess.run(command, check=False, stdout=subprocess.DEVNULL).returncode
-        if status != 0 or not (benchmark / "outputs" / "image_test.parquet").is_file():
-            raise SystemExit(f"image test: tiny CPU benchmark failed (exit status {status})")
-    print("ok: tiny CPU benchmark (scalebench run)")
+def check_tiny_runs() -> None:
+    for name, text in TINY.items():
+        if not (SOURCE / name).is_dir():
+            raise SystemExit(f"image test: the image has no {SOURCE / name}")
+        # A writable copy: the image's own folder may be read-only.
+        with tempfile.TemporaryDirectory(prefix="scalebench-image-test-") as folder:
+            benchmark = Path(folder) / name
+            shutil.copytree(SOURCE / name, benchmark, symlinks=False,
+                            ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+            config = Path(folder) / "tiny.yml"
+            config.write_text(text)
+            command = ["scalebench", "run", str(config), "--benchmark", str(benchmark),
+                       "--output", "image_test"]
+            status = subprocess.run(command, check=False, stdout=subprocess.DEVNULL).returncode
+            if status != 0 or not (benchmark / "outputs" / "image_test.parquet").is_file():
+                raise SystemExit(f"image test: tiny CPU run of {name} failed (exit status "
+                                 f"{status})")
+        print(f"ok: tiny CPU run of {name} (scalebench run)")
 
 
 def check_gpu() -> None:
@@ -96,7 +114,7 @@ def check_gpu() -> None:
 
 def main() -> None:
     check_imports()
-    check_tiny_run()
+    check_tiny_runs()
     check_gpu()
     print("image test passed")
 

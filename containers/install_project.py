@@ -63,9 +63,10 @@ def main() -> None:
         json.dumps(build_info(os.environ), indent=2, sort_keys=True) + "\n")
     # Results land in /results (bind a host folder there): the image itself may be read-only.
     RESULTS.mkdir(exist_ok=True)
-    outputs = SOURCE / "benchmark_inference" / "outputs"
-    shutil.rmtree(outputs, ignore_errors=True)
-    outputs.symlink_to(RESULTS)
+    for benchmark in sorted(SOURCE.glob("benchmark_*")):
+        outputs = benchmark / "outputs"
+        shutil.rmtree(outputs, ignore_errors=True)
+        outputs.symlink_to(RESULTS)
     # Hash-checked .pyc files do not depend on file times, so two builds write the same bytes.
     compileall.compile_dir(SOURCE, quiet=1, workers=1,
                            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)

@@ -1,11 +1,13 @@
 """Rewrite constraints.txt from an installed environment, keeping the pins it does not hold.
 
 `make lock` runs this after a deliberate upgrade in .venv. `pip freeze` alone would drop every
-pin of a package that this environment lacks: the images' extra (astra-toolbox and the CUDA 12
-wheels it pulls), and whatever another interpreter or platform needs. Installed packages take
-their installed version (setuptools and wheel included, which `pip freeze` hides by default);
-every other pin of the previous lock is kept as it was, environment marker included. A pin is
-removed only by editing constraints.txt. The file is replaced atomically.
+pin of a package that this environment lacks: extras .venv does not install (cufinufft of
+`radio-cuda`, the ITK-RTK set of `rtk`), and whatever another interpreter or platform needs.
+Installed packages take their installed version (setuptools and wheel included, which `pip
+freeze` hides by default); every other pin of the previous lock is kept as it was, environment
+marker included. One pin per package: two pins of one package (per-marker versions) are
+refused rather than merged. A pin is removed only by editing constraints.txt. The file is
+replaced atomically.
 
     python containers/lock.py [--python PYTHON] [LOCK]     # LOCK defaults to constraints.txt
 """
@@ -13,12 +15,12 @@ removed only by editing constraints.txt. The file is replaced atomically.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from provenance.results import atomic_path
 
 HEADER = ("# Every version of the environment, as installed and tested together (pip freeze).\n"
           "# Used as pip constraints by the Makefile; regenerate with: make lock\n")
@@ -46,14 +48,24 @@ def parse(lines: list[str], source: str) -> dict[str, re.Match]:
         if match is None:
             raise LockError(f"{source}: {line!r} is not 'NAME==VERSION[; MARKER]' (direct "
                             f"references and ranges cannot be locked)")
-        pins[canonical(match["name"])] = match
+        name = canonical(match["name"])
+        if name in pins:
+            raise LockError(f"{source}: {match['name']} is pinned twice ({pins[name].group(0)!r}"
+                            f" and {line!r}); keep one pin per package")
+        pins[name] = match
     return pins
 
 
 def installed(python: str) -> dict[str, re.Match]:
     """The environment of ``python``, as pip freeze reports it (every package, no editables)."""
-    frozen = subprocess.run([python, "-m", "pip", "freeze", "--all", "--exclude-editable"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    try:
+        frozen = subprocess.run([python, "-m", "pip", "freeze", "--all", "--exclude-editable"],
+                                capture_output=True, text=True, check=True).stdout.splitlines()
+    except OSError as error:
+        raise LockError(f"cannot run {python}: {error.strerror or error}") from None
+    except subprocess.CalledProcessError as error:
+        last = (error.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LockError(f"pip freeze with {python} failed ({last})") from None
     pins = parse(frozen, f"pip freeze of {python}")
     return {name: pin for name, pin in pins.items() if name not in NOT_PINNED}
 
@@ -73,13 +85,6 @@ def merged(previous: dict[str, re.Match], current: dict[str, re.Match]) -> list[
     return [lines[name] for name in sorted(lines)]
 
 
-def write_atomically(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
-                                     delete=False) as stream:
-        stream.write(text)
-    os.replace(stream.name, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lock", nargs="?", type=Path, default=Path("constraints.txt"))
@@ -93,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     except LockError as error:
         print(f"lock.py: error: {error}", file=sys.stderr)
         return 2
-    write_atomically(args.lock, HEADER + "\n".join(merged(previous, current)) + "\n")
+    with atomic_path(args.lock) as temporary:
+        temporary.write_text(HEADER + "\n".join(merged(previous, current)) + "\n")
     kept = sorted(previous[name]["name"] for name in previous.keys() - current.keys())
     changed = sorted(current[name]["name"] for name in previous.keys() & current.keys()
                      if previous[name]["version"] != current[name]["version"])

@@ -18,7 +18,8 @@ while read -r sum name url <&3; do
     case "$sum" in ''|'#'*) continue ;; esac
     if [ ! -f "$src/$name" ]; then
         echo "weights: $name listed in $manifest is missing from $src; download it from $url" \
-             "(scalebench fetch --weights)" >&2
+             "(or TORCH_HOME=/tmp/w scalebench fetch --weights, then copy /tmp/w/hub/checkpoints/*," \
+             "with any .accepted-sha256 records, into $src)" >&2
         exit 1
     fi
     actual=$(sha256sum "$src/$name" | cut -d' ' -f1)

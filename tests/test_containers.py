@@ -279,6 +279,8 @@ def test_image_describes_itself_and_passes_its_self_test(image, tmp_path):
     selftest = in_image(podman, digest, tmp_path, "scalebench-image-test")
     assert selftest.returncode == 0, selftest.stdout[-2000:] + selftest.stderr[-2000:]
     assert "image test passed" in selftest.stdout
+    for benchmark in ("benchmark_inference", "benchmark_training"):
+        assert f"ok: tiny CPU run of {benchmark}" in selftest.stdout
     assert "skipped: no GPU visible" in selftest.stdout
 
 

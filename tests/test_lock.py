@@ -61,3 +61,40 @@ def test_lock_refuses_a_line_it_cannot_keep(tmp_path):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "'torch>=2' is not 'NAME==VERSION" in result.stderr
     assert lock.read_text() == "torch>=2\n"
+
+
+def _lock(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "containers/lock.py"), *args],
+                          capture_output=True, text=True, check=False)
+
+
+def test_lock_refuses_two_pins_of_one_package(tmp_path):
+    lock = tmp_path / "constraints.txt"
+    text = 'numpy==2.0.0 ; python_version < "3.12"\nNumPy==2.3.0 ; python_version >= "3.12"\n'
+    lock.write_text(text)
+    result = _lock(str(lock))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "NumPy is pinned twice" in result.stderr and "keep one pin per package" in result.stderr
+    assert lock.read_text() == text
+
+
+def test_lock_with_an_interpreter_that_does_not_run_is_a_one_line_error(tmp_path):
+    lock = tmp_path / "constraints.txt"
+    lock.write_text("numpy==2.0.0\n")
+    result = _lock(str(lock), "--python", str(tmp_path / "no-python"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"lock.py: error: cannot run {tmp_path / 'no-python'}")
+    assert lock.read_text() == "numpy==2.0.0\n"
+
+
+def test_the_rewritten_lock_is_readable_by_everyone(tmp_path):
+    """The image copies constraints.txt with its mode; its self-test reads it as any user."""
+    lock = tmp_path / "constraints.txt"
+    lock.write_text("")
+    previous = os.umask(0o022)
+    try:
+        result = _lock(str(lock))
+    finally:
+        os.umask(previous)
+    assert result.returncode == 0, result.stderr
+    assert lock.stat().st_mode & 0o777 == 0o644

@@ -38,6 +38,7 @@ from scalebench.problems.conebeam import (  # noqa: E402
     TorchConeBeam,
     circular_vectors,
 )
+from scalebench.profiling import HostPeakMemory  # noqa: E402
 
 # Walnut scanner proportions (mm): source 66 mm from the axis, detector 133 mm beyond it.
 SOURCE_MM, DETECTOR_MM = 66.0, 133.0
@@ -69,17 +70,6 @@ def geometry(size: int, views: int, perturbed: bool = True) -> ConeGeometry:
     return ConeGeometry.centred(vectors, (size, size, size), voxel, (rows, cols))
 
 
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak() -> None:
-    Path("/proc/self/clear_refs").write_text("5")
-
-
 def timed(function, *args):
     times, out = [], None
     for _ in range(3):
@@ -91,10 +81,10 @@ def timed(function, *args):
 
 def report(name: str, size: int, forward, adjoint, x: np.ndarray, y: np.ndarray,
            reference: np.ndarray | None) -> np.ndarray:
-    reset_peak()
+    memory = HostPeakMemory()  # peaks from here on
     t_forward, ax = timed(forward, x)
     t_adjoint, aty = timed(adjoint, y)
-    peak = peak_rss_mib()
+    peak = memory.read_mib()
     lhs = float(np.sum(ax.astype(np.float64) * y))
     rhs = float(np.sum(x.astype(np.float64) * aty))
     agreement = "" if reference is None else \

@@ -17,18 +17,6 @@ import math
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-
-def resident_peak_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def reset_peak() -> None:
-    Path("/proc/self/clear_refs").write_text("5")
 
 
 def stored_mib(operators) -> float:
@@ -41,18 +29,20 @@ def measure(size: int, frames: int, deepinv_max: int) -> dict:
 
     from scalebench.problems import setup_problem
     from scalebench.problems.multiframe_superres import rotated_gaussian_kernel
+    from scalebench.profiling import HostPeakMemory
 
+    memory = HostPeakMemory()  # peaks from here on
     start = time.perf_counter()
     problem = setup_problem("multiframe_superres", image_size=size, num_frames=frames).build()
-    build_s, build_peak = time.perf_counter() - start, resident_peak_mib()
-    reset_peak()
+    build_s, build_peak = time.perf_counter() - start, memory.read_mib()
+    memory.reset()
     start = time.perf_counter()
     with torch.no_grad():
         physics = problem.physics
         physics.A_adjoint(physics.A(problem.x_true) - problem.y)
     row = {"size": size, "megapixels": size * size / 1e6, "build_s": build_s,
            "build_peak_mib": build_peak, "grad_s": time.perf_counter() - start,
-           "grad_peak_mib": resident_peak_mib(),
+           "grad_peak_mib": memory.read_mib(),
            "operators_mib": stored_mib(physics.physics_list)}
     if size <= deepinv_max:
         reference = [Downsampling(img_size=(3, size, size), factor=2, padding="circular",

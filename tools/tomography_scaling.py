@@ -24,23 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 TARGET_SIZE, TARGET_PEAK_GIB = 2048, 8.0
-
-
-def resident_peak_mib() -> float:
-    """The process's peak resident set since start or since the profiler's last reset."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def measure(size: int, angles: int, projector: str, iterations: int, device: str) -> dict:
@@ -52,21 +42,22 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
     from scalebench.metrics import psnr
     from scalebench.problems import setup_problem
     from scalebench.problems.tomography_2d import resolve_projector
-    from scalebench.profiling import StepProfiler
+    from scalebench.profiling import HostPeakMemory, StepProfiler
     from scalebench.solvers.pnp import PnPLoop
 
     apply_determinism(True, seed=0)
+    memory = HostPeakMemory()  # VmHWM since its last reset: this line, then the profiler's
     start = time.perf_counter()
     setup = setup_problem("tomography_2d", image_size=size, num_angles=angles,
                           projector=projector, noise_level=0.01)
     problem = setup.build(device=device)
     build_s = time.perf_counter() - start
-    peaks = [resident_peak_mib()]  # the profiler resets the peak from here on
+    peaks = [memory.read_mib()]  # the build's; the profiler resets the peak from here on
     profiler = StepProfiler(torch.device(device))
     loop = PnPLoop(problem, build_denoiser("tv", 1, device=device), 0.01, None, "adjoint",
                    profiler)
     setup_s = time.perf_counter() - start
-    peaks.append(resident_peak_mib())
+    peaks.append(memory.read_mib())
     psnr_start = psnr(loop.x, problem.x_true)
     steps: dict[str, list[float]] = {}
     for _ in range(iterations):
@@ -80,8 +71,8 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
         "norm_iterations": loop.setup_figures["operator_norm_iterations"],
         **{key: statistics.median(values) for key, values in steps.items()},
         "psnr_start": psnr_start, "psnr_end": psnr(loop.x, problem.x_true),
-        "peak_rss_mib": max(peaks + [v for k, vs in steps.items() if k.endswith("_mib")
-                                     for v in vs]),
+        "peak_rss_mib": max(peaks + [v for k, vs in steps.items()
+                                     if k.endswith("_peak_host_rss_mib") for v in vs]),
     }
 
 
