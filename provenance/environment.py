@@ -108,17 +108,23 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def visible_indices(uuids: list[str], visible: str | None) -> list[int]:
-    """NVML indices of the devices this process sees, in CUDA's order.
+def visible_indices(uuids: list[str], visible: str | None, numbered: int | None = None
+                    ) -> list[int]:
+    """Positions in ``uuids`` of the devices this process sees.
 
-    ``visible`` is CUDA_VISIBLE_DEVICES (None: unset, every device): indices or UUID prefixes
-    ("GPU-..."); as CUDA does, the list ends at the first entry that names no device.
+    ``uuids``: the GPUs in NVML's order, then any MIG instances; ``numbered``: how many of
+    them are whole GPUs that a number may name (default: all). ``visible`` is
+    CUDA_VISIBLE_DEVICES (None: unset, every whole GPU): numbers, taken in NVML's (PCI bus)
+    order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID and differs from CUDA's default
+    only on nodes mixing GPU models, or UUID prefixes ("GPU-...", "MIG-..."); as CUDA does,
+    the list ends at the first entry that names no device.
     """
+    numbered = len(uuids) if numbered is None else numbered
     if visible is None:
-        return list(range(len(uuids)))
+        return list(range(numbered))
     indices: list[int] = []
     for entry in (item.strip() for item in visible.split(",")):
-        if entry.isdigit() and int(entry) < len(uuids):
+        if entry.isdigit() and int(entry) < numbered:
             match = int(entry)
         else:
             matches = [i for i, uuid in enumerate(uuids) if entry and uuid.startswith(entry)]
@@ -138,15 +144,32 @@ def _gpus() -> dict[str, Any]:
     try:
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
                    for i in range(pynvml.nvmlDeviceGetCount())]
-        uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
-        names = [_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
+        # Whole GPUs first, then the MIG instances a UUID in CUDA_VISIBLE_DEVICES may name.
+        devices = handles + [mig for h in handles for mig in _mig_handles(pynvml, h)]
+        uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in devices]
+        names = [_text(pynvml.nvmlDeviceGetName(h)) for h in devices]
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
     finally:
         pynvml.nvmlShutdown()
     # The devices this process can use, as the schema says: CUDA_VISIBLE_DEVICES applies.
-    visible = visible_indices(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    visible = visible_indices(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"), len(handles))
     return {"gpu_models": ",".join(names[i] for i in visible) or "none",
             "gpu_count": len(visible), "gpu_driver": driver}
+
+
+def _mig_handles(pynvml, handle) -> list:
+    """NVML handles of a GPU's MIG instances (none when MIG is off or unsupported)."""
+    try:
+        slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except pynvml.NVMLError:
+        return []
+    found = []
+    for slot in range(slots):
+        try:
+            found.append(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+        except pynvml.NVMLError:  # an empty slot
+            continue
+    return found
 
 
 def _no_gpu() -> bool:

@@ -182,13 +182,26 @@ def test_deterministic_mode_sets_and_records_its_switches(fresh, monkeypatch):
 
 
 class _FakeNode:
-    """NVML's answers on a node of four GPUs (this machine has none to ask)."""
+    """NVML's answers on a node of four GPUs, the first split into two MIG instances (this
+    machine has none to ask). Handles are positions in ``models``: 4 and 5 are the MIGs."""
 
-    models = ["NVIDIA H200", "NVIDIA H200", "NVIDIA A100", "NVIDIA A100"]
-    uuids = ["GPU-aaaa0000", "GPU-bbbb1111", "GPU-cccc2222", "GPU-dddd3333"]
+    models = ["NVIDIA H200", "NVIDIA H200", "NVIDIA A100", "NVIDIA A100",
+              "NVIDIA H200 MIG 3g.71gb", "NVIDIA H200 MIG 3g.71gb"]
+    uuids = ["GPU-aaaa0000", "GPU-bbbb1111", "GPU-cccc2222", "GPU-dddd3333",
+             "MIG-eeee4444", "MIG-ffff5555"]
 
     def install(self, monkeypatch):
         import pynvml
+
+        def max_migs(handle):
+            if handle != 0:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            return 7
+
+        def mig(handle, slot):
+            if slot > 1:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+            return 4 + slot
 
         for name, function in {
             "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
@@ -196,6 +209,8 @@ class _FakeNode:
             "nvmlDeviceGetName": lambda i: self.models[i],
             "nvmlDeviceGetUUID": lambda i: self.uuids[i].encode(),
             "nvmlSystemGetDriverVersion": lambda: b"580.65",
+            "nvmlDeviceGetMaxMigDeviceCount": max_migs,
+            "nvmlDeviceGetMigDeviceHandleByIndex": mig,
         }.items():
             monkeypatch.setattr(pynvml, name, function)
 
@@ -206,6 +221,8 @@ class _FakeNode:
     ("GPU-bbbb", 1, "NVIDIA H200"),
     ("1,7,2", 1, "NVIDIA H200"),  # CUDA stops at the first entry naming no device
     ("", 0, "none"),
+    ("MIG-ffff", 1, "NVIDIA H200 MIG 3g.71gb"),  # a MIG instance named by its UUID
+    ("4", 0, "none"),  # numbers name whole GPUs only
 ])
 def test_gpu_count_counts_the_visible_devices(monkeypatch, visible, count, models):
     from provenance.environment import _gpus
