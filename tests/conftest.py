@@ -22,6 +22,19 @@ def copy_benchmark(folder: Path, source: Path = BENCHMARK) -> Path:
     return copy
 
 
+def edited_results(source: Path, target: Path, edit) -> Path:
+    """``target``: the results file ``source`` with ``edit(DataFrame)`` applied to its rows,
+    its metadata (provenance records, run record) kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    frame = edit(table.to_pandas())
+    edited = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
+    return target
+
+
 def tiny_experiment(**overrides) -> dict:
     """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
     experiment = {
@@ -51,6 +64,22 @@ def isolated_cache(tmp_path_factory):
         os.environ.pop("SCALEBENCH_CACHE", None)
     else:
         os.environ["SCALEBENCH_CACHE"] = previous
+
+
+@pytest.fixture(scope="module")
+def walnut_cache(tmp_path_factory) -> Path:
+    """A scalebench cache holding the miniature walnut (tests/walnut_fixture.py)."""
+    from tests.walnut_fixture import walnut_cache as fill
+
+    return fill(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def in_walnut_cache(walnut_cache):
+    """SCALEBENCH_CACHE is ``walnut_cache`` for the module (walnut_conebeam reads it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", str(walnut_cache))
+        yield walnut_cache
 
 
 @pytest.fixture

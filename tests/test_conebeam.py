@@ -37,12 +37,9 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
+def cache(in_walnut_cache):
     """SCALEBENCH_CACHE holding the unpacked miniature walnut, for this module."""
-    folder = walnut_fixture.walnut_cache(tmp_path_factory.mktemp("cache"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SCALEBENCH_CACHE", str(folder))
-        yield folder
+    return in_walnut_cache
 
 
 def ball_geometry(views: int = 8) -> ConeGeometry:
@@ -94,10 +91,22 @@ def test_projector_adjoint_is_exact_on_per_view_vectors(cache):
                  / torch.linalg.vector_norm(scattered)) < 1e-5
 
 
-def test_projector_is_deterministic():
-    operator = TorchConeBeam(ball_geometry(2), max_samples=40000)
-    y = torch.rand((1, 1, 2, 40, 48), generator=torch.Generator().manual_seed(1))
-    assert torch.equal(operator.A_adjoint(y), operator.A_adjoint(y))
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the CUDA path (scatter adjoint) needs a GPU"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_projector_is_deterministic(device):
+    """Two adjoints bitwise equal, with torch's deterministic mode raising on any kernel
+    that has no deterministic implementation."""
+    operator = TorchConeBeam(ball_geometry(2), max_samples=40000).to(device)
+    y = torch.rand((1, 1, 2, 40, 48), generator=torch.Generator().manual_seed(1)).to(device)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert torch.equal(operator.A_adjoint(y), operator.A_adjoint(y))
+    finally:
+        torch.use_deterministic_algorithms(previous)
 
 
 def test_prepared_walnut_agrees_with_the_projection_of_its_reference(cache):
@@ -246,7 +255,9 @@ def test_rtk_projector_matches_the_ball_and_is_an_exact_adjoint_pair(cache):
     assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
     assert torch.equal(operator.A_adjoint(y), operator.A_adjoint(y))  # deterministic
     problem = build_problem("walnut_conebeam", binning=2, num_projections=8)
-    assert isinstance(problem.physics.physics_list[0], RtkConeBeam)  # auto picks it on CPU
+    # auto picks ASTRA where it can use CUDA, else RTK
+    expected = AstraConeBeam if astra_available(cuda=True) else RtkConeBeam
+    assert isinstance(problem.physics.physics_list[0], expected)
 
 
 @pytest.mark.skipif(not astra_available(cuda=True), reason="ASTRA's cone-beam projector needs CUDA")

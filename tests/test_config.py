@@ -1,7 +1,6 @@
 """Bad experiment files are refused in one line, before anything runs."""
 
 import pytest
-import torch
 
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.config import BENCHMARKS, load_experiment
@@ -95,13 +94,6 @@ def test_every_shipped_experiment_is_checked():
     assert {"configs/default.yml", "configs/scaling/strong_scaling.yml"} <= set(SHIPPED)
 
 
-@pytest.fixture(scope="module")
-def walnut_cache(tmp_path_factory):
-    from tests.walnut_fixture import walnut_cache
-
-    return walnut_cache(tmp_path_factory.mktemp("cache"))
-
-
 @pytest.mark.parametrize("path", SHIPPED)
 def test_shipped_configs_are_valid(path, walnut_cache, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache))  # walnut_conebeam reads it
@@ -151,10 +143,12 @@ def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):
     load_experiment(write_config(experiment))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a CUDA device")
 def test_cuda_config_validates_and_plans_without_a_gpu_and_run_refuses_it(write_config,
-                                                                           tmp_path):
-    """A login node checks a GPU config; only where the ranks run is the device required."""
+                                                                           tmp_path,
+                                                                           monkeypatch):
+    """A login node checks a GPU config; only where the ranks run is the device required.
+    No device is visible to the commands, GPU machine or not."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     config = write_config(tiny_experiment(solver=[{"pnp": {"max_iter": 3, "device": "cuda"}}]))
     for command in ("validate", "plan"):
         checked = run_cli(command, config)

@@ -32,6 +32,11 @@ def make_lock(folder: Path, lock: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def _lock(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "containers/lock.py"), *args],
+                          capture_output=True, text=True, check=False)
+
+
 def test_make_lock_keeps_pins_of_packages_not_installed(tmp_path):
     previous = (REPO / "constraints.txt").read_text()
     pytest_pin = f"pytest=={metadata.version('pytest')}"
@@ -56,16 +61,10 @@ def test_make_lock_keeps_pins_of_packages_not_installed(tmp_path):
 def test_lock_refuses_a_line_it_cannot_keep(tmp_path):
     lock = tmp_path / "constraints.txt"
     lock.write_text("torch>=2\n")
-    result = subprocess.run([sys.executable, str(REPO / "containers/lock.py"), str(lock)],
-                            capture_output=True, text=True, check=False)
+    result = _lock(str(lock))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "'torch>=2' is not 'NAME==VERSION" in result.stderr
     assert lock.read_text() == "torch>=2\n"
-
-
-def _lock(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "containers/lock.py"), *args],
-                          capture_output=True, text=True, check=False)
 
 
 def test_lock_refuses_two_pins_of_one_package(tmp_path):

@@ -20,15 +20,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def walnut_cache(tmp_path_factory):
-    """walnut_conebeam reads the miniature walnut from the cache."""
-    from tests.walnut_fixture import walnut_cache
-
-    cache = walnut_cache(tmp_path_factory.mktemp("cache"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SCALEBENCH_CACHE", str(cache))
-        yield cache
+pytestmark = pytest.mark.usefixtures("in_walnut_cache")  # walnut_conebeam reads it
 
 
 def _inner(a, b) -> float:

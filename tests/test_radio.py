@@ -247,13 +247,13 @@ def test_adjoint_is_bit_reproducible_in_deterministic_mode():
     uv = torch.from_numpy(uv / (3.0 * np.linalg.norm(uv, axis=1).max()))
     operator = VisibilityOperator(uv, torch.ones(len(uv), dtype=torch.float64), 128, "ducc0")
     y = torch.randn((1, 2, len(uv)), generator=torch.Generator().manual_seed(7))
-    threads = torch.get_num_threads()
+    threads, previous = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         torch.set_num_threads(2)
         torch.use_deterministic_algorithms(True, warn_only=True)
         images = [operator.A_adjoint(y) for _ in range(4)]
     finally:
-        torch.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(previous)
         torch.set_num_threads(threads)
     assert all(torch.equal(images[0], image) for image in images[1:])
 

@@ -14,7 +14,7 @@ import pytest
 
 from provenance import canonical_json, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
-from tests.conftest import REPO, copy_benchmark, run_cli, tiny_experiment
+from tests.conftest import REPO, copy_benchmark, edited_results, run_cli, tiny_experiment
 
 
 @pytest.fixture(scope="module")
@@ -31,15 +31,6 @@ def archive(tmp_path_factory):
 
 def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _edited_copy(source, target, edit):
-    """Copy of the results with ``edit(DataFrame)`` applied, metadata kept."""
-    table = pq.read_table(source)
-    df = edit(table.to_pandas())
-    edited = pa.Table.from_pandas(df, preserve_index=False)
-    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
-    return target
 
 
 def test_every_row_carries_complete_provenance(archive):
@@ -99,7 +90,7 @@ def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
     def tamper(df):
         df["p_dataset_noise_level"] = 0.5
         return df
-    tampered = _edited_copy(results, tmp_path / "tampered.parquet", tamper)
+    tampered = edited_results(results, tmp_path / "tampered.parquet", tamper)
     before = _digest(tampered)
     result = run_cli("replay", tampered, "--benchmark", benchmark)
     assert result.returncode == 1
@@ -119,7 +110,7 @@ def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
         two["prov_world_size"] = 2
         two["prov_gpu_models"] = "NVIDIA H200"
         return pd.concat([one, two], ignore_index=True)
-    both = _edited_copy(results, tmp_path / "both.parquet", two_runs)
+    both = edited_results(results, tmp_path / "both.parquet", two_runs)
     result = run_cli("replay", both, "--benchmark", benchmark)
     assert result.returncode == 1
     lines = result.stdout.splitlines()
@@ -133,7 +124,7 @@ def test_check_reports_an_edited_config(archive, tmp_path):
     def edit(df):
         df["prov_config_json"] = df.prov_config_json.str.replace('"max_iter":3', '"max_iter":9')
         return df
-    edited = _edited_copy(results, tmp_path / "edited.parquet", edit)
+    edited = edited_results(results, tmp_path / "edited.parquet", edit)
     result = run_cli("check", edited)
     assert result.returncode == 1
     assert "config hash does not match the stored config on rows" in result.stdout
@@ -145,7 +136,7 @@ def test_a_one_ulp_difference_is_found_at_its_iteration(archive, tmp_path):
         row = df.index[df.solver_name.str.startswith("pnp") & (df.stop_val == 2)][0]
         df.loc[row, "objective_psnr_db"] = np.nextafter(df.loc[row, "objective_psnr_db"], 99)
         return df
-    nudged = _edited_copy(results, tmp_path / "nudged.parquet", nudge)
+    nudged = edited_results(results, tmp_path / "nudged.parquet", nudge)
     result = run_cli("replay", nudged, "--benchmark", benchmark)
     assert result.returncode == 1
     assert "DIFFER tomography_2d x pnp" in result.stdout
@@ -159,7 +150,7 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     def elsewhere(df):
         df["prov_gpu_models"] = "NVIDIA H200"
         return df
-    moved = _edited_copy(results, tmp_path / "moved.parquet", elsewhere)
+    moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
     refused = run_cli("replay", moved, "--benchmark", benchmark)
     assert refused.returncode == 1
     assert "REFUSED" in refused.stdout and "gpu_models 'none' here vs 'NVIDIA H200'" in \
@@ -184,7 +175,7 @@ def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp
         if column == "prov_code_dirty":
             df["prov_code_diff_sha256"] = "0" * 64
         return df
-    moved = _edited_copy(results, tmp_path / "moved.parquet", elsewhere)
+    moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
     refused = run_cli("replay", moved, "--benchmark", benchmark)
     assert refused.returncode == 1
     lines = refused.stdout.splitlines()
@@ -203,7 +194,7 @@ def test_a_rerun_without_matching_rows_says_why(archive, tmp_path):
         df.loc[pnp, "prov_config_json"] = text
         df.loc[pnp, "prov_config_hash"] = config_hash(text)
         return df
-    old = _edited_copy(results, tmp_path / "old.parquet", older)
+    old = edited_results(results, tmp_path / "old.parquet", older)
     first_pnp = int(np.flatnonzero(pd.read_parquet(old).solver_name.str.startswith("pnp"))[0])
     result = run_cli("replay", old, "--rows", str(first_pnp), "--benchmark", benchmark)
     assert result.returncode == 1
@@ -238,13 +229,13 @@ def test_unreadable_files_exit_2_for_check_and_replay(archive, tmp_path, kind):
 
 def test_rows_without_provenance(archive, tmp_path):
     _, results = archive
-    bare = _edited_copy(results, tmp_path / "bare.parquet",
+    bare = edited_results(results, tmp_path / "bare.parquet",
                         lambda df: df.drop(columns=[c for c in df if c.startswith("prov_")]))
     check = run_cli("check", bare)
     assert check.returncode == 1 and "column 'prov_schema_version' is missing" in check.stdout
     replay = run_cli("replay", bare)
     assert replay.returncode == 2 and "rows without provenance" in replay.stderr
-    incomplete = _edited_copy(results, tmp_path / "incomplete.parquet",
+    incomplete = edited_results(results, tmp_path / "incomplete.parquet",
                               lambda df: df.assign(prov_complete=False, prov_missing="gpus"))
     check = run_cli("check", incomplete)
     assert check.returncode == 1 and "could not read: gpus" in check.stdout

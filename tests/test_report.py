@@ -19,7 +19,7 @@ import pytest
 from provenance.results import UnreadableResults
 from scalebench.report import write_report
 from tests.browser import BrowserUnavailable, ensure_chromium_installed, visit
-from tests.conftest import copy_benchmark, run_cli, tiny_experiment
+from tests.conftest import copy_benchmark, edited_results, run_cli, tiny_experiment
 
 CHROMIUM_SERVICE_HOSTS = ("google.com", "googleapis.com")  # the browser's own, not the page's
 
@@ -51,14 +51,6 @@ def chromium():
         return ensure_chromium_installed()
     except BrowserUnavailable as error:
         pytest.skip(f"no headless browser: {error}")
-
-
-def _copy(source, target, edit) -> None:
-    """``target``: ``source``'s rows and metadata, rows changed by ``edit(frame)``."""
-    table = pq.read_table(source)
-    frame = edit(table.to_pandas())
-    edited = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
 
 
 def _coloured_fraction(png: bytes) -> float:
@@ -134,7 +126,7 @@ def test_weak_scaling_counts_work_per_rank_not_seeds(campaign, tmp_path):
         f["p_dataset_num_angles"] = 12
         return f
 
-    _copy(results, seeded, seed_not_work)
+    edited_results(results, seeded, seed_not_work)
     assert weak_scaling(load_results([seeded])).figure is None
 
 
@@ -158,8 +150,8 @@ def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_p
     frame = pd.read_parquet(results)
     ids = sorted(frame.experiment_id.unique())
     first, second, later = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "c.parquet"
-    _copy(results, first, lambda f: f[f.experiment_id.isin(ids[:2])])
-    _copy(results, second, lambda f: f[f.experiment_id.isin(ids[2:])])
+    edited_results(results, first, lambda f: f[f.experiment_id.isin(ids[:2])])
+    edited_results(results, second, lambda f: f[f.experiment_id.isin(ids[2:])])
 
     def rerun(f):  # the same experiment, run again later with other numbers
         f = f[f.experiment_id == ids[0]].copy()
@@ -167,7 +159,7 @@ def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_p
         f["objective_psnr_db"] = 99.0
         return f
 
-    _copy(results, later, rerun)
+    edited_results(results, later, rerun)
     from scalebench.report.data import EXPERIMENT, load_results
 
     merged = load_results([later, first, second])  # the later run is given first
@@ -192,7 +184,7 @@ def test_one_config_on_other_rank_counts_is_not_a_duplicate(campaign, tmp_path):
         f["prov_world_size"] = 2
         return f
 
-    _copy(results, two_ranks, on_two_ranks)
+    edited_results(results, two_ranks, on_two_ranks)
     from scalebench.report.data import EXPERIMENT, load_results
 
     merged = load_results([results, two_ranks])
@@ -217,7 +209,7 @@ def test_environment_difference_warns_on_the_plots_that_compare_them(campaign, t
         return f
 
     edited = tmp_path / "edited.parquet"
-    _copy(results, edited, other_gpu)
+    edited_results(results, edited, other_gpu)
     page = tmp_path / "differ.html"
     write_report([edited], page)
     text = page.read_text()
@@ -236,7 +228,7 @@ def test_files_missing_optional_columns_and_one_iteration_runs_still_report(camp
                                                           "objective_denoise", "p_dataset"))]
         return f.loc[f.stop_val <= 1, keep]
 
-    _copy(results, bare, strip)
+    edited_results(results, bare, strip)
     page = tmp_path / "bare.html"
     write_report([bare], page)
     text = page.read_text()

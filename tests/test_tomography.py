@@ -93,13 +93,21 @@ def test_lean_projector_matches_deepinv_up_to_second_order_discretisation():
     assert _relative(phantom.physics.A(phantom.x_true)[0], reference.A(phantom.x_true)) < 1e-2
 
 
-def test_torch_projector_is_deterministic_and_chunking_is_exact(monkeypatch):
-    image = torch.rand(1, 1, 24, 24, generator=torch.Generator().manual_seed(2))
-    op = ParallelBeam2D(_angles(20), 24, "torch")
-    sinogram, back = op.A(image), op.A_adjoint(op.A(image))
-    assert torch.equal(sinogram, op.A(image)) and torch.equal(back, op.A_adjoint(sinogram))
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the CUDA kernels need a GPU"))])
+def test_torch_projector_is_deterministic_and_chunking_changes_only_rounding(monkeypatch,
+                                                                            device):
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # raises on a kernel without a fixed order
+    image = torch.rand(1, 1, 24, 24, generator=torch.Generator().manual_seed(2)).to(device)
+    op = ParallelBeam2D(_angles(20), 24, "torch", device=device)
+    try:
+        sinogram, back = op.A(image), op.A_adjoint(op.A(image))
+        assert torch.equal(sinogram, op.A(image)) and torch.equal(back, op.A_adjoint(sinogram))
+    finally:
+        torch.use_deterministic_algorithms(previous)
     monkeypatch.setattr(parallel_beam, "CHUNK_ELEMENTS", 1)  # one angle per chunk
-    chunked = ParallelBeam2D(_angles(20), 24, "torch")
+    chunked = ParallelBeam2D(_angles(20), 24, "torch", device=device)
     assert torch.equal(chunked.A(image), sinogram)
     assert torch.allclose(chunked.A_adjoint(sinogram), back, rtol=1e-5, atol=1e-5)
 

@@ -152,8 +152,10 @@ def test_shipped_training_configs_are_valid(config):
 def test_every_training_problem_trains_with_drunet(dataset, dataset_params):
     training = trainer(dataset, dataset_params, batch_size=2, denoiser="drunet",
                        denoiser_width=4, denoiser_depth=1)
+    before = training.parameters_vector().clone()
     training.iterate()
     figures = training.figures()
+    assert not torch.equal(training.parameters_vector(), before)  # the step trained it
     assert figures["loss"] > 0 and figures["grad_norm"] > 0
     assert math.isfinite(figures["saved_activations_mib"])
     assert figures["throughput_pixels_per_s"] > 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from scalebench.launch.ranks import free_port
 from scalebench.report.data import load_results
 from scalebench.report.views import training
 from tests.conftest import REPO, run_cli
@@ -66,9 +66,7 @@ def train_and_dump(runs_json: str, folder: str) -> None:
 
 def launch(runs: dict, folder: Path, ranks: int) -> dict[str, list[dict]]:
     """Run ``train_and_dump`` on ``ranks`` processes; {run name: [rank 0's dump, ...]}."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     code = "import sys; from tests.test_training_distributed import train_and_dump; " \
            "train_and_dump(sys.argv[1], sys.argv[2])"
     processes = []
@@ -81,7 +79,12 @@ def launch(runs: dict, folder: Path, ranks: int) -> dict[str, list[dict]]:
         processes.append(subprocess.Popen([sys.executable, "-c", code, json.dumps(runs),
                                            str(folder)], cwd=REPO, env=env,
                                           stderr=subprocess.PIPE, text=True))
-    errors = [process.communicate(timeout=300)[1] for process in processes]
+    try:
+        errors = [process.communicate(timeout=300)[1] for process in processes]
+    finally:  # a rank left waiting in a collective must not outlive the test
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
     assert all(p.returncode == 0 for p in processes), errors[0][-3000:] + errors[-1][-3000:]
     return {name: [torch.load(folder / f"{name}.rank{rank}.pt") for rank in range(ranks)]
             for name in runs}
