@@ -122,23 +122,11 @@ class LoopSolver(BaseSolver):
         check_same_on_every_rank(self.context, shared, self.data_sha256)
         self.setup_time_s = time.perf_counter() - start
 
+    @abstractmethod
     def build(self, problem: ProblemSetup) -> torch.nn.Module:
         """Checks and set-up of a run, once threads, determinism and ranks are set; sets
         ``data_sha256`` and ``compile_time_s``; returns the module every rank must hold
-        identically (here the denoiser)."""
-        params, shape = self.params, tuple(problem.x_true.shape[1:])
-        check_denoiser_fits(params, shape)
-        check_distribution(params, shape, problem.num_operators, self.context.world_size)
-        self.setup_problem(problem)
-        self.ground_truth = problem.x_true  # kept for save_estimate
-        self.denoiser = make_denoiser(params, shape, self.device, self.context)
-        self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
-                                      self.device) if params["compile"] else 0.0
-        return self.denoiser
-
-    def setup_problem(self, problem: ProblemSetup) -> None:
-        """Build what an inference loop needs of the problem; set ``self.data_sha256``."""
-        raise NotImplementedError(f"solver '{self.name}' builds no inference problem")
+        identically."""
 
     @abstractmethod
     def make_loop(self, profiler: StepProfiler):
@@ -207,3 +195,22 @@ class LoopSolver(BaseSolver):
         """The run's artefact folder: ``outputs/<result name>/`` under ``scalebench run``."""
         base = getattr(getattr(self, "_run_context", None), "run_output_base", None)
         return Path(base) if base is not None else Path.cwd() / "outputs"  # `benchopt test`
+
+
+class InferenceSolver(LoopSolver):
+    """A reconstruction or denoising loop of the inference benchmark around one denoiser."""
+
+    def build(self, problem: ProblemSetup) -> torch.nn.Module:
+        params, shape = self.params, tuple(problem.x_true.shape[1:])
+        check_denoiser_fits(params, shape)
+        check_distribution(params, shape, problem.num_operators, self.context.world_size)
+        self.setup_problem(problem)
+        self.ground_truth = problem.x_true  # kept for save_estimate
+        self.denoiser = make_denoiser(params, shape, self.device, self.context)
+        self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
+                                      self.device) if params["compile"] else 0.0
+        return self.denoiser  # the same weights on every rank
+
+    @abstractmethod
+    def setup_problem(self, problem: ProblemSetup) -> None:
+        """Build what the loop needs of the problem; set ``self.data_sha256`` (its digest)."""

@@ -252,18 +252,24 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in ``path``; a ConfigError naming ``what`` (e.g. "config") when the
+    file cannot be read or parsed."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{what} {path} is not valid YAML: {str(error).splitlines()[0]}") \
+            from None
+
+
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
     solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming the first
     problem."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"config {path} is not valid YAML: {str(error).splitlines()[0]}") \
-            from None
+    raw = read_yaml(path, "config")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
     allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}

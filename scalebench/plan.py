@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from scalebench.errors import ConfigError
 
 if TYPE_CHECKING:  # the rules import torch: plan loads them only when it plans
@@ -136,13 +134,9 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
     from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
     from submitit import SlurmExecutor
 
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ConfigError(f"cannot read parallel config {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"parallel config {path} is not valid YAML: "
-                          f"{str(error).splitlines()[0]}") from None
+    from scalebench.config import read_yaml
+
+    raw = read_yaml(path, "parallel config")
     if not isinstance(raw, dict) or raw.get("backend") != "submitit":
         raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
                           f"(the only backend that submits jobs with resources)")
@@ -330,7 +324,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     one-run config is written there and its command runs that job alone. ``benchmark``:
     None for the repository's folder of the config's objective."""
     from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, choose_benchmark, config_objective
-    from scalebench.config import BENCHMARKS, RUN_OPTIONS
+    from scalebench.config import BENCHMARKS, RUN_OPTIONS, read_yaml
     from scalebench.launch.steps import expand
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
@@ -338,7 +332,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     world = default["nodes"] * default["ntasks_per_node"] if parallel else nproc
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
         experiments = expand(config, world, configs or Path(scratch))
-    objective = config_objective(yaml.safe_load(Path(config).read_text()))  # expand read it
+    objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
     jobs = []
     for experiment in experiments:

@@ -1,11 +1,11 @@
 """Standalone denoiser timing on the noisy ground truth (scalebench.solvers.denoising)."""
 
-from scalebench.benchopt_support import LoopSolver
+from scalebench.benchopt_support import InferenceSolver
 from scalebench.params import benchopt_parameters
 from scalebench.solvers.denoising import DENOISING_PARAMS, DenoisingLoop, ground_truth_digest
 
 
-class Solver(LoopSolver):
+class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "denoiser"
     # Contract of every parameter: scalebench.solvers.denoising.DENOISING_PARAMS; the noise

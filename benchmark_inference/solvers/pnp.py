@@ -1,11 +1,11 @@
 """Plug-and-play proximal gradient reconstruction (scalebench.solvers.pnp)."""
 
-from scalebench.benchopt_support import LoopSolver
+from scalebench.benchopt_support import InferenceSolver
 from scalebench.params import benchopt_parameters
 from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, build_physics
 
 
-class Solver(LoopSolver):
+class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "pnp"
     # Contract of every parameter (type, range, meaning): scalebench.solvers.pnp.PNP_PARAMS.
