@@ -94,6 +94,10 @@ class Visit:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # URLs other than the page and data:
     network_attempts: list[str] = field(default_factory=list)  # what reached the sink
+    # What the page laid out: every line box of its text and every image, in CSS pixels of
+    # the page ({"what": text or "<img alt>", "x0", "y0", "x1", "y1"}), and its widths.
+    boxes: list[dict] = field(default_factory=list)
+    content_width: float = 0.0  # the document's scroll width (wider than WIDTH: side scroll)
 
 
 class DevTools:
@@ -178,6 +182,51 @@ def _errors(events: list[dict]) -> list[str]:
     return errors
 
 
+# Evaluated in the page through DevTools (the page itself holds no script): one box per line
+# of every text node (a Range's client rects) and one per image, in page coordinates.
+LAYOUT_SCRIPT = """(() => {
+  const boxes = [];
+  let node_index = 0;
+  const add = (what, r) => { if (r.width > 0 && r.height > 0) boxes.push({what,
+      node: node_index,
+      x0: r.left + scrollX, y0: r.top + scrollY, x1: r.right + scrollX,
+      y1: r.bottom + scrollY}); };
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent.trim();
+    if (!text) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) add(text.slice(0, 80), r);
+    node_index++;
+  }
+  for (const img of document.images) {
+    add('<img ' + img.alt + '>', img.getBoundingClientRect());
+    node_index++;
+  }
+  return JSON.stringify({boxes, width: document.documentElement.scrollWidth});
+})()"""
+
+
+def box_overlaps(boxes: list[dict], tolerance: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of laid-out boxes (texts, images) that cover each other by more than
+    ``tolerance`` CSS pixels both ways; boxes of one text node (its lines) are not compared."""
+    found = []
+    ordered = sorted(range(len(boxes)), key=lambda i: boxes[i]["y0"])
+    for position, i in enumerate(ordered):
+        a = boxes[i]
+        for j in ordered[position + 1:]:
+            b = boxes[j]
+            if b["y0"] >= a["y1"] - tolerance:
+                break
+            if a["node"] == b["node"]:
+                continue
+            if min(a["x1"], b["x1"]) - max(a["x0"], b["x0"]) > tolerance and \
+                    min(a["y1"], b["y1"]) - max(a["y0"], b["y0"]) > tolerance:
+                found.append((a["what"], b["what"]))
+    return found
+
+
 def visit(binary: str, page: Path, settle_s: float = 1.0) -> Visit:
     """Open ``page`` (a local file) with networking disabled; return what happened."""
     sink = NetworkSink()
@@ -196,6 +245,9 @@ def visit(binary: str, page: Path, settle_s: float = 1.0) -> Visit:
             tools.call("Page.navigate", {"url": url}, session=session)
             tools.wait_for("Page.loadEventFired")
             time.sleep(settle_s)  # late console messages and requests
+            layout = json.loads(tools.call("Runtime.evaluate", {
+                "expression": LAYOUT_SCRIPT, "returnByValue": True},
+                session=session)["result"]["value"])
             size = tools.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
             shot = tools.call("Page.captureScreenshot", {
                 "format": "png", "captureBeyondViewport": True,
@@ -217,4 +269,4 @@ def visit(binary: str, page: Path, settle_s: float = 1.0) -> Visit:
                 if e.get("method") == "Network.requestWillBeSent"]
     outside = [u for u in requests if u != url and not u.startswith("data:")]
     return Visit(base64.b64decode(shot["data"]), _errors(tools.events), outside,
-                 list(sink.attempts))
+                 list(sink.attempts), layout["boxes"], float(layout["width"]))

@@ -9,6 +9,7 @@ later file on the command line) is kept and the others are listed as dropped.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,9 +93,20 @@ def _parameter_columns(rows: pd.DataFrame) -> list[str]:
     return [c for c in rows.columns if c.startswith(("p_dataset_", "p_solver_"))]
 
 
-def experiment_labels(rows: pd.DataFrame) -> dict[str, str]:
+def parameter_text(value) -> str:
+    """A parameter value as a reader wrote it: a whole number stays whole (a column of
+    integers that merging made float because another file lacks it prints 1, not 1.0)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = float(value)
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    return str(value)
+
+
+def experiment_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> dict[str, str]:
     """Short labels: solver and dataset names with the parameters that differ between the
-    experiments of that solver (or dataset); benchopt's names list every parameter."""
+    experiments of that solver (or dataset); benchopt's names list every parameter.
+    ``leave_out``: columns not named (e.g. the one a plot's axis shows); ``prov_world_size``
+    and ``idx_rep`` among them drop the ranks and the repetition."""
     first = rows.groupby(EXPERIMENT, sort=False).first()
     owners = {"p_solver_": first["solver_name"].astype(str).str.split("[").str[0],
               "p_dataset_": first["dataset_name"].astype(str).str.split("[").str[0]}
@@ -103,12 +115,15 @@ def experiment_labels(rows: pd.DataFrame) -> dict[str, str]:
         params = []
         for prefix, names in owners.items():
             same = first[names == names[experiment]]
-            params += [f"{c.removeprefix(prefix)}={row[c]}" for c in _parameter_columns(rows)
-                       if c.startswith(prefix) and pd.notna(row[c])
+            params += [f"{c.removeprefix(prefix)}={parameter_text(row[c])}"
+                       for c in _parameter_columns(rows)
+                       if c.startswith(prefix) and c not in leave_out and pd.notna(row[c])
                        and same[c].astype(str).nunique(dropna=False) > 1]
-        repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 else ""
-        ranks = f" {row['prov_world_size']} ranks" if "prov_world_size" in first and \
-            first["prov_world_size"].nunique() > 1 else ""
+        repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 \
+            and "idx_rep" not in leave_out else ""
+        ranks = f" {parameter_text(row['prov_world_size'])} ranks" \
+            if "prov_world_size" in first and first["prov_world_size"].nunique() > 1 \
+            and "prov_world_size" not in leave_out else ""
         labels[experiment] = " ".join([f"{owners['p_solver_'][experiment]} on "
                                        f"{owners['p_dataset_'][experiment]}", *params]) \
             + repetition + ranks

@@ -16,7 +16,9 @@ STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+table.summary td + td { text-align: right; font-variant-numeric: tabular-nums; }
 .warning { background: #fff3cd; border: 1px solid #e0a800; padding: 0.5em; margin: 0.5em 0; }
 .note { color: #555; font-size: 0.85em; }
 img.figure { max-width: 100%; }
@@ -33,11 +35,12 @@ def _escape(value) -> str:
     return html.escape(str(value))
 
 
-def _table(header: list[str], rows: list[list]) -> str:
+def _table(header: list[str], rows: list[list], css_class: str = "") -> str:
     head = "".join(f"<th>{_escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_escape(v)}</td>" for v in row) + "</tr>"
                    for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    attribute = f' class="{css_class}"' if css_class else ""
+    return f"<table{attribute}><tr>{head}</tr>{body}</table>"
 
 
 def environment_warning(view: View) -> str:
@@ -59,6 +62,8 @@ def _view_section(view: View, png: bytes | None) -> str:
     parts.append(f'<img class="figure" alt="{_escape(view.title)}" src="{png_uri(png)}">')
     if view.note:
         parts.append(f'<p class="note">{_escape(view.note)}.</p>')
+    if view.summary is not None:
+        parts.append(_table(view.summary.header, view.summary.rows, "summary"))
     return "\n".join(parts)
 
 

@@ -18,7 +18,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from scalebench.report.data import EXPERIMENT, Results, configuration_columns  # noqa: E402
+from scalebench.report.data import (  # noqa: E402
+    EXPERIMENT,
+    Results,
+    configuration_columns,
+    experiment_labels,
+    parameter_text,
+)
 
 QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_ssim", "SSIM"),
            ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
@@ -40,14 +46,70 @@ class View:
     figure: Figure | None
     rows: pd.DataFrame | None = None  # the rows the figure compares (environment check)
     note: str = ""  # what is plotted, or why nothing is
+    summary: Table | None = None  # the figures the plot shows, as a short table
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
 
 
 def _skip(slug: str, title: str, reason: str) -> View:
     return View(slug, title, None, None, reason)
 
 
-def wrap(label: str) -> str:
-    return "\n".join(textwrap.wrap(label, 48))
+def wrap(label: str, width: int = 48) -> str:
+    return "\n".join(textwrap.wrap(label, width))
+
+
+def number(value, digits: int = 3) -> str:
+    """A measured figure for a table: ``digits`` significant digits, '-' when missing."""
+    if value is None or pd.isna(value):
+        return "-"
+    return f"{float(value):.{digits}g}"
+
+
+# Figure text: tick labels and legends at this size (points); figures are at most
+# FIGURE_WIDTH inches wide, the page's width at the report's resolution.
+SMALL_FONT = 7
+FIGURE_WIDTH = 10.0
+LINE_HEIGHT_IN = 1.3 * SMALL_FONT / 72  # one line of small text
+
+
+def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
+    """A figure whose layout engine keeps labels, titles and outside legends inside it."""
+    return plt.subplots(rows, columns, squeeze=False, figsize=(width, height),
+                        layout="constrained")
+
+
+def _legend_columns(labels: list[str], width: float) -> int:
+    """Columns of a legend below the plots: as many as the widest entry lets fit."""
+    widest = max(len(line) for label in labels for line in label.split("\n"))
+    column_in = (widest * 0.6 * SMALL_FONT + 40) / 72  # text, handle and spacing
+    return max(1, min(len(labels), int(0.95 * width / column_in)))
+
+
+def legend_height(labels: list[str], width: float) -> float:
+    """Inches a legend of ``labels`` takes below the plots of a ``width``-inch figure."""
+    columns = _legend_columns(labels, width)
+    lines = max(label.count("\n") + 1 for label in labels)
+    return 0.25 + -(-len(labels) // columns) * lines * LINE_HEIGHT_IN * 1.45
+
+
+def _legend(figure: Figure, axis) -> None:
+    """The legend of ``axis``'s lines below every plot of ``figure``, never over the data."""
+    handles, labels = axis.get_legend_handles_labels()
+    if handles:
+        width = figure.get_figwidth()
+        figure.legend(handles, labels, loc="outside lower center", fontsize=SMALL_FONT,
+                      ncol=_legend_columns(labels, width), frameon=False)
+
+
+def _bar_height(labels: list[str]) -> float:
+    """Inches per bar: room for its (wrapped) label's lines."""
+    lines = max(label.count("\n") + 1 for label in labels)
+    return max(0.3, lines * LINE_HEIGHT_IN * 1.25 + 0.08)
 
 
 def measured(rows: pd.DataFrame, base: str) -> str | None:
@@ -84,33 +146,52 @@ def quality(results: Results) -> View:
         return _skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
     axes_x = [("stop_val", "iteration")] + ([("time", "solver time (s)")] if "time" in rows
                                           else [])
-    figure, axes = plt.subplots(len(axes_x), len(metrics), squeeze=False,
-                                figsize=(4.2 * len(metrics), 3.2 * len(axes_x)))
+    labels = [wrap(results.labels[e], 60) for e in results.experiments()]
+    width = min(FIGURE_WIDTH, 3.4 * len(metrics))
+    figure, axes = _figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
+                           len(axes_x), len(metrics))
+    summary = []
     for experiment, part in rows.groupby(EXPERIMENT, sort=False):
         part = part.sort_values("stop_val")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
-                                label=results.labels[experiment])
+                                label=wrap(results.labels[experiment], 60))
+        summary.append([results.labels[experiment], parameter_text(part["stop_val"].max()),
+                        *(number(part[metric].iloc[k], 4) for metric, _ in metrics
+                          for k in (0, -1))])
     for i, (_, x_name) in enumerate(axes_x):
         for j, (_, name) in enumerate(metrics):
             axes[i][j].set(xlabel=x_name, ylabel=name)
             axes[i][j].grid(alpha=0.3)
+            axes[i][j].tick_params(labelsize=SMALL_FONT)
     _legend(figure, axes[0][0])
+    header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
+                                             for when in ("initial", "final"))]
     return View("quality", "Quality vs iteration and vs time", figure, rows,
-                "one line per experiment; iteration 0 is the initial estimate")
+                "one line per experiment; iteration 0 is the initial estimate",
+                Table(header, summary))
 
 
-def _legend(figure: Figure, axis) -> None:
-    handles, labels = axis.get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, loc="lower center", fontsize=7,
-                      ncol=min(2, len(labels)), bbox_to_anchor=(0.5, 0.0))
-        figure.tight_layout(rect=(0, 0.06 + 0.03 * ((len(labels) + 1) // 2), 1, 1))
+def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """Experiments (``per_experiment`` rows) sorted by configuration, then by ranks, so that
+    the runs of one configuration on each world size sit together."""
+    keys = [c for c in configuration_columns(rows) if c in table] + \
+        [c for c in (WORLD, "idx_rep") if c in table]
+    if not keys:
+        return table
+
+    def order(column: pd.Series) -> pd.Series:  # numbers ascending, names as first seen
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+            return column
+        seen = {value: rank for rank, value in enumerate(dict.fromkeys(column.astype(str)))}
+        return column.astype(str).map(seen)
+
+    return table.sort_values(keys, kind="stable", key=order)
 
 
 def step_breakdown(results: Results) -> View:
-    table = per_experiment(results.rows)
+    table = reading_order(per_experiment(results.rows), results.rows)
     parts = {}
     for step in STEPS:
         time, comm = measured(table, f"objective_{step}_time_s"), \
@@ -125,45 +206,72 @@ def step_breakdown(results: Results) -> View:
         return _skip("steps", "Per-step time", "no per-step time column "
                      "(objective_grad_time_s, objective_denoise_time_s)")
     frame = pd.DataFrame(parts).fillna(0.0)
-    frame.index = [wrap(results.labels[e]) for e in frame.index]
-    figure, axis = plt.subplots(figsize=(10, 1.4 + 0.6 * len(frame)))
-    frame.plot.barh(stacked=True, ax=axis, width=0.7)
+    labels = [wrap(results.labels[e]) for e in frame.index]
+    figure, axes = _figure(FIGURE_WIDTH, 0.9 + _bar_height(labels) * len(frame)
+                           + legend_height(list(parts), FIGURE_WIDTH))
+    axis = axes[0][0]
+    plotted = frame.set_axis(labels)
+    plotted.plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
     axis.set(xlabel="seconds per iteration (mean; maximum over ranks)", ylabel="")
     axis.invert_yaxis()
-    axis.legend(fontsize=8)
-    axis.tick_params(axis="y", labelsize=7)
-    figure.tight_layout()
+    axis.tick_params(labelsize=SMALL_FONT)
+    axis.grid(axis="x", alpha=0.3)
+    _legend(figure, axis)
+    summary = [[results.labels[e], *(number(frame.loc[e, part]) for part in parts),
+                number(frame.loc[e].sum())] for e in frame.index]
     return View("steps", "Per-step time: gradient, denoiser, communication", figure,
-                results.rows, "communication is the time inside collectives, counted in its step")
+                results.rows, "communication is the time inside collectives, counted in its step",
+                Table(["experiment", *(f"{part} (s)" for part in parts), "total (s)"], summary))
+
+
+def _pixels_axis(axis, pixels: pd.Series) -> None:
+    """Pixels on a linear axis from 0, or a log axis when the sizes span a decade or more."""
+    if pixels.max() >= 10 * pixels.min():
+        axis.set_xscale("log")
+    else:
+        axis.set_xlim(0, pixels.max() * 1.1)
 
 
 def memory(results: Results) -> View:
-    table = per_experiment(results.rows)
+    table = reading_order(per_experiment(results.rows), results.rows)
     peaks = [c for base in ("host_rss", "cuda_alloc") for step in STEPS
              for c in [measured(table, f"objective_{step}_peak_{base}_mib")] if c]
     if not peaks or "p_dataset_image_size" not in table:
         return _skip("memory", "Peak memory vs problem size", "needs peak-memory columns and "
                      "p_dataset_image_size")
-    series = configuration_columns(results.rows, ("p_dataset_image_size",))
-    figure, axis = plt.subplots(figsize=(7, 4))
-    for kind in ("host_rss", "cuda_alloc"):
-        columns = [c for c in peaks if kind in c]
-        if not columns:
-            continue
+    kinds = {kind: [c for c in peaks if kind in c] for kind in ("host_rss", "cuda_alloc")}
+    kinds = {kind: columns for kind, columns in kinds.items() if columns}
+    for kind, columns in kinds.items():
         table[f"peak_{kind}"] = table[columns].max(axis=1)
-        for _, group in table.groupby([c for c in series if c in table] or [WORLD],
-                                      dropna=False, sort=False):
+    # One line per configuration and world size: the image size is the axis.
+    series = [c for c in configuration_columns(results.rows, ("p_dataset_image_size",))
+              if c in table] + [c for c in (WORLD,) if c in table]
+    names = experiment_labels(results.rows, ("p_dataset_image_size",))
+    groups = list(table.groupby(series, dropna=False, sort=False)) if series else [("", table)]
+    where = {"host_rss": "host", "cuda_alloc": "GPU"}
+    labels = [wrap(f"{names[group.index[0]]} ({where[kind]})", 60) for kind in kinds
+              for _, group in groups]
+    figure, axes = _figure(8, 3.6 + legend_height(labels, 8))
+    axis = axes[0][0]
+    for kind in kinds:
+        for _, group in groups:
             group = group.sort_values("p_dataset_image_size")
-            label = results.labels[group.index[0]].split(" image_size=")[0]
             axis.plot(group["p_dataset_image_size"] ** 2, group[f"peak_{kind}"],
                       marker="o", linestyle="-" if kind == "host_rss" else "--",
-                      label=f"{label} ({'host' if kind == 'host_rss' else 'GPU'})")
-    axis.set(xscale="log", xlabel="image pixels (image_size²)", ylabel="peak memory (MiB)")
+                      label=wrap(f"{names[group.index[0]]} ({where[kind]})", 60))
+    _pixels_axis(axis, table["p_dataset_image_size"] ** 2)
+    axis.set_ylim(0, max(table[f"peak_{kind}"].max() for kind in kinds) * 1.1)
+    axis.set(xlabel="image pixels (image_size²)", ylabel="peak memory (MiB)")
+    axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
-    figure.tight_layout()
+    _legend(figure, axis)
+    summary = [[results.labels[e], parameter_text(row["p_dataset_image_size"]),
+                *(number(row[f"peak_{kind}"], 5) for kind in kinds)]
+               for e, row in table.iterrows()]
     return View("memory", "Peak memory vs problem size", figure, results.rows,
-                "largest peak of any step and any rank over the run")
+                "largest peak of any step and any rank over the run",
+                Table(["experiment", "image_size", *(f"peak {where[kind]} memory (MiB)"
+                                                     for kind in kinds)], summary))
 
 
 def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame):
@@ -188,29 +296,38 @@ def strong_scaling(results: Results) -> View:
     if not curves:
         return _skip("strong_scaling", "Strong scaling", "no configuration was measured on "
                      "two or more world sizes")
-    figure, (speed, efficiency) = plt.subplots(1, 2, figsize=(10, 4))
-    compared = []
-    for group, by_ranks in curves:
+    names = experiment_labels(results.rows, (WORLD,))
+    labels = [wrap(names[group.index[0]], 60) for group, _ in curves] + ["ideal"]
+    figure, axes = _figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
+    speed, efficiency = axes[0]
+    compared, summary = [], []
+    for (group, by_ranks), label in zip(curves, labels, strict=False):
         base_ranks, base_time = by_ranks.index[0], by_ranks.iloc[0]
         speedup = base_time / by_ranks
-        label = results.labels[group.index[0]]
+        ratio = speedup * base_ranks / by_ranks.index
         speed.plot(by_ranks.index, speedup, marker="o", label=label)
-        efficiency.plot(by_ranks.index, speedup * base_ranks / by_ranks.index, marker="o",
-                        label=label)
+        efficiency.plot(by_ranks.index, ratio, marker="o", label=label)
         compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
+        summary += [[names[group.index[0]], parameter_text(ranks), number(by_ranks[ranks]),
+                     number(speedup[ranks]), number(ratio[ranks])] for ranks in by_ranks.index]
     top = max(by_ranks.index.max() for _, by_ranks in curves)
     low = min(by_ranks.index.min() for _, by_ranks in curves)
     speed.plot([low, top], [1, top / low], color="grey", linestyle=":", label="ideal")
     speed.set(xlabel="ranks (measured world size)", ylabel=f"speedup vs {low} rank(s)")
+    fastest = max((by_ranks.iloc[0] / by_ranks).max() for _, by_ranks in curves)
+    speed.set_ylim(0, max(top / low, fastest) * 1.1)
     efficiency.set(xlabel="ranks (measured world size)", ylabel="parallel efficiency",
                    ylim=(0, 1.15))
     for axis in (speed, efficiency):
         axis.grid(alpha=0.3)
-    speed.legend(fontsize=7)
-    figure.tight_layout()
+        axis.tick_params(labelsize=SMALL_FONT)
+        axis.set_xticks(sorted({r for _, by_ranks in curves for r in by_ranks.index}))
+    _legend(figure, speed)
     return View("strong_scaling", "Strong scaling: speedup and parallel efficiency", figure,
                 pd.concat(compared), "time per iteration of the same configuration on each "
-                "world size; efficiency = speedup x base ranks / ranks")
+                "world size; efficiency = speedup x base ranks / ranks",
+                Table(["configuration", "ranks", "time per iteration (s)", "speedup",
+                       "efficiency"], summary))
 
 
 def weak_scaling(results: Results) -> View:
@@ -218,32 +335,45 @@ def weak_scaling(results: Results) -> View:
     if WORLD not in table or table["time_per_iteration_s"].isna().all():
         return _skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
                      "iterations")
-    figure, axis = plt.subplots(figsize=(7, 4))
-    compared = []
+    found = []  # (label, by_ranks, experiments)
     sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
     for size in sizes:
-        for _, group in _series(table, (size,), results.rows):
+        configurations = _series(table, (size,), results.rows)
+        names = experiment_labels(results.rows, (size, WORLD))
+        for _, group in configurations:
             work = group[size].astype(float) ** WORK_PARAMETERS[size] / group[WORLD]
             for per_rank, series in group.groupby(work):
                 by_ranks = series.groupby(WORLD)["time_per_iteration_s"].min().dropna()
                 if len(by_ranks) < 2:
                     continue
-                axis.plot(by_ranks.index, by_ranks.iloc[0] / by_ranks, marker="o",
-                          label=f"{size.removeprefix('p_dataset_')}/rank = {per_rank:g}")
-                compared.append(results.rows[results.rows[EXPERIMENT].isin(series.index)])
-    if not compared:
-        plt.close(figure)
+                label = f"{size.removeprefix('p_dataset_')}/rank = {per_rank:g}"
+                if len(configurations) > 1:  # the legend names what differs
+                    label = f"{names[series.index[0]]}: {label}"
+                found.append((label, by_ranks, series))
+    if not found:
         return _skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
                      "(views, frames, batch or pixels / world size) on two or more world "
                      "sizes")
+    labels = [wrap(label, 60) for label, _, _ in found]
+    figure, axes = _figure(8, 3.6 + legend_height(labels, 8))
+    axis = axes[0][0]
+    compared, summary = [], []
+    for (label, by_ranks, series), shown in zip(found, labels, strict=True):
+        ratio = by_ranks.iloc[0] / by_ranks
+        axis.plot(by_ranks.index, ratio, marker="o", label=shown)
+        compared.append(results.rows[results.rows[EXPERIMENT].isin(series.index)])
+        summary += [[label, parameter_text(ranks), number(by_ranks[ranks]),
+                     number(ratio[ranks])] for ranks in by_ranks.index]
     axis.set(xlabel="ranks (measured world size)", ylabel="weak-scaling efficiency",
              ylim=(0, 1.15))
+    axis.set_xticks(sorted({r for _, by_ranks, _ in found for r in by_ranks.index}))
+    axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
-    figure.tight_layout()
+    _legend(figure, axis)
     return View("weak_scaling", "Weak scaling efficiency", figure, pd.concat(compared),
                 "efficiency = time per iteration on the fewest ranks / time on N ranks, at "
-                "constant work per rank (a count, or a side squared, over the ranks)")
+                "constant work per rank (a count, or a side squared, over the ranks)",
+                Table(["series", "ranks", "time per iteration (s)", "efficiency"], summary))
 
 
 def compile_speedup(results: Results) -> View:
@@ -251,25 +381,31 @@ def compile_speedup(results: Results) -> View:
     denoise = measured(table, "objective_denoise_time_s")
     if "p_solver_compile" not in table or denoise is None:
         return _skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
-    bars, compared = {}, []
+    bars, compared, summary = {}, [], []
+    names = experiment_labels(results.rows, ("p_solver_compile",))
     for _, group in _series(table, ("p_solver_compile",), results.rows):
         plain = group[group["p_solver_compile"] == False][denoise]  # noqa: E712
         compiled = group[group["p_solver_compile"] == True][denoise]  # noqa: E712
         if len(plain) and len(compiled):
-            label = wrap(results.labels[compiled.index[0]].replace(" compile=True", ""))
-            bars[label] = plain.iloc[0] / compiled.iloc[0]
+            name = names[compiled.index[0]]
+            bars[wrap(name)] = plain.iloc[0] / compiled.iloc[0]
+            summary.append([name, number(plain.iloc[0]), number(compiled.iloc[0]),
+                            number(bars[wrap(name)])])
             compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
     if not bars:
         return _skip("compile", "Compile speedup", "no configuration was run both with and "
                      "without compile")
-    figure, axis = plt.subplots(figsize=(8, 1.2 + 0.45 * len(bars)))
-    axis.barh(list(bars), list(bars.values()), color="tab:green")
+    figure, axes = _figure(8, 0.9 + _bar_height(list(bars)) * len(bars))
+    axis = axes[0][0]
+    axis.barh(list(bars), list(bars.values()), color="tab:green", height=0.7)
     axis.axvline(1.0, color="grey", linestyle=":")
     axis.set(xlabel="denoiser step: time without compile / time with compile")
-    axis.tick_params(axis="y", labelsize=7)
-    figure.tight_layout()
+    axis.invert_yaxis()
+    axis.tick_params(labelsize=SMALL_FONT)
     return View("compile", "Compile speedup of the denoiser step", figure, pd.concat(compared),
-                "compilation time itself is set-up (objective_compile_time_s), not counted")
+                "compilation time itself is set-up (objective_compile_time_s), not counted",
+                Table(["configuration", "denoiser step without compile (s)",
+                       "with compile (s)", "speedup"], summary))
 
 
 def training(results: Results) -> View:
@@ -288,18 +424,27 @@ def training(results: Results) -> View:
     peak = next(filter(None, (measured(table, f"objective_step_peak_increase_{kind}")
                               for kind in ("cuda_alloc_mib", "host_rss_mib"))), None)
     panels = 2 if checkpointing and peak else 1
-    figure, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
     labels = [wrap(results.labels[e]) for e in table.index]
-    axes[0][0].barh(labels, table[throughput])
+    figure, axes = _figure(min(FIGURE_WIDTH, 5 * panels),
+                           1.2 + _bar_height(labels) * len(labels), 1, panels)
+    axes[0][0].barh(labels, table[throughput], height=0.7)
     axes[0][0].set(xlabel=throughput)
-    axes[0][0].tick_params(axis="y", labelsize=7)
+    axes[0][0].invert_yaxis()
+    axes[0][0].tick_params(labelsize=SMALL_FONT)
     if panels == 2:
         for value, group in table.groupby(checkpointing, dropna=False):
-            axes[0][1].scatter(group[peak], group[throughput], label=f"{checkpointing}={value}")
+            axes[0][1].scatter(group[peak], group[throughput],
+                               label=f"{checkpointing}={parameter_text(value)}")
         axes[0][1].set(xlabel=peak, ylabel=throughput)
-        axes[0][1].legend(fontsize=7)
-    figure.tight_layout()
-    return View("training", "Training throughput and checkpointing trade-off", figure, rows)
+        axes[0][1].set_xlim(left=0)
+        axes[0][1].set_ylim(bottom=0)
+        axes[0][1].tick_params(labelsize=SMALL_FONT)
+        _legend(figure, axes[0][1])
+    summary = [[results.labels[e], number(row[throughput]),
+                *([number(row[peak])] if panels == 2 else [])] for e, row in table.iterrows()]
+    return View("training", "Training throughput and checkpointing trade-off", figure, rows,
+                summary=Table(["experiment", throughput, *([peak] if panels == 2 else [])],
+                              summary))
 
 
 VIEWS = (quality, step_breakdown, memory, strong_scaling, weak_scaling, compile_speedup,
