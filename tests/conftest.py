@@ -82,6 +82,17 @@ def in_walnut_cache(walnut_cache):
         yield walnut_cache
 
 
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's headless Chromium (installed with apt when missing; tests/browser.py)."""
+    from tests.browser import BrowserUnavailable, ensure_chromium_installed
+
+    try:
+        return ensure_chromium_installed()
+    except BrowserUnavailable as error:
+        pytest.skip(f"no headless browser: {error}")
+
+
 @pytest.fixture
 def write_config(tmp_path):
     def write(experiment: dict, name: str = "experiment.yml") -> Path:

@@ -18,7 +18,7 @@ import pytest
 
 from provenance.results import UnreadableResults
 from scalebench.report import write_report
-from tests.browser import BrowserUnavailable, ensure_chromium_installed, visit
+from tests.browser import visit
 from tests.conftest import copy_benchmark, edited_results, run_cli, tiny_experiment
 
 CHROMIUM_SERVICE_HOSTS = ("google.com", "googleapis.com")  # the browser's own, not the page's
@@ -43,14 +43,6 @@ def campaign(tmp_path_factory):
                      "--outputs", folder / "results")
     assert result.returncode == 0, result.stderr[-2000:]
     return folder / "results" / "campaign.parquet", result
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    try:
-        return ensure_chromium_installed()
-    except BrowserUnavailable as error:
-        pytest.skip(f"no headless browser: {error}")
 
 
 def _coloured_fraction(png: bytes) -> float:

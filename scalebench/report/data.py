@@ -24,8 +24,11 @@ ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",
 # Fields of the provenance tables, one table per distinct environment.
 PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
                      "prov_cpu_model", "prov_torch", "prov_deepinv", "prov_benchopt",
-                     "prov_python", "prov_code_dirty", "prov_world_size", "prov_rank_hosts",
-                     "prov_slurm_job_id", "prov_deterministic_mode", "prov_complete")
+                     "prov_python", "prov_code_dirty", "prov_deterministic_mode",
+                     "prov_complete")
+# Fields of one run's resources: listed per experiment, not another environment (a scaling
+# campaign runs one environment on several world sizes).
+RUN_FIELDS = ("prov_world_size", "prov_rank_hosts", "prov_slurm_job_id")
 EXPERIMENT = "experiment"  # column added here: the experiment's identity
 SOURCE = "source_file"  # column added here: the file a row came from
 
@@ -148,7 +151,8 @@ def environment_differences(rows: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:
-    """Distinct environments (provenance fields present) and their experiments' labels."""
+    """Distinct environments (provenance fields present, resources aside) and their
+    experiments."""
     fields = [f for f in PROVENANCE_FIELDS if f in results.rows]
     if not fields:
         return []
@@ -156,8 +160,16 @@ def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:
     groups: dict[tuple, list[str]] = {}
     for experiment, row in first.iterrows():
         key = tuple(str(row[f]) for f in fields)
-        groups.setdefault(key, []).append(results.labels[experiment])
-    return [(dict(zip(fields, key, strict=True)), labels) for key, labels in groups.items()]
+        groups.setdefault(key, []).append(experiment)
+    return [(dict(zip(fields, key, strict=True)), experiments)
+            for key, experiments in groups.items()]
+
+
+def run_resources(results: Results, experiment: str) -> dict[str, str]:
+    """The resources ``experiment`` ran on (RUN_FIELDS present): field -> value."""
+    row = results.rows[results.rows[EXPERIMENT] == experiment].iloc[0]
+    return {f: parameter_text(row[f]) if pd.notna(row[f]) else "" for f in RUN_FIELDS
+            if f in results.rows}
 
 
 def estimate_images(results: Results) -> list[dict]:

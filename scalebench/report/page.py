@@ -9,16 +9,22 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scalebench.report.data import Results, environment_differences, environment_groups
+from scalebench.report.data import (
+    RUN_FIELDS,
+    Results,
+    environment_differences,
+    environment_groups,
+    run_resources,
+)
 from scalebench.report.views import View
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
-table.summary td + td { text-align: right; font-variant-numeric: tabular-nums; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; }
+table.summary td + td { text-align: right; white-space: nowrap; }
 .warning { background: #fff3cd; border: 1px solid #e0a800; padding: 0.5em; margin: 0.5em 0; }
 .note { color: #555; font-size: 0.85em; }
 img.figure { max-width: 100%; }
@@ -110,11 +116,14 @@ def _provenance_section(results: Results) -> str:
     if len(groups) > 1:
         parts.append(f'<div class="warning">These results come from {len(groups)} different '
                      f'environments (one table each).</div>')
-    for index, (fields, labels) in enumerate(groups, 1):
-        parts.append(f"<h3>Environment {index} ({len(labels)} experiment(s))</h3>")
+    resources = [f for f in RUN_FIELDS if f in results.rows]
+    for index, (fields, experiments) in enumerate(groups, 1):
+        parts.append(f"<h3>Environment {index} ({len(experiments)} experiment(s))</h3>")
         parts.append(_table(["field", "value"],
                             [[k.removeprefix("prov_"), v] for k, v in fields.items()]))
-        parts.append(_table(["experiments"], [[label] for label in labels]))
+        parts.append(_table(["experiment", *(f.removeprefix("prov_") for f in resources)],
+                            [[results.labels[e], *run_resources(results, e).values()]
+                             for e in experiments]))
     return "\n".join(parts)
 
 

@@ -8,6 +8,7 @@ provenance (``prov_world_size``), never from the requested resources.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from scalebench.report.data import (  # noqa: E402
     EXPERIMENT,
@@ -59,8 +61,13 @@ def _skip(slug: str, title: str, reason: str) -> View:
     return View(slug, title, None, None, reason)
 
 
+# Label endings kept on one line: "4 ranks", "rep 1".
+UNBROKEN = re.compile(r"(\d+) (ranks)$|(rep) (\d+)")
+
+
 def wrap(label: str, width: int = 48) -> str:
-    return "\n".join(textwrap.wrap(label, width))
+    kept = UNBROKEN.sub(lambda m: "\xa0".join(filter(None, m.groups())), label)
+    return "\n".join(textwrap.wrap(kept, width)).replace("\xa0", " ")
 
 
 def number(value, digits: int = 3) -> str:
@@ -104,6 +111,21 @@ def _legend(figure: Figure, axis) -> None:
         width = figure.get_figwidth()
         figure.legend(handles, labels, loc="outside lower center", fontsize=SMALL_FONT,
                       ncol=_legend_columns(labels, width), frameon=False)
+
+
+def line_styles(results: Results) -> dict[str, dict]:
+    """Per experiment: a colour per configuration and a line style per world size, so the
+    runs of one configuration on several rank counts read as one family."""
+    configurations = experiment_labels(results.rows, (WORLD,))
+    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(
+        configurations.values()))}
+    first = results.rows.groupby(EXPERIMENT, sort=False).first()
+    worlds = sorted(first[WORLD].dropna().unique()) if WORLD in first else []
+    dashes = ("-", "--", ":", "-.")
+    return {e: {"color": colours[configurations[e]],
+                "linestyle": dashes[worlds.index(first.loc[e, WORLD]) % len(dashes)]
+                if worlds and pd.notna(first.loc[e, WORLD]) else "-"}
+            for e in first.index}
 
 
 def _bar_height(labels: list[str]) -> float:
@@ -151,12 +173,15 @@ def quality(results: Results) -> View:
     figure, axes = _figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
                            len(axes_x), len(metrics))
     summary = []
-    for experiment, part in rows.groupby(EXPERIMENT, sort=False):
-        part = part.sort_values("stop_val")
+    styles = line_styles(results)
+    parts = dict(list(rows.groupby(EXPERIMENT, sort=False)))
+    for experiment in reading_order(per_experiment(rows), rows).index:
+        part = parts[experiment].sort_values("stop_val")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
-                                label=wrap(results.labels[experiment], 60))
+                                label=wrap(results.labels[experiment], 60),
+                                **styles[experiment])
         summary.append([results.labels[experiment], parameter_text(part["stop_val"].max()),
                         *(number(part[metric].iloc[k], 4) for metric, _ in metrics
                           for k in (0, -1))])
@@ -165,6 +190,8 @@ def quality(results: Results) -> View:
             axes[i][j].set(xlabel=x_name, ylabel=name)
             axes[i][j].grid(alpha=0.3)
             axes[i][j].tick_params(labelsize=SMALL_FONT)
+            if x_name == "iteration":
+                axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
     _legend(figure, axes[0][0])
     header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
                                              for when in ("initial", "final"))]
@@ -212,6 +239,7 @@ def step_breakdown(results: Results) -> View:
     axis = axes[0][0]
     plotted = frame.set_axis(labels)
     plotted.plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
+    axis.set_xlim(0, frame.sum(axis=1).max() * 1.05)
     axis.set(xlabel="seconds per iteration (mean; maximum over ranks)", ylabel="")
     axis.invert_yaxis()
     axis.tick_params(labelsize=SMALL_FONT)
@@ -253,11 +281,12 @@ def memory(results: Results) -> View:
               for _, group in groups]
     figure, axes = _figure(8, 3.6 + legend_height(labels, 8))
     axis = axes[0][0]
+    styles = line_styles(results)
     for kind in kinds:
         for _, group in groups:
             group = group.sort_values("p_dataset_image_size")
             axis.plot(group["p_dataset_image_size"] ** 2, group[f"peak_{kind}"],
-                      marker="o", linestyle="-" if kind == "host_rss" else "--",
+                      marker="o" if kind == "host_rss" else "s", **styles[group.index[0]],
                       label=wrap(f"{names[group.index[0]]} ({where[kind]})", 60))
     _pixels_axis(axis, table["p_dataset_image_size"] ** 2)
     axis.set_ylim(0, max(table[f"peak_{kind}"].max() for kind in kinds) * 1.1)

@@ -1,0 +1,180 @@
+"""The merged report of the seed's example campaign, read as a user reads it.
+
+Two solvers (PnP with TV, PnP with a DnCNN) on three rank counts (1, 2 and 4 ranks, one
+``scalebench run --nproc N`` and one results file each) for two image sizes: twelve real runs,
+at seconds-long sizes on the CPU. Every figure is checked from its drawn layout (the window
+extents of the texts matplotlib paints) and the page from Chromium's layout (the boxes of its
+text lines and images), not by eye only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from scalebench.report import FIGURE_DPI, write_report
+from scalebench.report.data import load_results
+from scalebench.report.views import all_views
+from tests.browser import WIDTH, box_overlaps, visit
+from tests.conftest import copy_benchmark, edited_results, run_cli
+from tests.figure_layout import layout_problems
+
+RANKS = (1, 2, 4)
+IMAGE_SIZES = [32, 64]
+SHOWN = ["quality", "steps", "memory", "strong_scaling", "weak_scaling"]
+FLOAT_INTEGER = re.compile(r"=\d+\.0\b")  # num_operators=1.0
+
+
+def seed_campaign_config() -> dict:
+    return {
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"image_size": IMAGE_SIZES, "num_angles": 24,
+                                       "num_operators": 4, "noise_level": 0.05}}],
+        "solver": [{"pnp": {"denoiser": ["tv", "dncnn"], "pretrained": "none",
+                            "denoiser_sigma": 0.002, "max_iter": 2, "device": "cpu",
+                            "distribute_physics": True, "num_threads": 1}}],
+        "n-repetitions": 1, "max-runs": 100, "timeout": 300,
+    }
+
+
+@pytest.fixture(scope="session")
+def seed_campaign(tmp_path_factory):
+    """Three results files of real runs (one per rank count) and their merged report."""
+    folder = tmp_path_factory.mktemp("seed_campaign")
+    benchmark = copy_benchmark(folder)
+    config = folder / "seed_campaign.yml"
+    config.write_text(yaml.safe_dump(seed_campaign_config(), sort_keys=False))
+    files = []
+    for ranks in RANKS:
+        result = run_cli("run", config, "--benchmark", benchmark, "--nproc", ranks,
+                         "--no-html", "--output", f"seed_{ranks}ranks",
+                         "--outputs", folder / "results")
+        assert result.returncode == 0, result.stderr[-2000:]
+        files.append(folder / "results" / f"seed_{ranks}ranks.parquet")
+    page = folder / "report.html"
+    summary = write_report(files, page, folder / "png")
+    return files, page, summary
+
+
+def _views(files):
+    views = [view for view in all_views(load_results(files)) if view.figure is not None]
+    for view in views:
+        view.figure.set_dpi(FIGURE_DPI)  # the resolution the report draws them at
+    return views
+
+
+def test_the_campaign_is_twelve_runs_from_three_files(seed_campaign):
+    files, _, summary = seed_campaign
+    results = load_results(files)
+    table = results.rows.groupby("experiment").first()
+    assert len(table) == 12 and len(results.files) == 3 and results.dropped == []
+    counts = table.groupby(["p_solver_denoiser", "p_dataset_image_size",
+                            "prov_world_size"]).size()
+    assert len(counts) == 12 and set(counts) == {1}
+    assert "12 experiment(s) from 3 file(s)" in summary
+    assert [view.slug for view in _views(files)] == SHOWN
+
+
+def test_no_figure_text_overlaps_or_is_cut_off_and_legends_stay_off_the_data(seed_campaign):
+    files, _, _ = seed_campaign
+    for view in _views(files):
+        assert layout_problems(view.figure) == [], view.slug
+
+
+def test_the_layout_check_finds_what_the_old_report_drew():
+    """Twelve two-line bar labels in a short figure and a legend inside the axes, as the
+    report drew them before: the check names both."""
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(10, 2.5))
+    labels = [f"pnp on tomography_2d denoiser=tv\nimage_size={32 * (i % 2 + 1)} {i} ranks"
+              for i in range(12)]
+    for step in ("grad", "denoise"):
+        axis.barh(labels, range(1, 13), label=step)
+    axis.legend(loc="upper right")
+    figure.set_dpi(FIGURE_DPI)
+    problems = layout_problems(figure)
+    plt.close(figure)
+    assert any(p.startswith("texts overlap: 'pnp on tomography_2d") for p in problems)
+    assert any(p.startswith("legend drawn over the data") for p in problems)
+
+
+def test_memory_and_speedup_axes_start_at_zero(seed_campaign):
+    files, _, _ = seed_campaign
+    views = {view.slug: view for view in _views(files)}
+    memory = views["memory"].figure.axes[0]
+    assert memory.get_ylim()[0] == 0 and memory.get_xlim()[0] == 0
+    peaks = [line.get_ydata().max() for line in memory.get_lines()]
+    assert max(peaks) < memory.get_ylim()[1] < 1.5 * max(peaks)
+    speedup, efficiency = views["strong_scaling"].figure.axes[:2]
+    assert speedup.get_ylim()[0] == 0 and efficiency.get_ylim() == (0, 1.15)
+    assert [tick for tick in speedup.get_xticks()] == list(RANKS)
+
+
+def test_every_view_has_its_summary_table(seed_campaign):
+    files, page, _ = seed_campaign
+    views = _views(files)
+    text = page.read_text()
+    assert text.count('<table class="summary">') == len(SHOWN)
+    summaries = {view.slug: view.summary for view in views}
+    assert len(summaries["steps"].rows) == len(summaries["memory"].rows) == 12
+    # Strong scaling: 2 solvers x 2 sizes over the 3 rank counts, speedup 1 on 1 rank.
+    strong = summaries["strong_scaling"]
+    assert len(strong.rows) == 12 and [row[1] for row in strong.rows[:3]] == ["1", "2", "4"]
+    assert {row[3] for row in strong.rows if row[1] == "1"} == {"1"}
+    # Weak scaling: 32x32 on 1 rank and 64x64 on 4 ranks, one series per solver.
+    assert [row[1] for row in summaries["weak_scaling"].rows] == ["1", "4", "1", "4"]
+    for view in views:
+        for row in view.summary.rows:
+            assert len(row) == len(view.summary.header)
+
+
+def test_integer_parameters_print_as_integers_after_a_merge(seed_campaign, tmp_path):
+    """A file without the num_operators column makes the merged column float: labels,
+    legends and tables still print 4, not 4.0."""
+    files, _, _ = seed_campaign
+    without = edited_results(files[0], tmp_path / "without.parquet",
+                             lambda f: f.drop(columns="p_dataset_num_operators"))
+    merged = [without, *files[1:]]
+    results = load_results(merged)
+    assert results.rows["p_dataset_num_operators"].dtype == float  # the case to print
+    assert any("num_operators=4" in label for label in results.labels.values())
+    texts = list(results.labels.values())
+    for view in _views(merged):
+        texts += [text.get_text() for text in view.figure.findobj(
+            lambda artist: hasattr(artist, "get_text"))]
+        texts += [cell for row in view.summary.rows for cell in row]
+    assert not [text for text in texts if FLOAT_INTEGER.search(text)]
+    page = tmp_path / "merged.html"
+    write_report(merged, page)
+    assert not FLOAT_INTEGER.search(page.read_text())
+
+
+def test_the_page_in_chromium_has_no_overlapping_text_and_fits_the_window(
+        seed_campaign, chromium, tmp_path):
+    _, page, _ = seed_campaign
+    seen = visit(chromium, page)
+    (tmp_path / "report.png").write_bytes(seen.screenshot)  # for a reader of the test
+    assert seen.console_errors == []
+    texts = [box for box in seen.boxes if not box["what"].startswith("<img")]
+    figures = [box for box in seen.boxes if box["what"].startswith("<img")]
+    assert len(figures) == len(SHOWN) and len(texts) > 300
+    assert box_overlaps(seen.boxes) == []
+    assert seen.content_width <= WIDTH
+    assert max(box["x1"] for box in seen.boxes) <= WIDTH
+    # Figures are shown at their own size (no down-scaling that would shrink their text).
+    assert all(box["x1"] - box["x0"] <= 1100 for box in figures)
+
+
+def test_the_page_check_finds_overlapping_text(chromium, tmp_path):
+    page = tmp_path / "overlap.html"
+    page.write_text('<html><body><p style="position:absolute;top:10px">peak memory</p>'
+                    '<p style="position:absolute;top:14px;left:20px">1293.75 MiB</p>'
+                    '<table><tr><td style="width:40px;white-space:nowrap;overflow:visible">'
+                    + "x" * 300 + "</td></tr></table></body></html>")
+    seen = visit(chromium, page)
+    assert ("peak memory", "1293.75 MiB") in box_overlaps(seen.boxes)
+    assert seen.content_width > WIDTH
+
