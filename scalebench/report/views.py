@@ -128,6 +128,13 @@ def line_styles(results: Results) -> dict[str, dict]:
             for e in first.index}
 
 
+def headroom(values: pd.Series) -> float | None:
+    """The top of an axis from 0: a tenth above the largest value (None: matplotlib's own
+    choice, when there is nothing positive to show)."""
+    top = values.max()
+    return float(top) * 1.1 if pd.notna(top) and top > 0 else None
+
+
 def _bar_height(labels: list[str]) -> float:
     """Inches per bar: room for its (wrapped) label's lines."""
     lines = max(label.count("\n") + 1 for label in labels)
@@ -239,7 +246,7 @@ def step_breakdown(results: Results) -> View:
     axis = axes[0][0]
     plotted = frame.set_axis(labels)
     plotted.plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
-    axis.set_xlim(0, frame.sum(axis=1).max() * 1.05)
+    axis.set_xlim(0, headroom(frame.sum(axis=1)))
     axis.set(xlabel="seconds per iteration (mean; maximum over ranks)", ylabel="")
     axis.invert_yaxis()
     axis.tick_params(labelsize=SMALL_FONT)
@@ -289,7 +296,7 @@ def memory(results: Results) -> View:
                       marker="o" if kind == "host_rss" else "s", **styles[group.index[0]],
                       label=wrap(f"{names[group.index[0]]} ({where[kind]})", 60))
     _pixels_axis(axis, table["p_dataset_image_size"] ** 2)
-    axis.set_ylim(0, max(table[f"peak_{kind}"].max() for kind in kinds) * 1.1)
+    axis.set_ylim(0, headroom(pd.concat([table[f"peak_{kind}"] for kind in kinds])))
     axis.set(xlabel="image pixels (image_size²)", ylabel="peak memory (MiB)")
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
@@ -465,8 +472,8 @@ def training(results: Results) -> View:
             axes[0][1].scatter(group[peak], group[throughput],
                                label=f"{checkpointing}={parameter_text(value)}")
         axes[0][1].set(xlabel=peak, ylabel=throughput)
-        axes[0][1].set_xlim(left=0)
-        axes[0][1].set_ylim(bottom=0)
+        axes[0][1].set_xlim(0, headroom(table[peak]))
+        axes[0][1].set_ylim(0, headroom(table[throughput]))
         axes[0][1].tick_params(labelsize=SMALL_FONT)
         _legend(figure, axes[0][1])
     summary = [[results.labels[e], number(row[throughput]),
