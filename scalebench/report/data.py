@@ -159,7 +159,7 @@ def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:
     first = results.rows.groupby(EXPERIMENT, sort=False).first()
     groups: dict[tuple, list[str]] = {}
     for experiment, row in first.iterrows():
-        key = tuple(str(row[f]) for f in fields)
+        key = tuple(parameter_text(row[f]) for f in fields)
         groups.setdefault(key, []).append(experiment)
     return [(dict(zip(fields, key, strict=True)), experiments)
             for key, experiments in groups.items()]
