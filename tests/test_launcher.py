@@ -4,6 +4,7 @@ progress shown as the run goes (one updating line in a terminal, plain lines els
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import pty
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from scalebench.launch.progress import Reporter
 from tests.conftest import REPO, copy_benchmark, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
@@ -222,9 +224,9 @@ def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, wr
         states = [state.rstrip() for state in shown[0].split("\r") if state.strip()]
         assert len(states) >= 4 and states[-1].startswith(f"experiment {position}: done in ")
         assert f"experiment {position}: iteration {max_iter}/{max_iter}, " in shown[0]
-        assert any(re.search(r": iteration \d+/\d+, \S+ elapsed, ETA \d", s) for s in states)
         assert all(len(state) < 120 for state in states)  # never wraps
     updating = next(line for line in lines if "experiment 1/2: iteration" in line)
+    assert re.search(r"\rexperiment 1/2: iteration \d+/30, \S+ elapsed, ETA \d", updating)
     for stage in STAGES:
         assert f"experiment 1/2: {stage}" in updating
     assert ESCAPE not in output
@@ -236,3 +238,20 @@ def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, wr
         assert ESCAPE not in text and "\r" not in text
         assert re.search(r"^\[scalebench\] experiment [12]/2: iteration (30/30|2/2), ", text,
                          re.M)
+
+
+def test_plain_progress_is_a_line_per_stage_and_per_tenth_of_the_run():
+    log, terminal = io.StringIO(), io.StringIO()  # not a terminal: plain lines
+    reporter = Reporter("2/3", 0, log, terminal)
+    reporter.report({"stage": "operator norm"}, now=0.0)
+    for done in range(101):
+        reporter.report({"iteration": done, "max_iter": 100}, now=1.0 + done / 10)
+    reporter.finish(succeeded=True)
+    lines = log.getvalue().splitlines()
+    assert terminal.getvalue() == log.getvalue()
+    assert lines[0] == "[scalebench] experiment 2/3: set-up: operator norm"
+    iterations = [int(re.search(r"iteration (\d+)/100", line)[1]) for line in lines[1:-1]]
+    assert iterations == list(range(0, 101, 10))
+    assert re.fullmatch(r"\[scalebench\] experiment 2/3: iteration 50/100, \S+ elapsed, "
+                        r"ETA 5s", lines[6])
+    assert lines[-1].startswith("[scalebench] experiment 2/3: done in ")

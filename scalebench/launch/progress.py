@@ -123,12 +123,14 @@ class Status:
         """The status line; ``ticking`` adds the running stage's elapsed time."""
         head = f"experiment {self.position}: "
         if self.done is None:
-            if self.stage is None:
-                return head + f"starting ({duration(now - self.started)})"
+            if self.stage is None:  # Python is importing torch and benchopt
+                return head + f"starting benchopt ({duration(now - self.started)})"
             clock = f" ({duration(now - self.stage_started)})" if ticking else ""
             return head + f"set-up: {self.stage}{clock}"
         eta = self.eta_s(now)
         left = "ETA --" if eta is None else f"ETA {duration(eta)}"
+        if self.done == self.max_iter:  # benchopt evaluates, writes the results and exits
+            left = "finishing"
         return head + f"iteration {self.done}/{self.max_iter}, " \
                       f"{duration(now - self.started)} elapsed, {left}"
 
