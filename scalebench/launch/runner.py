@@ -201,6 +201,8 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
         state.failures.append(failure)
         rank = "*" if failure["rank"] is None else failure["rank"]
         log = logs / f"{experiment['id']}.rank{rank}.log"
+        if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
+            print(flush=True)  # rank 0 was killed before it could end its progress line
         print(f"[scalebench] FAILED experiment {position} {experiment['label']} "
               f"(rank {failure['rank']}): {failure['error']}; log: {log}", file=sys.stderr,
               flush=True)
