@@ -20,6 +20,8 @@ from scalebench.determinism import apply_determinism, set_threads
 from scalebench.distributed.context import run_context
 from scalebench.distributed.ranks import check_same_on_every_rank, rank_statistics
 from scalebench.estimates import save_estimates
+from scalebench.launch import progress
+from scalebench.launch.progress import enabled as reporting_progress
 from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS, ProblemSetup, setup_problem
 from scalebench.profiling import StepProfiler
@@ -48,13 +50,15 @@ class ProblemDataset(BaseDataset):
 
     def get_data(self) -> dict:
         # Operators and measurements are built by the solver, on its rank and device.
+        progress.stage("loading the problem")
         return dict(problem=setup_problem(self.name, problems=self.problems,
                                           **self._parameters))
 
 
 class IterationCriterion(StoppingCriterion):
     """Runs to the solver's ``max_iter`` (never stops on a flat curve), ends a diverged run,
-    and shows progress in iterations of ``max_iter`` rather than in evaluations of max-runs.
+    and shows progress in iterations of ``max_iter`` rather than in evaluations of max-runs
+    (under ``scalebench run`` the solver reports them itself: scalebench.launch.progress).
     """
 
     iteration = 0  # latest evaluated iteration
@@ -67,6 +71,8 @@ class IterationCriterion(StoppingCriterion):
             self.iteration / self.solver.params["max_iter"]
 
     def progress(self, progress) -> None:
+        if reporting_progress():
+            return  # benchopt's line would repeat the solver's own reports
         if isinstance(progress, float):
             progress = f"iteration {self.iteration}/{self.solver.params['max_iter']}"
         super().progress(progress)
@@ -116,6 +122,8 @@ class LoopSolver(BaseSolver):
         params = self.params
         set_threads(params["num_threads"])
         apply_determinism(params["deterministic"], params["seed"])
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            progress.stage("connecting the ranks")
         self.context = run_context(resolve_device(params["device"]))
         self.device = self.context.device
         shared = self.build(problem)
@@ -136,6 +144,7 @@ class LoopSolver(BaseSolver):
         # Set-up (operator norm, initial estimate) happens here, outside benchopt's clock:
         # the "time" column counts iterations only; set-up time is a figure of its own.
         start = time.perf_counter()
+        progress.stage("preparing the loop")
         mode, rank = self.params["profiler"], self.context.rank
         self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
                                      self.context, self.benchmark_name, self.objective_name)
@@ -150,16 +159,18 @@ class LoopSolver(BaseSolver):
                               **getattr(self.loop, "setup_figures", {})}
 
     def run(self, callback) -> None:
-        failing_rank = os.environ.get(FAULT_VARIABLE)
+        failing_rank, max_iter = os.environ.get(FAULT_VARIABLE), self.params["max_iter"]
         initial = self.estimate()  # the estimate of the first row
+        progress.iteration(0, max_iter)
         with self.profiler:
-            for iteration in range(self.params["max_iter"]):
+            for iteration in range(max_iter):
                 if self.context.agree(not callback()):
                     break
                 if iteration == 1 and failing_rank == str(self.context.rank):
                     raise RuntimeError(f"injected failure on rank {failing_rank} "
                                        f"({FAULT_VARIABLE})")
                 self.loop.iterate()
+                progress.iteration(iteration + 1, max_iter)
             else:
                 callback()
         if initial is not None:
@@ -206,7 +217,10 @@ class InferenceSolver(LoopSolver):
         check_distribution(params, shape, problem.num_operators, self.context.world_size)
         self.setup_problem(problem)
         self.ground_truth = problem.x_true  # kept for save_estimate
+        progress.stage("building the denoiser")
         self.denoiser = make_denoiser(params, shape, self.device, self.context)
+        if params["compile"]:
+            progress.stage("compiling the denoiser")
         self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
                                       self.device) if params["compile"] else 0.0
         return self.denoiser  # the same weights on every rank

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -120,6 +122,20 @@ def test_ranks_without_work_are_refused_before_the_run(benchmark, write_config, 
     assert not (benchmark / "outputs" / "bad.parquet").exists()
 
 
+def _failure_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("[scalebench] FAILED")]
+
+
+def _only_the_failure_line_on_the_terminal(done: subprocess.CompletedProcess) -> str:
+    """The one failure line; the terminal holds no traceback, escape code or peer error."""
+    failures = _failure_lines(done.stderr)
+    assert len(failures) == 1, done.stderr[-3000:]
+    terminal = done.stdout + done.stderr
+    for absent in ("Traceback", "\x1b", "Connection closed by peer"):
+        assert absent not in terminal, terminal[-3000:]
+    return failures[0]
+
+
 def test_a_failing_rank_ends_the_run_within_bounded_time(benchmark, write_config):
     """Rank 1 raises at its second iteration while rank 0 waits in a collective."""
     config = write_config(experiment([{"pnp": {**PNP, "max_iter": 4}}]))
@@ -131,13 +147,80 @@ def test_a_failing_rank_ends_the_run_within_bounded_time(benchmark, write_config
                           text=True, timeout=300)
     assert time.monotonic() - start < 120
     assert done.returncode == 1, done.stderr[-3000:]
-    assert "(rank 1)" in done.stderr and "injected failure" in done.stderr
+    failure = _only_the_failure_line_on_the_terminal(done)
+    assert "(rank 1): exited with status 1 at iteration 1/4: RuntimeError: injected failure " \
+           "on rank 1" in failure
     assert "no result file was written" in done.stderr
     assert not list((benchmark / "outputs").glob("*.parquet"))
     assert not list((benchmark / "outputs").glob(".staging-*"))
     logs = {p.name.split(".", 1)[1]: p.read_text()
             for p in (benchmark / "outputs" / "f" / "logs").iterdir()}
-    assert "injected failure on rank 1" in logs["rank1.log"]
+    log = Path(failure.rsplit("; log: ", 1)[1])
+    assert log.parent == benchmark / "outputs" / "f" / "logs" and log.name.endswith(".rank1.log")
+    assert "Traceback" in logs["rank1.log"] and "injected failure on rank 1" in logs["rank1.log"]
+
+
+def _rank_process(launcher: int, rank: int, module: str) -> int | None:
+    """The process of ``rank`` under ``launcher`` whose command line runs ``module``."""
+    for pid in _descendants(launcher):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in command and f"RANK={rank}".encode() in environ:
+            return pid
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    found, queue = [], [pid]
+    while queue:
+        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                children = []
+            found += children
+            queue += children
+    return found
+
+
+@pytest.mark.parametrize(("target", "where"), [
+    ("benchopt", r" at iteration \d+/300"),  # its wrapper says where the run was
+    ("scalebench.launch.rank_entry", ""),  # the launcher sees the process end
+])
+def test_a_rank_killed_by_a_signal_is_named_with_its_signal(benchmark, write_config,
+                                                            target, where):
+    """SIGKILL, mid-run, to rank 1's benchopt process or to its wrapper (whose benchopt then
+    ends too): the failure names rank 1 and the signal, not rank 0's lost connection."""
+    config = write_config({**experiment([{"pnp": {**PNP, "max_iter": 300}}]), "max-runs": 400})
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
+         str(benchmark), "--output", "k", "--no-html", "--nproc", "2"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, log = time.monotonic() + 180, ""
+        while time.monotonic() < deadline and launcher.poll() is None:
+            found = sorted((benchmark / "outputs").glob(".staging-*/*/rank1.log"))
+            log = found[0].read_text() if found else ""
+            if "experiment 1/1: iteration 0/300" in log:
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)  # into the iterations
+        victim = _rank_process(launcher.pid, 1, target)
+        assert victim is not None and launcher.poll() is None, \
+            log[-2000:] + launcher.stderr.read()[-2000:]
+        os.kill(victim, signal.SIGKILL)
+        stdout, stderr = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    done = subprocess.CompletedProcess(launcher.args, launcher.returncode, stdout, stderr)
+    assert done.returncode == 1, stderr[-3000:]
+    failure = _only_the_failure_line_on_the_terminal(done)
+    assert re.search(rf"\(rank 1\): killed by SIGKILL{where}, on ", failure), failure
+    assert "no result file was written" in stderr
 
 
 def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_config, tmp_path):

@@ -1,20 +1,33 @@
-"""The light launcher: no copy of the stack in the waiting process, signals reach the ranks."""
+"""The light launcher: no copy of the stack in the waiting process, signals reach the ranks,
+progress shown as the run goes (one updating line in a terminal, plain lines elsewhere)."""
 
 from __future__ import annotations
 
+import fcntl
+import io
+import os
+import pty
+import re
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
 import pytest
 
+from scalebench.launch.progress import Reporter
 from tests.conftest import REPO, copy_benchmark, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
-                 "scalebench.launch.rank_entry")
+                 "scalebench.launch.rank_entry", "scalebench.launch.progress")
+ESCAPE = "\x1b"
+STAGES = ("set-up: loading the problem", "set-up: building the operator",
+          "set-up: building the denoiser", "set-up: operator norm", "set-up: initial estimate")
 
 
 def test_launcher_modules_import_only_the_standard_library():
@@ -139,3 +152,106 @@ def test_results_go_to_the_outputs_folder_given(tmp_path, write_config):
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "results" / "elsewhere.parquet").is_file()
     assert not (benchmark / "outputs").exists()
+
+
+def _staging_log(benchmark: Path, rank: int = 0) -> Path | None:
+    found = sorted((benchmark / "outputs").glob(f".staging-*/*/rank{rank}.log"))
+    return found[0] if found else None
+
+
+def test_rank_log_and_plain_progress_grow_while_the_experiment_runs(running):
+    launcher, _, benchmark = running
+    deadline, text = time.monotonic() + 120, ""
+    while time.monotonic() < deadline:
+        log = _staging_log(benchmark)
+        text = log.read_text() if log is not None else ""
+        if re.search(r"experiment 1/1: iteration [1-9]\d*/400", text):
+            break
+        time.sleep(0.2)
+    assert launcher.poll() is None, "the experiment ended before its progress was seen"
+    assert re.search(r"experiment 1/1: iteration [1-9]\d*/400, \S+ elapsed, ETA \d", text), \
+        text[-2000:]
+    assert "Benchopt is running" in text  # benchopt's own output, as it comes
+    for stage in STAGES:
+        assert f"[scalebench] experiment 1/1: {stage}" in text
+    assert ESCAPE not in text and "\r" not in text
+    launcher.send_signal(signal.SIGTERM)
+    stdout, _ = launcher.communicate(timeout=60)
+    # not a terminal: plain lines, the same as in the log
+    assert re.search(r"^\[scalebench\] experiment 1/1: iteration [1-9]\d*/400, ", stdout, re.M)
+    assert ESCAPE not in stdout and "\r" not in stdout
+    assert "Benchopt is running" not in stdout  # benchopt's own lines stay in the log
+
+
+def _run_in_terminal(command: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``command`` with a 120-column pseudo-terminal as its standard streams; its exit
+    status and everything it wrote there."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    process = subprocess.Popen(command, cwd=REPO, stdin=secondary, stdout=secondary,
+                               stderr=secondary, env={**os.environ, "TERM": "xterm"})
+    os.close(secondary)
+    output, deadline = b"", time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([primary], [], [], 1.0)[0]:
+                try:
+                    chunk = os.read(primary, 1 << 16)
+                except OSError:  # every writer has closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+    finally:
+        os.close(primary)
+        if process.poll() is None:
+            process.kill()
+    return process.wait(timeout=60), output.decode(errors="replace")
+
+
+def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, write_config):
+    benchmark = copy_benchmark(tmp_path)
+    experiment = tiny_experiment()
+    experiment["solver"][0]["pnp"]["max_iter"] = 30
+    status, output = _run_in_terminal(
+        [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),
+         "--benchmark", str(benchmark), "--output", "tty", "--no-html"], timeout=300)
+    assert status == 0, output[-3000:]
+    lines = output.replace("\r\n", "\n").split("\n")
+    for position, max_iter in (("1/2", 30), ("2/2", 2)):
+        shown = [line for line in lines if f"experiment {position}: iteration" in line]
+        assert len(shown) == 1, shown  # one terminal line, rewritten in place
+        states = [state.rstrip() for state in shown[0].split("\r") if state.strip()]
+        assert len(states) >= 4 and states[-1].startswith(f"experiment {position}: done in ")
+        assert f"experiment {position}: iteration {max_iter}/{max_iter}, " in shown[0]
+        assert all(len(state) < 120 for state in states)  # never wraps
+    updating = next(line for line in lines if "experiment 1/2: iteration" in line)
+    assert re.search(r"\rexperiment 1/2: iteration \d+/30, \S+ elapsed, ETA \d", updating)
+    for stage in STAGES:
+        assert f"experiment 1/2: {stage}" in updating
+    assert ESCAPE not in output
+    assert "Benchopt is running" not in output
+    logs = sorted((benchmark / "outputs" / "tty" / "logs").glob("*.rank0.log"))
+    assert len(logs) == 2
+    for log in logs:
+        text = log.read_text()
+        assert ESCAPE not in text and "\r" not in text
+        assert re.search(r"^\[scalebench\] experiment [12]/2: iteration (30/30|2/2), ", text,
+                         re.M)
+
+
+def test_plain_progress_is_a_line_per_stage_and_per_tenth_of_the_run():
+    log, terminal = io.StringIO(), io.StringIO()  # not a terminal: plain lines
+    reporter = Reporter("2/3", 0, log, terminal)
+    reporter.report({"stage": "operator norm"}, now=0.0)
+    for done in range(101):
+        reporter.report({"iteration": done, "max_iter": 100}, now=1.0 + done / 10)
+    reporter.finish(succeeded=True)
+    lines = log.getvalue().splitlines()
+    assert terminal.getvalue() == log.getvalue()
+    assert lines[0] == "[scalebench] experiment 2/3: set-up: operator norm"
+    iterations = [int(re.search(r"iteration (\d+)/100", line)[1]) for line in lines[1:-1]]
+    assert iterations == list(range(0, 101, 10))
+    assert re.fullmatch(r"\[scalebench\] experiment 2/3: iteration 50/100, \S+ elapsed, "
+                        r"ETA 5s", lines[6])
+    assert lines[-1].startswith("[scalebench] experiment 2/3: done in ")

@@ -110,11 +110,11 @@ def test_srun_step_of_one_experiment():
 
     command = srun_command(["/repo/slurm_templates/task-python.sh"], Path("/o/e1"),
                            Path("/repo/benchmark_inference"), Path("/o/e1.yml"),
-                           ["--gpus-per-task=1"])
+                           ["--gpus-per-task=1"], "2/3")
     assert " ".join(command) == (
         "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
         "/repo/slurm_templates/task-python.sh -m scalebench.launch.rank_entry --folder /o/e1 "
-        "--benchmark /repo/benchmark_inference --config /o/e1.yml --from-slurm")
+        "--benchmark /repo/benchmark_inference --config /o/e1.yml --position 2/3 --from-slurm")
 
 
 # ---- real jobs -------------------------------------------------------------------------

@@ -3,9 +3,13 @@
 Standard library only: it is the light parent of the rank's benchopt process. Rank 0 writes
 ``<dir>/result.parquet``; rank r > 0 writes under ``<dir>/rank<r>/``, which the launcher
 keeps only for per-rank artefacts (profiler traces), so nothing it writes can be mistaken for
-results. Every rank logs to ``<dir>/rank<r>.log`` (rank 0 also to its standard output); a
-rank that fails writes ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, log tail).
-SIGTERM / SIGINT are passed on to benchopt.
+results. Every rank logs to ``<dir>/rank<r>.log`` as the run goes (benchopt's output without
+colour codes, and the rank's progress as plain lines); rank 0 shows its progress on its
+standard output (``scalebench.launch.progress``), with the warnings and scalebench notes of
+its run, but no traceback: those stay in the logs. A rank that fails writes
+``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, the signal that ended benchopt,
+whether this process was itself signalled, where the run was, the log's tail). SIGTERM /
+SIGINT are passed on to benchopt.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
 variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
@@ -18,15 +22,25 @@ import argparse
 import ctypes
 import json
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from scalebench.launch import progress
 
 LOG_TAIL_LINES = 80
+TICK_S = 1.0  # the terminal's status line moves on at least this often
+# Lines of benchopt's output rank 0 also shows: scalebench's notes and Python warnings.
+NOTICE = re.compile(r"^(\[scalebench\] |\S+:\d+: \w*Warning: )")
+LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def end_with_parent() -> None:
@@ -56,35 +70,80 @@ def benchopt_command(python: list[str], benchmark: Path, config: Path, output: P
             "--no-plot", "--no-display", "--no-cache", "--output", str(output)]
 
 
-def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str]) -> int:
+def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
+             position: str = "1/1") -> int:
     rank = int(env.get("RANK", "0"))
     output = result_path(folder, rank)
     output.parent.mkdir(parents=True, exist_ok=True)
-    log_path = folder / f"rank{rank}.log"
-    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     # Fail fast: benchopt stops at the first error instead of skipping it silently.
-    child_env = {**env, "BENCHOPT_RAISE_ON_ERROR": "true", "PYTHONUNBUFFERED": "1"}
+    child_env = {**env, "BENCHOPT_RAISE_ON_ERROR": "true", "PYTHONUNBUFFERED": "1",
+                 progress.ENABLE_VARIABLE: "1"}
     command = benchopt_command([sys.executable], benchmark, config, output)
-    with log_path.open("w") as log:
+    signalled: list[int] = []
+    # Line-buffered: the log grows while the experiment runs.
+    with (folder / f"rank{rank}.log").open("w", buffering=1) as log:
+        reporter = progress.Reporter(position, rank, log, sys.stdout if rank == 0 else None)
         process = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace",
-                                   preexec_fn=end_with_parent)
+                                   stderr=subprocess.STDOUT, preexec_fn=end_with_parent)
+
+        def forward(signum: int, _frame: object) -> None:
+            signalled.append(signum)
+            process.send_signal(signum)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _: process.send_signal(signum))
-        for line in process.stdout:
-            log.write(line)
-            tail.append(line.rstrip("\n"))
-            if rank == 0:
-                sys.stdout.write(line)
-                sys.stdout.flush()
+            signal.signal(sig, forward)
+        tail = relay(process.stdout, log, reporter)
         status = process.wait()
-    if status != 0 or (rank == 0 and not output.is_file()):
-        # failed_at tells the root cause from its consequences (peers losing a collective).
+        ended_at = time.time()
+        succeeded = status == 0 and (rank != 0 or output.is_file())
+        reporter.finish(succeeded)
+    if not succeeded:
+        # failed_at (when benchopt ended) and signalled tell the root cause from its
+        # consequences (peers losing a collective, ranks the launcher stopped).
         note = {"rank": rank, "host": socket.gethostname(), "exit_status": status,
-                "failed_at": time.time(), "log_tail": list(tail)}
+                "signal": signal.Signals(-status).name if status < 0 else None,
+                "signalled": bool(signalled), "failed_at": ended_at,
+                "progress": reporter.status.where(), "log_tail": tail}
         (folder / f"rank{rank}.failed").write_text(json.dumps(note))
-        return status or 1
+        return status if status > 0 else 1
     return 0
+
+
+def relay(stream: BinaryIO, log: TextIO, reporter: progress.Reporter) -> list[str]:
+    """Copy benchopt's output into the log (without colour codes), hand its progress reports
+    to ``reporter`` and its notices to the terminal; the last lines of output."""
+    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+    for line in output_lines(stream, reporter.draw):
+        text = progress.plain(line)
+        event = progress.parse(text)
+        if event is not None:
+            reporter.report(event)
+            continue
+        log.write(text + "\n")
+        tail.append(text)
+        if NOTICE.match(text):
+            reporter.notice(text)
+    return list(tail)
+
+
+def output_lines(stream: BinaryIO, tick: Callable[[], None]) -> Iterator[str]:
+    """The lines of ``stream`` as they come (each ended by a newline, a carriage return or
+    both), calling ``tick`` while none comes."""
+    descriptor, pending = stream.fileno(), b""
+    while True:
+        if not select.select([descriptor], [], [], TICK_S)[0]:
+            tick()
+            continue
+        chunk = os.read(descriptor, 1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        keep_cr = pending.endswith(b"\r")  # its \n may be in the next chunk
+        *lines, pending = LINE_END.split(pending[:-1] if keep_cr else pending)
+        pending += b"\r" if keep_cr else b""
+        yield from (line.decode(errors="replace") for line in lines)
+    if pending.rstrip(b"\r"):
+        yield pending.rstrip(b"\r").decode(errors="replace")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, required=True, help="one-experiment config")
     parser.add_argument("--from-slurm", action="store_true",
                         help="take the ranks from SLURM's task variables")
+    parser.add_argument("--position", default="1/1",
+                        help="k/N: the experiment's place in the launch (progress lines)")
     args = parser.parse_args(argv)
     env = dict(os.environ)
     if args.from_slurm and "RANK" not in env:
         env.update(slurm_ranks(env))
-    return run_rank(args.folder, args.benchmark, args.config, env)
+    return run_rank(args.folder, args.benchmark, args.config, env, args.position)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalebench.launch.rank_entry import end_with_parent
@@ -30,9 +30,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def rank_entry_args(folder: Path, benchmark: Path, config: Path) -> list[str]:
+def rank_entry_args(folder: Path, benchmark: Path, config: Path,
+                    position: str = "1/1") -> list[str]:
     return ["-m", "scalebench.launch.rank_entry", "--folder", str(folder), "--benchmark",
-            str(benchmark), "--config", str(config)]
+            str(benchmark), "--config", str(config), "--position", position]
 
 
 def local_rank_env(rank: int, nproc: int, port: int) -> dict[str, str]:
@@ -41,20 +42,25 @@ def local_rank_env(rank: int, nproc: int, port: int) -> dict[str, str]:
 
 
 def srun_command(python: list[str], folder: Path, benchmark: Path, config: Path,
-                 srun_args: list[str]) -> list[str]:
+                 srun_args: list[str], position: str = "1/1") -> list[str]:
     """The srun step of one experiment: one task per rank over the whole allocation."""
     return ["srun", "--kill-on-bad-exit=1", "--export=ALL", *srun_args, *python,
-            *rank_entry_args(folder, benchmark, config), "--from-slurm"]
+            *rank_entry_args(folder, benchmark, config, position), "--from-slurm"]
 
 
 @dataclass
 class RankGroup:
-    """Processes of one experiment (N local ranks or one srun step)."""
+    """Processes of one experiment (N local ranks, rank r the r-th, or one srun step)."""
 
     processes: list[subprocess.Popen]
     grace_s: float = 10.0
+    # When each process was seen ended (time.time()), and when this group first signalled
+    # them: what a rank did after that is a consequence, not a cause.
+    ended_at: list[float | None] = field(default_factory=list)
+    signalled_at: float = math.inf
 
     def signal(self, signum: int) -> None:
+        self.signalled_at = min(self.signalled_at, time.time())
         for process in self.processes:
             if process.poll() is None:
                 os.killpg(process.pid, signum)
@@ -63,7 +69,9 @@ class RankGroup:
         """Exit statuses; once one process fails, the others get SIGTERM after ``grace_s``
         (a rank blocked in a collective with a dead peer) and SIGKILL ``grace_s`` later."""
         term_at = kill_at = math.inf
+        self.ended_at = [None] * len(self.processes)
         while any(p.poll() is None for p in self.processes):
+            self._note_ends()
             now = time.monotonic()
             if kill_at == math.inf and any(p.poll() not in (None, 0) for p in self.processes):
                 term_at, kill_at = now + self.grace_s, now + 2 * self.grace_s
@@ -73,32 +81,38 @@ class RankGroup:
             if now >= kill_at:
                 self.signal(signal.SIGKILL)
             time.sleep(POLL_S)
+        self._note_ends()
         return [p.returncode for p in self.processes]
+
+    def _note_ends(self) -> None:
+        for index, process in enumerate(self.processes):
+            if self.ended_at[index] is None and process.poll() is not None:
+                self.ended_at[index] = time.time()
 
 
 def start_local(python: list[str], nproc: int, folder: Path, benchmark: Path,
-                config: Path) -> RankGroup:
+                config: Path, position: str = "1/1") -> RankGroup:
     """``nproc`` rank processes on this machine, each in its own process group."""
     port = free_port()
+    command = [*python, *rank_entry_args(folder, benchmark, config, position)]
     processes = [
-        subprocess.Popen([*python, *rank_entry_args(folder, benchmark, config)],
-                         env={**os.environ, **local_rank_env(rank, nproc, port)},
+        subprocess.Popen(command, env={**os.environ, **local_rank_env(rank, nproc, port)},
                          start_new_session=True, preexec_fn=end_with_parent)
         for rank in range(nproc)
     ] if nproc > 1 else [
-        subprocess.Popen([*python, *rank_entry_args(folder, benchmark, config)],
-                         start_new_session=True, preexec_fn=end_with_parent)
+        subprocess.Popen(command, start_new_session=True, preexec_fn=end_with_parent)
     ]
     return RankGroup(processes)
 
 
 def start_srun(python: list[str], folder: Path, benchmark: Path, config: Path,
-               srun_args: list[str], port: int) -> RankGroup:
+               srun_args: list[str], port: int, position: str = "1/1") -> RankGroup:
     """One srun step for the experiment; the job's nodes and tasks come from SLURM."""
     env = {**os.environ, "MASTER_PORT": str(port), "SB_TASK_RANKS": "1"}
     env.setdefault("MASTER_ADDR", first_node_address())
-    process = subprocess.Popen(srun_command(python, folder, benchmark, config, srun_args),
-                               env=env, start_new_session=True, preexec_fn=end_with_parent)
+    command = srun_command(python, folder, benchmark, config, srun_args, position)
+    process = subprocess.Popen(command, env=env, start_new_session=True,
+                               preexec_fn=end_with_parent)
     return RankGroup([process], grace_s=30.0)
 
 

@@ -16,10 +16,12 @@ written when none finished); 2 bad input; 128 + signal number when stopped by a 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,10 @@ from scalebench.launch import ranks
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
+RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
+# Errors of a rank whose peer died first (gloo, NCCL): consequences, not causes.
+LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
+                       r"communicator was aborted|Broken pipe")
 PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
 
 
@@ -142,7 +148,7 @@ def run(request: RunRequest) -> int:
         for index, experiment in enumerate(todo):
             if state.stopped_by is not None:
                 break
-            _run_experiment(request, state, experiment, index)
+            _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}")
         return _conclude(request, state, len(experiments), len(todo))
     finally:
         for sig, handler in previous.items():
@@ -163,22 +169,27 @@ def _remove_stale_staging(final: Path) -> None:
 
 
 def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
-                    index: int) -> None:
+                    position: str) -> None:
+    """Run one experiment (``position``: k/N in this launch) on its ranks; publish its
+    results, or record and print its failure in one line."""
     folder = state.staging / experiment["id"]
     folder.mkdir()
     config = Path(experiment["config"])
-    print(f"[scalebench] experiment {experiment['id']}: {experiment['label']}", flush=True)
+    print(f"[scalebench] experiment {position} ({experiment['id']}): {experiment['label']}",
+          flush=True)
     if request.launcher == "srun":
+        index = int(position.split("/")[0]) - 1
         port = PORT_BASE + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000 + index % 1000
         state.group = ranks.start_srun(request.python, folder, request.benchmark, config,
                                        [*request.srun_args, *srun_resources(experiment)],
-                                       port)
+                                       port, position)
     else:
         state.group = ranks.start_local(request.python, experiment_ranks(experiment,
                                                                          request.nproc),
-                                        folder, request.benchmark, config)
-    statuses = state.group.wait()
+                                        folder, request.benchmark, config, position)
+    group, statuses = state.group, state.group.wait()
     state.group = None
+    logs = state.final.with_suffix("") / "logs"
     _keep_artefacts(folder, state.final.with_suffix(""), experiment["id"])
     result = folder / "result.parquet"
     if all(s == 0 for s in statuses) and result.is_file():
@@ -186,9 +197,15 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
         _publish(request, state, "partial")
         state.finished += 1
     elif state.stopped_by is None:
-        state.failures.append(_failure(folder, experiment, statuses))
-        print(f"[scalebench] experiment {experiment['id']} failed: "
-              f"{state.failures[-1]['error']}", file=sys.stderr, flush=True)
+        failure = _failure(folder, experiment, group, request.launcher == "local")
+        state.failures.append(failure)
+        rank = "*" if failure["rank"] is None else failure["rank"]
+        log = logs / f"{experiment['id']}.rank{rank}.log"
+        if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
+            print(flush=True)  # rank 0 was killed before it could end its progress line
+        print(f"[scalebench] FAILED experiment {position} {experiment['label']} "
+              f"(rank {failure['rank']}): {failure['error']}; log: {log}", file=sys.stderr,
+              flush=True)
 
 
 def experiment_ranks(experiment: dict, default: int) -> int:
@@ -217,24 +234,59 @@ def _check_allocation(request: RunRequest, experiments: list[dict]) -> None:
                                   f"the allocation has {available} tasks")
 
 
-def _failure(folder: Path, experiment: dict, statuses: list[int]) -> dict:
-    """The note (rank, host, error) of the rank that failed first, or the exit statuses."""
-    notes = sorted((json.loads(p.read_text()) for p in folder.glob("rank*.failed")),
-                   key=lambda note: (note["failed_at"], note["rank"]))
+def _failure(folder: Path, experiment: dict, group: ranks.RankGroup,
+             per_rank: bool) -> dict:
+    """The rank that failed first, its host and how (``error``): from the ranks' notes and,
+    when ``per_rank`` (local ranks: process r is rank r), from the processes that ended
+    without a note (killed with their wrapper). A rank that lost a peer, or that ended once
+    the launcher had stopped the ranks, failed in consequence and comes after the others."""
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
-    if not notes:
+    candidates = []  # (consequence, time, rank, host, how)
+    notes = [json.loads(p.read_text()) for p in folder.glob("rank*.failed")]
+    for note in notes:
+        error = error_line(note["log_tail"])
+        consequence = note.get("signalled", False) or bool(LOST_PEER.search(error)) \
+            or note["failed_at"] >= group.signalled_at
+        candidates.append((consequence, note["failed_at"], note["rank"], note["host"],
+                           _how(note, error)))
+    noted = {note["rank"] for note in notes}
+    statuses = [process.returncode for process in group.processes]
+    for rank, (status, ended) in enumerate(zip(statuses, group.ended_at, strict=True)):
+        if per_rank and status != 0 and rank not in noted:
+            ended = math.inf if ended is None else ended
+            candidates.append((ended >= group.signalled_at, ended, rank,
+                               socket.gethostname(), exit_how(status)))
+    if not candidates:
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
-    return {**failure, "rank": notes[0]["rank"], "host": notes[0]["host"],
-            "error": error_line(notes[0]["log_tail"]) or
-            f"exit status {notes[0]['exit_status']}"}
+    _, _, rank, host, how = min(candidates)
+    return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
+
+
+def exit_how(status: int) -> str:
+    """``killed by SIGKILL`` or ``exited with status 3``."""
+    if status < 0:
+        return f"killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+def _how(note: dict, error: str) -> str:
+    """How a rank with a failure note ended: its signal or exit status, where its run was,
+    and the exception it raised."""
+    where = note.get("progress", "")
+    if note["exit_status"] == 0:
+        return f"ended {where} without writing its result file".replace("  ", " ")
+    how = exit_how(note["exit_status"]) + (f" {where}" if where else "")
+    return f"{how}: {error}" if error and note["exit_status"] > 0 else how
 
 
 def error_line(lines: list[str]) -> str:
-    """The last exception line of a traceback (``SomeError: message``), else the last line."""
+    """The last exception line of a traceback (``SomeError: message``), else the last line;
+    without the ``[rank<r>]:`` that torch puts before the lines of a distributed process."""
+    lines = [RANK_PREFIX.sub("", line).strip() for line in lines]
     for line in reversed(lines):
-        if EXCEPTION_LINE.match(line.strip()):
-            return line.strip()
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+        if EXCEPTION_LINE.match(line):
+            return line
+    return next((line for line in reversed(lines) if line), "")
 
 
 def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
@@ -278,9 +330,6 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
     if request.html and state.final.is_file():
         report = run_step(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
-    if state.failures:
-        for failure in state.failures:
-            print(f"[scalebench] FAILED {failure['label']} (rank {failure['rank']}): "
-                  f"{failure['error']}", file=sys.stderr)
+    if state.failures:  # each one printed when it happened
         return EXIT_FAILED
     return EXIT_OK

@@ -14,6 +14,7 @@ from torch import nn
 
 from scalebench.distributed.context import TimedContext
 from scalebench.distributed.physics import RankStack, local_indices
+from scalebench.launch import progress
 from scalebench.operator_norm import operator_norm_squared as estimate_norm
 from scalebench.params import Param
 from scalebench.problems import Problem, ProblemSetup
@@ -33,6 +34,7 @@ PNP_PARAMS = {
 
 def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) -> Problem:
     """Every operator in this process, or this rank's share of them with a split adjoint."""
+    progress.stage("building the operator")
     if not distribute:
         return setup.build(device=context.device)
     indices = local_indices(setup.num_operators, context.rank, context.world_size)
@@ -79,6 +81,7 @@ class PnPLoop:
         self.problem = problem
         self.denoiser = denoiser
         self.denoiser_sigma = denoiser_sigma
+        progress.stage("operator norm")
         norm = estimate_norm(problem)
         self.lipschitz = norm.value
         # Part of the set-up time, also reported alone (0 iterations when read from cache).
@@ -86,6 +89,7 @@ class PnPLoop:
                               "operator_norm_iterations": norm.iterations}
         self.step_size = step_size if step_size is not None else 1.0 / self.lipschitz
         self.profiler = profiler
+        progress.stage("initial estimate")
         self.x = initial_estimate(problem, init, self.lipschitz)
 
     @torch.no_grad()

@@ -14,6 +14,7 @@ import torch
 
 from scalebench.benchopt_support import LoopSolver, ProblemDataset
 from scalebench.distributed.ranks import rank_statistics
+from scalebench.launch import progress
 from scalebench.metrics import quality_metrics
 from scalebench.problems import ProblemSetup
 from scalebench.profiling import StepProfiler
@@ -50,9 +51,11 @@ class TrainingSolver(LoopSolver):
         params = self.params
         spec = TRAINING_PROBLEMS[problem.source["name"]]
         check_training(params, spec, problem.source["params"], self.context.world_size)
+        progress.stage("preparing the training data")
         self.data = TrainingData(problem, spec, params["patch_size"], params["seed"],
                                  self.device)
         self.source, self.data_sha256 = problem.source, self.data.data_sha256
+        progress.stage("building the model")
         self.model = build_model(params, self.data, self.context)
         # Every run starts from these weights (benchopt may run a solver more than once).
         self.initial_state = {k: v.clone() for k, v in self.model.state_dict().items()}
