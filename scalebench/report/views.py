@@ -18,10 +18,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from scalebench.report.data import EXPERIMENT, Results, configuration_columns  # noqa: E402
+from scalebench.report.data import (  # noqa: E402
+    EXPERIMENT,
+    Results,
+    configuration_columns,
+    headline_metric,
+)
 
-QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_ssim", "SSIM"),
-           ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
+QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_snr_db", "SNR (dB)"),
+           ("objective_ssim", "SSIM"), ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
 STEPS = ("grad", "denoise")
 WORLD = "prov_world_size"
 # Parameters whose growth is more work, and the power the work grows with: counts of views,
@@ -97,8 +102,11 @@ def quality(results: Results) -> View:
             axes[i][j].set(xlabel=x_name, ylabel=name)
             axes[i][j].grid(alpha=0.3)
     _legend(figure, axes[0][0])
+    headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
     return View("quality", "Quality vs iteration and vs time", figure, rows,
-                "one line per experiment; iteration 0 is the initial estimate")
+                f"one line per experiment; iteration 0 is the initial estimate; headline "
+                f"metric: {' and '.join(headlines)} (radio interferometry: SNR, which a blank "
+                f"sky cannot win)")
 
 
 def _legend(figure: Figure, axis) -> None:
