@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalebench.errors import ScalebenchError
+from scalebench.errors import ScalebenchError, error_lines
 from scalebench.launch.runner import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -163,7 +163,7 @@ def _validate(config: Path, nproc: int) -> int:
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
         request = RunRequest(config, None)
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
-                                          str(nproc), "--folder", folder))
+                                          str(nproc), "--folder", folder, "--check-memory"))
     from scalebench.launch.runner import experiment_ranks
 
     counts = sorted({experiment_ranks(e, nproc) for e in experiments})
@@ -246,10 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             return _fetch(args)
         return _run(args)
     except RunFailed as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_FAILED
     except ScalebenchError as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as error:
         from provenance.results import UnreadableResults  # imported only on this path

@@ -33,6 +33,7 @@ from scalebench.launch import ranks
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
+ERROR_PREFIX = "scalebench: error: "  # how steps print each problem (errors.error_lines)
 PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
 
 
@@ -73,9 +74,12 @@ def run_step(request: RunRequest, *args: str) -> str:
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
-        message = lines[-1] if lines else f"step '{args[0]}' failed ({result.returncode})"
+        named = [line.removeprefix(ERROR_PREFIX) for line in lines
+                 if line.startswith(ERROR_PREFIX)]  # every problem the step names
+        message = "\n".join(named) if named else lines[-1] if lines else \
+            f"step '{args[0]}' failed ({result.returncode})"
         error = RunFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
-        raise error(message.removeprefix("scalebench: error: "))
+        raise error(message)
     return result.stdout
 
 
@@ -136,7 +140,7 @@ def run(request: RunRequest) -> int:
         experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs"),
-                                       "--check-devices"))
+                                       "--check-devices", *_memory_check(request)))
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):
@@ -148,6 +152,12 @@ def run(request: RunRequest) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _memory_check(request: RunRequest) -> list[str]:
+    """The expand option that refuses experiments too large for this machine, for a local
+    run (whose ranks all run here)."""
+    return ["--check-memory"] if request.launcher == "local" else []
 
 
 def _stop(state: RunState, signum: int) -> None:
