@@ -11,6 +11,7 @@ Every resource problem is reported, one line each, before anything is submitted.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tempfile
 from collections.abc import Callable
@@ -81,6 +82,22 @@ class Plan:
     def problems(self) -> list[str]:
         return [f"job {job.id} ({job.label}): {problem}" for job in self.jobs
                 for problem in job.problems]
+
+    @property
+    def local(self) -> bool:
+        """Whether the jobs run on this machine (no parallel config)."""
+        return self.parallel_config is None
+
+    def warnings(self, cores: int | None = None) -> list[str]:
+        """Local jobs whose ranks x threads exceed this machine's cores (they run, slowly
+        and with skewed timings): one line each."""
+        cores = cores or machine_cores()
+        if not self.local:
+            return []
+        return [f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
+                f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
+                f"their timings will not be those of dedicated cores"
+                for job in self.jobs if job.ranks * job.cpus_per_task > cores]
 
     def to_json(self) -> dict:
         jobs = [{**asdict(job), "gpu_hours": job.gpu_hours,
@@ -172,6 +189,14 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
     if "slurm_mem_gb" in slurm:  # submitit's mem_gb counts GB
         merged["slurm_mem"] = f"{slurm['slurm_mem_gb']}G"
     return merged
+
+
+def machine_cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def machine_memory_bytes() -> int | None:
@@ -419,4 +444,8 @@ def format_text(plan: Plan) -> str:
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    if plan.local and plan.jobs:
+        needed = sorted({job.ranks for job in plan.jobs})
+        lines.append(f"ranks: {', '.join(map(str, needed))} per job, on this machine "
+                     f"({machine_cores()} core(s))")
     return "\n".join(lines)

@@ -128,6 +128,7 @@ def run(request: RunRequest) -> int:
     if not (request.benchmark / "objective.py").is_file():
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)
+    check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
     done = _finished(request, final)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
@@ -152,6 +153,22 @@ def run(request: RunRequest) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """Refuse a results folder that cannot be written (read-only, not a folder, no
+    permission), creating nothing: a probe file goes into the folder, or into its nearest
+    existing parent when it is still to be made, and is removed at once."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as error:
+        raise ScalebenchError(f"{what} folder {folder} cannot be written ({existing}: "
+                              f"{error.strerror or error}); choose a writable folder") from None
 
 
 def _memory_check(request: RunRequest) -> list[str]:
