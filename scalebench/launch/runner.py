@@ -130,6 +130,7 @@ def run(request: RunRequest) -> int:
     final = result_path(request)
     check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
     done = _finished(request, final)
+    created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
     # Same file system as the results, so that publishing is an atomic rename.
@@ -153,6 +154,8 @@ def run(request: RunRequest) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(final.parent.iterdir()):
+            final.parent.rmdir()
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
