@@ -129,10 +129,26 @@ def test_walnut_views_beyond_the_fetched_scan_are_refused_by_validate_plan_and_r
         assert "Traceback" not in result.stderr
 
 
-def test_a_missing_config_is_reported_at_once():
-    for command in ("run", "validate", "plan"):
-        result = run_cli(command, "no/such/experiment.yml", timeout=20)
-        _one_error_line(result, "cannot read config no/such/experiment.yml: No such file")
+def test_a_missing_config_is_reported_at_once(tmp_path):
+    """Before any child process starts (run) and before the stack is imported (validate,
+    plan): the launcher's children are started through --python, which records each start."""
+    started = tmp_path / "started"
+    recorder = tmp_path / "python"
+    recorder.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {sys.executable} "$@"\n')
+    recorder.chmod(0o755)
+    result = run_cli("run", "no/such/experiment.yml", "--python", recorder)
+    _one_error_line(result, "cannot read config no/such/experiment.yml: No such file")
+    assert not started.exists(), started.read_text()
+    for command in ("validate", "plan"):
+        code = ("import sys; from scalebench.cli import main; "
+                f"status = main([{command!r}, 'no/such/experiment.yml']); "
+                "print(status, sorted(m for m in ('torch', 'deepinv', 'benchopt') "
+                "if m in sys.modules))")
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.stdout.split("\n")[0] == "2 []", (command, done.stdout, done.stderr)
+        assert done.stderr == f"{ERROR}cannot read config no/such/experiment.yml: No such " \
+                              f"file or directory\n"
 
 
 def test_version_is_the_package_version_and_help_shows_it():
