@@ -2,7 +2,7 @@
 
 from benchopt import BaseObjective
 
-from scalebench.metrics import quality_metrics
+from scalebench.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
 from scalebench.stamping import OBJECTIVE_NAME, row_provenance
 
 
@@ -34,13 +34,15 @@ class Objective(BaseObjective):
         # iteration and the run's set-up figures; run_record: the run's fixed provenance
         # (scalebench.stamping.run_record). Metrics are computed on x_hat's device in bounded
         # memory (scalebench.metrics); a non-finite x_hat gives NaN metrics and diverged true,
-        # which ends the run. "value" (what benchopt plots by default) is the MSE. Provenance
+        # which ends the run. "value" (what benchopt plots by default) is the MSE;
+        # asinh_dynamic_range records the range the asinh-PSNR covered. Provenance
         # fields (prov_*) are stamped here, in the process that computed the row.
         if self.truth_on_device.device != x_hat.device:
             self.truth_on_device = self.problem.x_true.to(x_hat.device)
-        metrics = quality_metrics(x_hat, self.truth_on_device)
-        return dict(value=metrics["mse"], **metrics, **step_stats,
-                    **row_provenance(run_record, x_hat))
+        dynamic_range = self.problem.metric_dynamic_range or DEFAULT_DYNAMIC_RANGE
+        metrics = quality_metrics(x_hat, self.truth_on_device, dynamic_range)
+        return dict(value=metrics["mse"], **metrics, asinh_dynamic_range=dynamic_range,
+                    **step_stats, **row_provenance(run_record, x_hat))
 
     def get_one_result(self):
         # A valid result for benchopt's own checks: the zero image, no step measured yet.

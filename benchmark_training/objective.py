@@ -4,9 +4,9 @@ import math
 
 from benchopt import BaseObjective
 
+from scalebench.metrics import METRIC_NAMES
 from scalebench.stamping import row_provenance
 from scalebench.training import OBJECTIVE_NAME
-from scalebench.training.solver import QUALITY
 
 
 class Objective(BaseObjective):
@@ -44,5 +44,5 @@ class Objective(BaseObjective):
         # A valid result for benchopt's own checks: nothing trained or measured yet.
         import torch
 
-        return dict(quality={name: math.nan for name in QUALITY}, step_stats={},
+        return dict(quality=dict.fromkeys(METRIC_NAMES, math.nan), step_stats={},
                     checkpointing="none", parameters=torch.zeros(1), run_record={})

@@ -31,13 +31,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalebench.errors import ScalebenchError
+from scalebench import __version__
+from scalebench.errors import ConfigError, ScalebenchError, error_lines
 from scalebench.launch.runner import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
     RunFailed,
     RunRequest,
+    check_writable_folder,
     run,
     run_step,
 )
@@ -54,7 +56,9 @@ def _positive(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scalebench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="scalebench", description=f"{__doc__.splitlines()[0]} (scalebench {__version__})")
+    parser.add_argument("--version", action="version", version=f"scalebench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="validate and run an experiment file")
     run_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
@@ -151,7 +155,18 @@ def _fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _readable_config(path: Path) -> None:
+    """Refuse a config file that cannot be read, before any child process starts (the message
+    is the one the config reader gives)."""
+    try:
+        path.open("rb").close()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.outputs is not None:
+        check_writable_folder(args.outputs.resolve(), "--outputs")
     python = shlex.split(args.python) if args.python else [sys.executable]
     request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
@@ -163,7 +178,7 @@ def _validate(config: Path, nproc: int) -> int:
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
         request = RunRequest(config, None)
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
-                                          str(nproc), "--folder", folder))
+                                          str(nproc), "--folder", folder, "--check-memory"))
     from scalebench.launch.runner import experiment_ranks
 
     counts = sorted({experiment_ranks(e, nproc) for e in experiments})
@@ -182,6 +197,8 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"scalebench: error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
+    for warning in plan.warnings():
+        print(f"scalebench: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -230,6 +247,8 @@ def _verify_image(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command in ("run", "validate", "plan"):
+            _readable_config(args.config)
         if args.command == "verify-image":
             return _verify_image(args)
         if args.command == "validate":
@@ -246,10 +265,10 @@ def main(argv: list[str] | None = None) -> int:
             return _fetch(args)
         return _run(args)
     except RunFailed as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_FAILED
     except ScalebenchError as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as error:
         from provenance.results import UnreadableResults  # imported only on this path

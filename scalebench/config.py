@@ -149,24 +149,42 @@ def _solvers(raw: dict, everything: list[str]) -> list[Component]:
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
-                      kind: str) -> None:
+                      kind: str, problems: list[str]) -> list[Component]:
+    """The components whose names and parameters are valid; a line in ``problems`` for each
+    mistake of the others."""
+    valid = []
     for component in components:
         # benchopt matches names regardless of case: so does scalebench.
         known = {name.lower(): name for name in registry}
         if component.name.lower() not in known:
-            raise ConfigError(f"unknown {kind} '{component.name}' "
-                              f"(allowed: {', '.join(sorted(registry))})")
+            problems.append(f"unknown {kind} '{component.name}' "
+                            f"(allowed: {', '.join(sorted(registry))})")
+            continue
         component.name = known[component.name.lower()]
         owner = f"{kind} '{component.name}'"
-        for key, values in component.grid.items():
-            if not values:
-                raise ConfigError(f"{owner}: parameter '{key}' has an empty list of values "
-                                  f"(give one value or a non-empty list)")
-        for combination in component.combinations():
-            validate_parameters(owner, combination, registry[component.name])
+        empty = [key for key, values in component.grid.items() if not values]
+        for key in empty:
+            problems.append(f"{owner}: parameter '{key}' has an empty list of values "
+                            f"(give one value or a non-empty list)")
+        if empty:
+            continue
+        found = len(problems)
+        try:
+            combinations = component.combinations()
+        except ConfigError as error:
+            problems.append(str(error))
+            continue
+        for combination in combinations:
+            try:
+                validate_parameters(owner, combination, registry[component.name])
+            except ConfigError as error:
+                problems.append(str(error))
+        if len(problems) == found:
+            valid.append(component)
+    return valid
 
 
-def _check_options(raw: dict) -> dict[str, Any]:
+def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
     options = {}
     for key, spec in RUN_OPTIONS.items():
         if key not in raw:
@@ -175,8 +193,12 @@ def _check_options(raw: dict) -> dict[str, Any]:
         if key == "timeout":
             value = str(value)
             if not _TIMEOUT.match(value):
-                raise ConfigError(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
-        options[key] = check_value("run options", key, value, spec)
+                problems.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
+                continue
+        try:
+            options[key] = check_value("run options", key, value, spec)
+        except ConfigError as error:
+            problems.append(str(error))
     return options
 
 
@@ -214,7 +236,8 @@ BENCHMARKS = {
 }
 
 
-def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules) -> None:
+def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
+                 problems: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
@@ -224,7 +247,8 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
             try:
                 shape = spec.image_shape(**values)
             except ValueError as error:
-                raise ConfigError(f"dataset '{dataset.name}': {error}") from None
+                problems.append(f"dataset '{dataset.name}': {error}")
+                continue
             for solver in experiment.solvers:
                 for solver_values in solver.combinations():
                     params = resolved_parameters(solver_values, rules.solvers[solver.name])
@@ -233,13 +257,13 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules)
                         rules.check_pair(spec, values, shape, params,
                                          run_ranks(params, world_size))
                     except ScalebenchError as error:
-                        raise ConfigError(f"{where}: {error}") from None
+                        problems.append(f"{where}: {error}")
                     rows = rules.rows(params)
                     if rows > max_runs:
                         given = " with ".join(f"{name}={params[name]}"
                                               for name in rules.row_params)
-                        raise ConfigError(f"{where}: {given} records {rows} rows but "
-                                          f"max-runs is {max_runs} (set max-runs >= {rows})")
+                        problems.append(f"{where}: {given} records {rows} rows but "
+                                        f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
 def check_devices_available(experiment: Experiment) -> None:
@@ -266,31 +290,53 @@ def read_yaml(path: Path, what: str) -> Any:
 
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
-    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming the first
-    problem."""
+    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every problem,
+    one line each (a file that cannot be read or parsed: that alone)."""
     path = Path(path)
     raw = read_yaml(path, "config")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
+    problems: list[str] = []
     allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
-    unknown = sorted(set(raw) - allowed - set(LAUNCH_OPTIONS))
-    if unknown:
-        raise ConfigError(f"unknown config key '{unknown[0]}' (allowed: "
-                          f"{', '.join(sorted(allowed))})")
+    for key in sorted(set(raw) - allowed - set(LAUNCH_OPTIONS)):
+        problems.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
-        raise ConfigError(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
-    objectives = _section(raw, "objective", [OBJECTIVE_NAME])
+        problems.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
     known = {name.lower(): name for name in BENCHMARKS}
+    # An unknown objective is reported and the rest is checked against the default one.
+    objective_name = OBJECTIVE_NAME
+    try:
+        objectives = _section(raw, "objective", [OBJECTIVE_NAME])
+    except ConfigError as error:
+        problems.append(str(error))
+        objectives = []
     for objective in objectives:
         if objective.name.lower() not in known or objective.grid or len(objectives) > 1:
-            allowed = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
-            raise ConfigError(f"objective must be {allowed} (one, without parameters), got "
-                              f"'{objective.name}'")
-    rules = BENCHMARKS[known[objectives[0].name.lower()]]
-    experiment = Experiment(path, _section(raw, "dataset", sorted(rules.problems)),
-                            _solvers(raw, sorted(rules.solvers)), _check_options(raw))
-    _check_components(experiment.datasets, {k: v.params for k, v in rules.problems.items()},
-                      "dataset")
-    _check_components(experiment.solvers, rules.solvers, "solver")
-    _check_pairs(experiment, world_size, rules)
+            names = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
+            problems.append(f"objective must be {names} (one, without parameters), got "
+                            f"'{objective.name}'")
+            break
+        objective_name = known[objective.name.lower()]
+    rules = BENCHMARKS[objective_name]
+    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
+    solvers = _listed(problems, lambda: _solvers(raw, sorted(rules.solvers)))
+    options = _check_options(raw, problems)
+    datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
+                                    "dataset", problems)
+    solvers_ok = _check_components(solvers, rules.solvers, "solver", problems)
+    experiment = Experiment(path, datasets, solvers, options)
+    # Pairs of the valid datasets and solvers (the others have been reported already).
+    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
+                 problems)
+    if problems:
+        raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order
     return experiment
+
+
+def _listed(problems: list[str], read: Callable[[], list[Component]]) -> list[Component]:
+    """The components ``read`` returns; none (and a line in ``problems``) when it fails."""
+    try:
+        return read()
+    except ConfigError as error:
+        problems.append(str(error))
+        return []

@@ -11,3 +11,8 @@ class ConfigError(ScalebenchError):
 
 class MissingFileError(ScalebenchError):
     """A file the run needs (weights, data) is not where it was asked for."""
+
+
+def error_lines(error: Exception) -> list[str]:
+    """How the CLI prints an error: one ``scalebench: error:`` line per problem it names."""
+    return [f"scalebench: error: {line}" for line in str(error).splitlines() or [""]]

@@ -10,14 +10,22 @@ bounded (``working_set_bytes``: about the image's own size, and at least ``MIN_W
 whatever the image size, and the results equal the whole-image float64 computation up to
 rounding (relative differences around 1e-15).
 
+Reconstruction SNR (the figure of radio-interferometric imaging papers, e.g. the AIRI and R2D2
+series): ``snr_db = 10 * log10(||x||^2 / ||x - x_hat||^2)``. It needs no peak, so a dark
+background cannot inflate it, and an all-zero estimate scores exactly 0 dB whatever the image.
+
 asinh-PSNR (for high-dynamic-range images such as radio sky maps, where plain PSNR is dominated
 by a few bright sources): both images are stretched by
 
-    s(v) = asinh(v / a) / asinh(m / a),   m = max(|x|),   a = ASINH_SOFTENING * m,
+    s(v) = asinh(v / a) / asinh(m / a),   m = max(|x|),   a = m / D,
 
 which is close to linear below ``a`` and logarithmic above it, and maps the ground truth into
 [-1, 1]. Then ``asinh_psnr = 10 * log10(1 / mean((s(x_hat) - s(x))**2))``, i.e. the PSNR of the
-stretched images with a peak of 1.
+stretched images with a peak of 1. ``D`` is the dynamic range the score should cover: the
+softening ``a`` (Lupton et al. 1999, AJ 118, 1406) sits at the faintest level that matters, the
+noise level or ``m`` over the target dynamic range, as the logarithmic SNR of radio imaging
+papers does with its own scale parameter. Problems declare it (radio interferometry: its
+``dynamic_range``); others get ``DEFAULT_DYNAMIC_RANGE``.
 
 A diverging estimate (any NaN or infinite entry, or entries so large that their squared error
 overflows) gives NaN for every metric and ``diverged`` true (``quality_metrics``).
@@ -30,7 +38,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-ASINH_SOFTENING = 0.01  # a = 1% of the ground truth's peak magnitude
+DEFAULT_DYNAMIC_RANGE = 100.0  # a = 1% of the ground truth's peak magnitude
+# Result columns of quality_metrics besides "diverged" (NaN for a diverging estimate).
+METRIC_NAMES = ("psnr_db", "ssim", "mse", "snr_db", "asinh_psnr_db")
 SSIM_SIGMA = 1.5  # Gaussian window of Wang et al. (2004): sigma 1.5, radius 5 (11 taps)
 SSIM_RADIUS = 5
 SSIM_K1, SSIM_K2 = 0.01, 0.03
@@ -101,25 +111,53 @@ def psnr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
     return _psnr_from_mse(mse(x_hat, x), data_range(x))
 
 
-def asinh_stretch(v: torch.Tensor, peak: float) -> torch.Tensor:
+def _snr_from(squared_error: float, energy: float) -> float:
+    """SNR in dB from the mean squared error and the ground truth's mean square."""
+    if math.isnan(squared_error):
+        return math.nan
+    if squared_error == 0.0:
+        return math.inf
+    return 10.0 * math.log10(energy / squared_error)
+
+
+def _energy(x: torch.Tensor) -> float:
+    """Mean square of the ground truth (refused when it is identically zero)."""
+    energy = _mean_of(x, x, lambda a, _: a.square_())
+    if energy == 0.0:
+        raise ValueError("SNR needs a ground truth that is not identically zero")
+    return energy
+
+
+def snr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
+    """Reconstruction SNR in dB, 10 log10(||x||^2 / ||x - x_hat||^2); 0 dB for x_hat = 0."""
+    _check_shapes(x_hat, x)
+    return _snr_from(mse(x_hat, x), _energy(x))
+
+
+def asinh_stretch(v: torch.Tensor, peak: float,
+                  dynamic_range: float = DEFAULT_DYNAMIC_RANGE) -> torch.Tensor:
     """The asinh stretch s(v) of the module docstring, for a ground truth of peak ``peak``."""
-    return _asinh_stretch_(v.clone(), peak)
+    return _asinh_stretch_(v.clone(), peak, dynamic_range)
 
 
-def _asinh_stretch_(v: torch.Tensor, peak: float) -> torch.Tensor:
+def _asinh_stretch_(v: torch.Tensor, peak: float, dynamic_range: float) -> torch.Tensor:
     """``asinh_stretch`` computed in place in ``v``."""
-    a = ASINH_SOFTENING * peak
-    return v.div_(a).asinh_().div_(math.asinh(peak / a))
+    a = peak / dynamic_range
+    return v.div_(a).asinh_().div_(math.asinh(dynamic_range))
 
 
-def asinh_psnr(x_hat: torch.Tensor, x: torch.Tensor) -> float:
+def asinh_psnr(x_hat: torch.Tensor, x: torch.Tensor,
+               dynamic_range: float = DEFAULT_DYNAMIC_RANGE) -> float:
     """PSNR in dB of the asinh-stretched images (see the module docstring)."""
     _check_shapes(x_hat, x)
+    if not (math.isfinite(dynamic_range) and dynamic_range >= 1.0):
+        raise ValueError(f"asinh-PSNR needs a finite dynamic range >= 1, got {dynamic_range}")
     peak = x.detach().abs().max().double().item()
     if peak == 0.0:
         raise ValueError("asinh-PSNR needs a ground truth that is not identically zero")
     stretched_mse = _mean_of(
-        x_hat, x, lambda a, b: _asinh_stretch_(a, peak).sub_(_asinh_stretch_(b, peak)).square_())
+        x_hat, x, lambda a, b: _asinh_stretch_(a, peak, dynamic_range).sub_(
+            _asinh_stretch_(b, peak, dynamic_range)).square_())
     return _psnr_from_mse(stretched_mse, 1.0)
 
 
@@ -185,19 +223,21 @@ def ssim(x_hat: torch.Tensor, x: torch.Tensor) -> float:
     return total.item() / count
 
 
-def quality_metrics(x_hat: torch.Tensor, x: torch.Tensor) -> dict[str, float | bool]:
-    """Every quality metric of the benchmark, keyed by its result column name.
+def quality_metrics(x_hat: torch.Tensor, x: torch.Tensor,
+                    dynamic_range: float = DEFAULT_DYNAMIC_RANGE) -> dict[str, float | bool]:
+    """Every quality metric of the benchmark, keyed by its result column name;
+    ``dynamic_range``: the asinh-PSNR's (see the module docstring).
 
     A diverging estimate (non-finite entries) gives NaN metrics and ``diverged`` true.
     """
     squared_error = mse(x_hat, x)
     if not math.isfinite(squared_error):
-        return {"psnr_db": math.nan, "ssim": math.nan, "mse": math.nan,
-                "asinh_psnr_db": math.nan, "diverged": True}
+        return {**dict.fromkeys(METRIC_NAMES, math.nan), "diverged": True}
     return {
         "psnr_db": _psnr_from_mse(squared_error, data_range(x)),
         "ssim": ssim(x_hat, x),
         "mse": squared_error,
-        "asinh_psnr_db": asinh_psnr(x_hat, x),
+        "snr_db": _snr_from(squared_error, _energy(x)),
+        "asinh_psnr_db": asinh_psnr(x_hat, x, dynamic_range),
         "diverged": False,
     }

@@ -7,6 +7,7 @@ whole configuration file before anything runs, so a mistake never surfaces after
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,8 @@ def check_value(owner: str, key: str, value: Any, spec: Param) -> Any:
         ) from None
     if coerced is None:
         return None
+    if isinstance(coerced, float) and not math.isfinite(coerced):
+        raise ConfigError(f"{owner}: parameter '{key}' must be a finite number, got {coerced}")
     bad_choice = spec.choices is not None and coerced not in spec.choices
     too_small = spec.minimum is not None and coerced < spec.minimum
     too_large = spec.maximum is not None and coerced > spec.maximum

@@ -11,8 +11,10 @@ Every resource problem is reported, one line each, before anything is submitted.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +82,22 @@ class Plan:
     def problems(self) -> list[str]:
         return [f"job {job.id} ({job.label}): {problem}" for job in self.jobs
                 for problem in job.problems]
+
+    @property
+    def local(self) -> bool:
+        """Whether the jobs run on this machine (no parallel config)."""
+        return self.parallel_config is None
+
+    def warnings(self, cores: int | None = None) -> list[str]:
+        """Local jobs whose ranks x threads exceed this machine's cores (they run, slowly
+        and with skewed timings): one line each."""
+        cores = cores or machine_cores()
+        if not self.local:
+            return []
+        return [f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
+                f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
+                f"their timings will not be those of dedicated cores"
+                for job in self.jobs if job.ranks * job.cpus_per_task > cores]
 
     def to_json(self) -> dict:
         jobs = [{**asdict(job), "gpu_hours": job.gpu_hours,
@@ -173,6 +191,14 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
     return merged
 
 
+def machine_cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def machine_memory_bytes() -> int | None:
     """Physical memory of this machine (what a local run's ranks share)."""
     try:
@@ -220,10 +246,12 @@ def _denoised_pixels(params: dict, shape: tuple[int, ...], ranks: int) -> int:
 
 
 def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
-                         solver_params: dict, ranks: int) -> int | None:
+                         solver_params: dict, ranks: int,
+                         lower_bound: bool = False) -> int | None:
     """Resident memory of one rank in bytes: process, images, measurements and operators of
     its share, denoiser activations; None when the problem or the solver (training) has no
-    size model."""
+    size model. ``lower_bound``: a problem without a model of its measurements counts them
+    as nothing (what the rank needs at least) instead of giving None."""
     from scalebench.params import resolved_parameters
     from scalebench.problems import PROBLEMS
     from scalebench.solvers import SOLVERS
@@ -239,12 +267,41 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
     if params.get("distribute_physics") and ranks > 1:
         share = math.ceil(operators / ranks) / operators
     data = _problem_bytes(dataset, values, shape, share) if solver == "pnp" else 0
-    if data is None:
+    if data is None and not lower_bound:
         return None
     image = math.prod(shape) * FLOAT_BYTES
     per_pixel = DENOISER_VALUES_PER_PIXEL.get(params["denoiser"], 64)
     denoiser = _denoised_pixels(params, shape, ranks) * per_pixel * FLOAT_BYTES
-    return PROCESS_BASELINE_BYTES + WORKING_IMAGES * image + data + denoiser
+    return PROCESS_BASELINE_BYTES + WORKING_IMAGES * image + (data or 0) + denoiser
+
+
+def memory_problem(rank_bytes: int | None, ranks: int, available: int | None,
+                   holder: str = "the node") -> str | None:
+    """Why ``ranks`` ranks of ``rank_bytes`` each cannot fit in ``available`` bytes of
+    ``holder``; None when they fit or a figure is unknown."""
+    if rank_bytes is None or available is None or rank_bytes * ranks <= available:
+        return None
+    return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
+            f"x {rank_bytes / 2**30:.1f} GiB) is above {holder}'s {available / 2**30:.1f} GiB")
+
+
+def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
+    """Experiments that cannot fit this machine's memory with ``ranks(experiment)`` ranks on
+    it, one line each: a rough bound (``rank_memory_estimate``, measurements it has no model
+    for counted as nothing), checked before any rank starts."""
+    available = machine_memory_bytes()
+    problems = []
+    for experiment in experiments:
+        (dataset, dataset_params), = experiment["dataset"].items()
+        (solver, solver_params), = experiment["solver"].items()
+        count = ranks(experiment)
+        estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count,
+                                        lower_bound=True)
+        problem = memory_problem(estimate, count, available, "this machine")
+        if problem is not None:
+            problems.append(f"experiment {experiment['label']}: {problem} (make the problem "
+                            f"smaller, or run it on a larger machine)")
+    return problems
 
 
 def _uses_cuda_here(device: str) -> bool:
@@ -299,11 +356,12 @@ def _job_problems(job: Job, experiment: dict, timeout_s: float,
         problems.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
                         f"timeout x repetitions ({timeout_s:.0f} s): raise slurm_time or lower "
                         f"timeout")
-    needed = (job.rank_memory_bytes or 0) * job.ntasks_per_node
-    if job.node_memory_bytes is not None and needed > job.node_memory_bytes:
-        problems.append(f"memory estimate {needed / 2**30:.1f} GiB per node "
-                        f"({job.ntasks_per_node} rank(s) x {job.rank_memory_bytes / 2**30:.1f} "
-                        f"GiB) is above the node's {job.node_memory_bytes / 2**30:.1f} GiB")
+    # Problems without a model of their measurements are checked on what a rank needs at least.
+    rank_bytes = job.rank_memory_bytes or rank_memory_estimate(
+        dataset, dataset_params, solver, solver_params, job.ranks, lower_bound=True)
+    memory = memory_problem(rank_bytes, job.ntasks_per_node, job.node_memory_bytes)
+    if memory is not None:
+        problems.append(memory)
     return problems
 
 
@@ -386,4 +444,8 @@ def format_text(plan: Plan) -> str:
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    if plan.local and plan.jobs:
+        needed = sorted({job.ranks for job in plan.jobs})
+        lines.append(f"ranks: {', '.join(map(str, needed))} per job, on this machine "
+                     f"({machine_cores()} core(s))")
     return "\n".join(lines)

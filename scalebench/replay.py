@@ -29,7 +29,7 @@ from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
 
 COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
-                    "objective_asinh_psnr_db")
+                    "objective_snr_db", "objective_asinh_psnr_db")
 FORCE_RTOL = 1e-5
 # Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
 # and the CPU, any of which can change results without changing the config (ASTRA's presence
@@ -153,6 +153,8 @@ def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) ->
                 f"rows")
     first, worst_abs, worst_ulp = None, 0.0, 0
     for name in COMPARED_METRICS:
+        if name not in archived:  # written before the metric existed
+            continue
         a = archived[name].to_numpy(np.float64)
         b = replayed[name].to_numpy(np.float64)
         close = np.isclose(a, b, rtol=tolerance, atol=0.0, equal_nan=True) if tolerance \

@@ -75,6 +75,15 @@ def walnut_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def full_orbit_walnut_cache(tmp_path_factory) -> Path:
+    """The miniature walnut with the real scan's 1200 views per orbit, for configs that
+    name as many views as the real data set has (validation checks the fetched count)."""
+    from tests.walnut_fixture import walnut_cache as fill
+
+    return fill(tmp_path_factory.mktemp("cache"), views=1200)
+
+
+@pytest.fixture(scope="module")
 def in_walnut_cache(walnut_cache):
     """SCALEBENCH_CACHE is ``walnut_cache`` for the module (walnut_conebeam reads it)."""
     with pytest.MonkeyPatch.context() as patch:

@@ -12,7 +12,7 @@ from tests.conftest import copy_benchmark, run_cli, tiny_experiment
 STEP_COLUMNS = ["objective_grad_time_s", "objective_grad_peak_host_rss_mib",
                 "objective_denoise_time_s", "objective_denoise_peak_host_rss_mib"]
 QUALITY_COLUMNS = ["objective_psnr_db", "objective_ssim", "objective_mse",
-                   "objective_asinh_psnr_db", "objective_value"]
+                   "objective_snr_db", "objective_asinh_psnr_db", "objective_value"]
 
 
 @pytest.fixture

@@ -42,6 +42,31 @@ def test_asinh_psnr_matches_its_documented_definition():
     assert value == pytest.approx(expected, rel=1e-12)
 
 
+def test_asinh_psnr_softening_is_the_peak_over_the_dynamic_range():
+    x = np.array([0.0, 1e-4, 1e-3, 0.1, 1.0])
+    x_hat = np.array([1e-4, 0.0, 2e-3, 0.1, 0.9])
+    a = 1.0 / 1e4
+    stretch = lambda v: np.arcsinh(v / a) / np.arcsinh(1.0 / a)  # noqa: E731
+    expected = 10 * np.log10(1.0 / np.mean((stretch(x_hat) - stretch(x)) ** 2))
+    as_tensor = lambda v: torch.tensor(v)[None, None]  # noqa: E731
+    assert metrics.asinh_psnr(as_tensor(x_hat), as_tensor(x), 1e4) == pytest.approx(
+        expected, rel=1e-12)
+    # faint errors weigh more when the range reaches down to them
+    assert metrics.asinh_psnr(as_tensor(x_hat), as_tensor(x), 1e4) < metrics.asinh_psnr(
+        as_tensor(x_hat), as_tensor(x), 100.0)
+
+
+def test_snr_matches_hand_computation_and_is_zero_db_for_a_blank_estimate():
+    x = torch.tensor([[[[0.0, 3.0], [4.0, 0.0]]]], dtype=torch.float64)  # ||x||^2 = 25
+    x_hat = torch.tensor([[[[0.5, 3.0], [3.0, 0.0]]]], dtype=torch.float64)  # error 1.25
+    assert metrics.snr(x_hat, x) == pytest.approx(10 * math.log10(25 / 1.25), rel=1e-12)
+    assert metrics.snr(torch.zeros_like(x), x) == 0.0
+    assert metrics.snr(x, x) == math.inf
+    assert metrics.snr(-x, x) == pytest.approx(10 * math.log10(1 / 4))
+    with pytest.raises(ValueError, match="not identically zero"):
+        metrics.snr(x, torch.zeros_like(x))
+
+
 def test_asinh_psnr_rejects_an_all_zero_ground_truth():
     zeros = torch.zeros(1, 1, 4, 4)
     with pytest.raises(ValueError, match="not identically zero"):
@@ -68,7 +93,7 @@ def test_ssim_of_identical_images_is_one_and_works_in_3d():
 def test_quality_metrics_returns_every_column():
     x = torch.rand(1, 1, 24, 24, generator=torch.Generator().manual_seed(2))
     values = metrics.quality_metrics(x * 0.9, x)
-    assert set(values) == {"psnr_db", "ssim", "mse", "asinh_psnr_db", "diverged"}
+    assert set(values) == {"psnr_db", "ssim", "mse", "snr_db", "asinh_psnr_db", "diverged"}
     assert values["diverged"] is False
     assert all(math.isfinite(v) for v in values.values())
 
@@ -95,7 +120,9 @@ def _reference(x_hat, x):
     def s(v):
         return torch.asinh(v / (0.01 * m)) / math.asinh(100.0)
     asinh_mse = float(torch.mean((s(a) - s(b)) ** 2))
+    energy = float(torch.mean(b**2))
     return {"psnr_db": 10 * math.log10(peak**2 / mse), "ssim": float(ssim), "mse": mse,
+            "snr_db": 10 * math.log10(energy / mse),
             "asinh_psnr_db": 10 * math.log10(1 / asinh_mse)}
 
 
@@ -139,7 +166,8 @@ def test_a_diverging_estimate_gives_nan_metrics_and_diverged(bad):
     x_hat[0, 0, 3, 4] = bad
     values = metrics.quality_metrics(x_hat, x)
     assert values["diverged"] is True
-    assert all(math.isnan(values[key]) for key in ("psnr_db", "ssim", "mse", "asinh_psnr_db"))
+    assert all(math.isnan(values[key])
+               for key in ("psnr_db", "ssim", "mse", "snr_db", "asinh_psnr_db"))
 
 
 def test_constant_ground_truth_has_no_psnr():

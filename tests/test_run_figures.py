@@ -58,7 +58,7 @@ def test_a_diverging_run_ends_with_nan_metrics_without_stopping_the_grid(results
     last = diverged.iloc[-1]
     assert last.objective_diverged and len(diverged) < 9
     for column in ("objective_psnr_db", "objective_ssim", "objective_mse",
-                   "objective_asinh_psnr_db", "objective_value"):
+                   "objective_snr_db", "objective_asinh_psnr_db", "objective_value"):
         assert math.isnan(last[column]), column
     assert not diverged.objective_diverged.iloc[:-1].any()
     assert df.solver_name.str.startswith("denoiser").any()  # the grid went on

@@ -30,8 +30,8 @@ ELLIPSOIDS = [((0.0, 0.0, 0.0), (1.3, 1.2, 1.1), 0.6),
               ((0.7, 0.35, 0.4), (0.3, 0.25, 0.35), 2.0)]
 
 
-def orbit_vectors(orbit: int) -> np.ndarray:
-    vectors = circular_vectors(VIEWS, SOURCE_MM, DETECTOR_MM, PIXEL_MM)
+def orbit_vectors(orbit: int, views: int = VIEWS) -> np.ndarray:
+    vectors = circular_vectors(views, SOURCE_MM, DETECTOR_MM, PIXEL_MM)
     vectors[:, 2] += ORBIT_HEIGHT_MM[orbit]
     vectors[:, 5] += ORBIT_HEIGHT_MM[orbit]
     return np.concatenate([vectors, vectors[:1]])
@@ -86,14 +86,15 @@ def _readout(image: np.ndarray) -> np.ndarray:
     return np.flipud(image.T)
 
 
-def write_walnut(root: Path, seed: int = 0) -> Path:
-    """Write ``root/Walnut1/`` in the data set's layout; return that folder."""
+def write_walnut(root: Path, seed: int = 0, views: int = VIEWS) -> Path:
+    """Write ``root/Walnut1/`` in the data set's layout with ``views`` views per orbit (the
+    real scan has 1200); return that folder."""
     rng = np.random.default_rng(seed)
     walnut = root / "Walnut1"
     for orbit in (1, 2, 3):
         folder = walnut / "Projections" / f"tubeV{orbit}"
         folder.mkdir(parents=True)
-        vectors = orbit_vectors(orbit)
+        vectors = orbit_vectors(orbit, views)
         np.savetxt(folder / "scan_geom_corrected.geom", vectors)
         flat = FLAT * (1 + 0.05 * np.linspace(-1, 1, DETECTOR[1]))[None, :] \
             * np.ones(DETECTOR)
@@ -101,11 +102,11 @@ def write_walnut(root: Path, seed: int = 0) -> Path:
                          .astype(np.uint16))
         for i in (0, 1):
             tifffile.imwrite(folder / f"io00000{i}.tif", _readout(flat).astype(np.uint16))
-        counts = DARK + (flat - DARK) * np.exp(-line_integrals(vectors[:VIEWS]))
+        counts = DARK + (flat - DARK) * np.exp(-line_integrals(vectors[:views]))
         counts += rng.normal(0, 20, counts.shape)
-        # View k is stored as scan_{VIEWS - k}; scan_000000 repeats view 0's angle.
-        for k in range(VIEWS + 1):
-            image = counts[(VIEWS - k) % VIEWS]
+        # View k is stored as scan_{views - k}; scan_000000 repeats view 0's angle.
+        for k in range(views + 1):
+            image = counts[(views - k) % views]
             tifffile.imwrite(folder / f"scan_{k:06d}.tif",
                              _readout(np.clip(np.rint(image), 0, 65535)).astype(np.uint16))
     recon = walnut / "Reconstructions"
@@ -122,12 +123,13 @@ def zip_walnut(walnut: Path, archive: Path) -> Path:
     return archive
 
 
-def walnut_cache(cache: Path) -> Path:
-    """A scalebench cache holding the miniature walnut, unpacked as `scalebench fetch` does."""
+def walnut_cache(cache: Path, views: int = VIEWS) -> Path:
+    """A scalebench cache holding the miniature walnut (``views`` views per orbit), unpacked
+    as `scalebench fetch` does."""
     from scalebench.data import walnut
 
     source = cache / "fixture-source"
-    archive = zip_walnut(write_walnut(source), cache / "Walnut1.zip")
+    archive = zip_walnut(write_walnut(source, views=views), cache / "Walnut1.zip")
     walnut.unpack(archive, cache)
     archive.unlink()
     return cache

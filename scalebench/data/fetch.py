@@ -21,7 +21,7 @@ from pathlib import Path
 from provenance.results import atomic_path
 from scalebench.cache import cache_root, offline
 from scalebench.data.manifest import Entry
-from scalebench.errors import MissingFileError, ScalebenchError
+from scalebench.errors import ConfigError, MissingFileError, ScalebenchError
 
 CHUNK = 1 << 20
 ACCEPTED_SUFFIX = ".accepted-sha256"  # sidecar: sha256 of a file accepted without a checksum
@@ -122,6 +122,10 @@ def _download(entry: Entry, partial: Path) -> str:
     except urllib.error.HTTPError as error:
         raise FetchError(f"{entry.name}: HTTP {error.code} ({error.reason}) for {entry.url}") \
             from None
+    except urllib.error.URLError as error:  # before any answer: no connection was made
+        raise FetchError(f"{entry.name}: cannot connect to {entry.url} "
+                         f"({_reason(error.reason)}); check the network or the manifest's "
+                         f"address") from None
     except (OSError, http.client.HTTPException) as error:
         raise FetchError(f"{entry.name}: download from {entry.url} broke off after {received} "
                          f"bytes ({type(error).__name__}: {error})") from None
@@ -135,6 +139,15 @@ def _download(entry: Entry, partial: Path) -> str:
         raise FetchError(f"{entry.name}: {entry.url} has {entry.algorithm} "
                          f"{published.hexdigest()}, the manifest says {entry.checksum}")
     return sha256.hexdigest()
+
+
+def _reason(reason: object) -> str:
+    """Why a connection failed, in words (``connection refused``, a DNS error, ...)."""
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def fetch(entry: Entry, path: Path, allow_unverified: bool = False) -> bool:
@@ -169,8 +182,8 @@ def fetch_data(name: str, cache: Path | None = None, allow_unverified: bool = Fa
     from scalebench.data.manifest import load_manifest
 
     entries = {n: e for n, e in load_manifest(manifest).items() if e.kind == "data"}
-    if name not in entries:
-        raise FetchError(f"unknown data set '{name}' (allowed: {', '.join(sorted(entries))})")
+    if name not in entries:  # bad input (exit 2), not a failed download
+        raise ConfigError(f"unknown data set '{name}' (allowed: {', '.join(sorted(entries))})")
     cache = cache if cache is not None else cache_root()
     if walnut.is_unpacked(cache):
         return f"{name}: already in {walnut.walnut_folder(cache)}"

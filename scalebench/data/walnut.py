@@ -192,6 +192,21 @@ def _projections(orbit_folder: Path, views: np.ndarray, total: int, b: int) -> n
     return np.stack(out).astype(np.float32)
 
 
+def orbit_views(walnut: Path, orbit: int) -> int:
+    """Views of one orbit of the unpacked walnut (its geometry file's rows but the last, which
+    repeats the first angle), counted without reading any image."""
+    geometry = walnut / "Projections" / f"tubeV{orbit}" / "scan_geom_corrected.geom"
+    with open(geometry) as rows:
+        return sum(1 for row in rows if row.strip()) - 1
+
+
+def check_views(total: int, orbit: int, num_projections: int) -> None:
+    """Refuse more views than the orbit has (ValueError naming both)."""
+    if num_projections > total:
+        raise ValueError(f"num_projections ({num_projections}) exceeds the {total} views of "
+                         f"orbit {orbit} of the fetched scan")
+
+
 def _key(orbit: int, binning: int, num_projections: int) -> str:
     return f"v{FORMAT_VERSION}-orbit{orbit}-bin{binning}-views{num_projections}"
 
@@ -207,9 +222,7 @@ def prepare(cache: Path, orbit: int, binning: int, num_projections: int) -> Path
     orbit_folder = walnut / "Projections" / f"tubeV{orbit}"
     vectors = np.loadtxt(orbit_folder / "scan_geom_corrected.geom", ndmin=2)
     total = len(vectors) - 1  # the last row repeats the first angle
-    if num_projections > total:
-        raise ValueError(f"num_projections ({num_projections}) exceeds the {total} views of "
-                         f"orbit {orbit}")
+    check_views(total, orbit, num_projections)
     views = view_indices(total, num_projections)
     projections = _projections(orbit_folder, views, total, binning)
     detector = _oriented(_read(orbit_folder / "di000000.tif")).shape

@@ -39,6 +39,7 @@ RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 # Errors of a rank whose peer died first (gloo, NCCL): consequences, not causes.
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
+ERROR_PREFIX = "scalebench: error: "  # how steps print each problem (errors.error_lines)
 PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
 
 
@@ -79,9 +80,12 @@ def run_step(request: RunRequest, *args: str) -> str:
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
-        message = lines[-1] if lines else f"step '{args[0]}' failed ({result.returncode})"
+        named = [line.removeprefix(ERROR_PREFIX) for line in lines
+                 if line.startswith(ERROR_PREFIX)]  # every problem the step names
+        message = "\n".join(named) if named else lines[-1] if lines else \
+            f"step '{args[0]}' failed ({result.returncode})"
         error = RunFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
-        raise error(message.removeprefix("scalebench: error: "))
+        raise error(message)
     return result.stdout
 
 
@@ -130,7 +134,9 @@ def run(request: RunRequest) -> int:
     if not (request.benchmark / "objective.py").is_file():
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)
+    check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
     done = _finished(request, final)
+    created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
     # Same file system as the results, so that publishing is an atomic rename.
@@ -142,7 +148,7 @@ def run(request: RunRequest) -> int:
         experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs"),
-                                       "--check-devices"))
+                                       "--check-devices", *_memory_check(request)))
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):
@@ -154,6 +160,30 @@ def run(request: RunRequest) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(final.parent.iterdir()):
+            final.parent.rmdir()
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """Refuse a results folder that cannot be written (read-only, not a folder, no
+    permission), creating nothing: a probe file goes into the folder, or into its nearest
+    existing parent when it is still to be made, and is removed at once."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as error:
+        raise ScalebenchError(f"{what} folder {folder} cannot be written ({existing}: "
+                              f"{error.strerror or error}); choose a writable folder") from None
+
+
+def _memory_check(request: RunRequest) -> list[str]:
+    """The expand option that refuses experiments too large for this machine, for a local
+    run (whose ranks all run here)."""
+    return ["--check-memory"] if request.launcher == "local" else []
 
 
 def _stop(state: RunState, signum: int) -> None:

@@ -34,7 +34,7 @@ from provenance.results import (
     write_atomically,
 )
 from provenance.schema import METADATA_KEY, SCHEMA_VERSION
-from scalebench.errors import ScalebenchError
+from scalebench.errors import ConfigError, ScalebenchError, error_lines
 
 RUN_KEY = b"scalebench.run"
 EXPERIMENT_COLUMN = "experiment_id"
@@ -46,11 +46,12 @@ def _label(name: str, params: dict) -> str:
 
 
 def expand(config: Path, world_size: int, folder: Path,
-           check_devices: bool = False) -> list[dict]:
+           check_devices: bool = False, check_memory: bool = False) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order, with the
     resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
     dataset and solver ({name: parameters}) and the run options. ``check_devices``: also
-    refuse a device this machine does not have."""
+    refuse a device this machine does not have; ``check_memory``: refuse experiments whose
+    ranks, all on this machine, cannot fit its memory (nothing is written then)."""
     from scalebench.config import check_devices_available, load_experiment
 
     experiment = load_experiment(config, world_size)
@@ -59,7 +60,6 @@ def expand(config: Path, world_size: int, folder: Path,
     raw = yaml.safe_load(config.read_text())
     options = {key: value for key, value in raw.items()
                if key not in ("dataset", "solver", "force-solver")}
-    folder.mkdir(parents=True, exist_ok=True)
     experiments = []
     for dataset in experiment.datasets:
         for dataset_params in dataset.combinations():
@@ -69,9 +69,6 @@ def expand(config: Path, world_size: int, folder: Path,
                            "solver": {solver.name: solver_params}}
                     identifier = config_hash(canonical_json(key))[:16]
                     path = folder / f"{identifier}.yml"
-                    path.write_text(yaml.safe_dump(
-                        {**options, "dataset": [key["dataset"]], "solver": [key["solver"]]},
-                        sort_keys=False))
                     label = f"{_label(dataset.name, dataset_params)} x " \
                             f"{_label(solver.name, solver_params)}"
                     experiments.append({
@@ -79,6 +76,19 @@ def expand(config: Path, world_size: int, folder: Path,
                         "nodes": solver_params.get("slurm_nodes"),
                         "ntasks_per_node": solver_params.get("slurm_ntasks_per_node"),
                         **key, "options": options})
+    if check_memory:
+        from scalebench.launch.runner import experiment_ranks
+        from scalebench.plan import local_memory_problems
+
+        problems = local_memory_problems(experiments,
+                                         lambda e: experiment_ranks(e, world_size))
+        if problems:
+            raise ConfigError("\n".join(problems))
+    folder.mkdir(parents=True, exist_ok=True)
+    for experiment in experiments:
+        Path(experiment["config"]).write_text(yaml.safe_dump(
+            {**options, "dataset": [experiment["dataset"]], "solver": [experiment["solver"]]},
+            sort_keys=False))
     return experiments
 
 
@@ -139,6 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--folder", type=Path, required=True)
     step.add_argument("--check-devices", action="store_true",
                       help="refuse a device this machine does not have")
+    step.add_argument("--check-memory", action="store_true",
+                      help="refuse experiments that cannot fit this machine's memory")
     step = steps.add_parser("benchmark")
     step.add_argument("config", type=Path)
     step = steps.add_parser("status")
@@ -159,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.step == "expand":
             print(json.dumps(expand(args.config, args.world_size, args.folder,
-                                    args.check_devices)))
+                                    args.check_devices, args.check_memory)))
         elif args.step == "benchmark":
             print(config_benchmark(args.config))
         elif args.step == "status":
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(render(args.results))
     except (ScalebenchError, UnreadableResults) as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return 2
     return 0
 

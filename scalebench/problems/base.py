@@ -77,6 +77,8 @@ class ProblemSetup:
     # k -> measured data of operator k (real scans); None: y_k = A_k x_true + noise.
     measure: Callable[[int], torch.Tensor] | None = None
     operator_key: dict | None = None  # see Problem.operator_key
+    # Dynamic range the asinh-PSNR covers (scalebench.metrics); None: the metrics' default.
+    metric_dynamic_range: float | None = None
 
     @property
     def num_unknowns(self) -> int:

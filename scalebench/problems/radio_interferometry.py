@@ -29,7 +29,9 @@ initial estimate returns it.
 Sky: generated from ``seed`` at the image size (point sources with fluxes log-uniform over
 ``dynamic_range``, the brightest at 1; elliptical Gaussian components; faint diffuse emission)
 or read from the FITS image at ``sky_fits`` (first image HDU, first plane of any extra axes,
-NaN blanks set to 0, central square resampled to the image size).
+NaN blanks set to 0, central square resampled to the image size). ``dynamic_range`` is also
+the range the asinh-PSNR covers (its softening is the peak over it, scalebench.metrics), for a
+FITS sky too.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ PARAMS = {
     "weighting": Param("natural", str, choices=WEIGHTINGS, doc="visibility weighting"),
     "operator": Param("auto", str, choices=BACKENDS, doc="library of the visibility "
                                                         "transform (auto: fastest accurate)"),
-    "dynamic_range": Param(1e4, float, minimum=1.0, doc="brightest / faintest point source"),
+    "dynamic_range": Param(1e4, float, minimum=1.0, doc="brightest / faintest point source "
+                           "(also the asinh-PSNR's range)"),
     "sky_fits": Param(None, str, nullable=True, doc="FITS sky image; null: generated sky"),
     "num_operators": Param(1, int, minimum=1, doc="groups the time steps are split into"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
@@ -272,7 +275,8 @@ def setup(**params) -> ProblemSetup:
                                   params["operator"])
 
     return ProblemSetup("radio_interferometry", sky, num_operators, make_operator,
-                        params["noise_level"], params["seed"])
+                        params["noise_level"], params["seed"],
+                        metric_dynamic_range=params["dynamic_range"])
 
 
 SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_count,

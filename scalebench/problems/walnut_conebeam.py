@@ -47,7 +47,7 @@ PARAMS = {
 }
 
 
-def image_shape(binning: int, num_projections: int, num_operators: int,
+def image_shape(orbit: int, binning: int, num_projections: int, num_operators: int,
                 **_) -> tuple[int, ...]:
     if num_operators > num_projections:
         raise ValueError(f"num_operators ({num_operators}) must not exceed num_projections "
@@ -55,6 +55,8 @@ def image_shape(binning: int, num_projections: int, num_operators: int,
     cache = cache_root()
     if not walnut.is_unpacked(cache):
         raise ValueError(walnut.not_fetched_message(cache))
+    walnut.check_views(walnut.orbit_views(walnut.walnut_folder(cache), orbit), orbit,
+                       num_projections)
     shape = walnut.binned_volume_shape(walnut.walnut_folder(cache), binning)
     if min(shape) < 1:
         raise ValueError(f"binning {binning} leaves no voxel of the reference volume")
@@ -88,7 +90,7 @@ def resolve_projector(name: str, geometry: ConeGeometry) -> str:
 
 def setup(orbit: int, binning: int, num_projections: int, num_operators: int, projector: str,
           data: str, noise_level: float, seed: int) -> ProblemSetup:
-    image_shape(binning, num_projections, num_operators)
+    image_shape(orbit, binning, num_projections, num_operators)
     prepared = walnut.load_prepared(walnut.prepare(cache_root(), orbit, binning,
                                                    num_projections))
     geometry = ConeGeometry.centred(prepared.vectors, prepared.volume.shape,

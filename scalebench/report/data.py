@@ -30,6 +30,16 @@ PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
 # campaign runs one environment on several world sizes).
 RUN_FIELDS = ("prov_world_size", "prov_rank_hosts", "prov_slurm_job_id")
 EXPERIMENT = "experiment"  # column added here: the experiment's identity
+# The metric a dataset's quality is judged by (result column, label); every other dataset gets
+# DEFAULT_HEADLINE. Radio skies are mostly dark: a blank image has a high PSNR, SSIM and
+# asinh-PSNR there, but an SNR of exactly 0 dB.
+DEFAULT_HEADLINE = ("objective_psnr_db", "PSNR")
+HEADLINE_METRICS = {"radio_interferometry": ("objective_snr_db", "SNR")}
+
+
+def headline_metric(dataset_name: str) -> tuple[str, str]:
+    """(column, label) of the headline metric of a dataset (benchopt's name, any parameters)."""
+    return HEADLINE_METRICS.get(str(dataset_name).split("[")[0], DEFAULT_HEADLINE)
 SOURCE = "source_file"  # column added here: the file a row came from
 
 

@@ -14,6 +14,7 @@ from scalebench.report.data import (
     Results,
     environment_differences,
     environment_groups,
+    headline_metric,
     run_resources,
 )
 from scalebench.report.views import View
@@ -99,8 +100,9 @@ def _images_section(found: list[dict]) -> str:
         for name, path in item["images"].items():
             row = {"initial estimate": item["first"], "final estimate": item["last"]}.get(name)
             score = ""
-            if row is not None and "objective_psnr_db" in row:
-                score = f", PSNR {row['objective_psnr_db']:.2f} dB"
+            column, metric = headline_metric(item["first"]["dataset_name"])
+            if row is not None and column in row:
+                score = f", {metric} {row[column]:.2f} dB"
             parts.append(f'<figure class="estimate"><img alt="{_escape(name)}" '
                          f'src="{png_uri(Path(path).read_bytes())}"><figcaption>'
                          f'{_escape(name)}{_escape(score)}</figcaption></figure>')

@@ -25,11 +25,12 @@ from scalebench.report.data import (  # noqa: E402
     Results,
     configuration_columns,
     experiment_labels,
+    headline_metric,
     parameter_text,
 )
 
-QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_ssim", "SSIM"),
-           ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
+QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_snr_db", "SNR (dB)"),
+           ("objective_ssim", "SSIM"), ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
 STEPS = ("grad", "denoise")
 WORLD = "prov_world_size"
 # Parameters whose growth is more work, and the power the work grows with: counts of views,
@@ -202,9 +203,11 @@ def quality(results: Results) -> View:
     _legend(figure, axes[0][0])
     header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
                                              for when in ("initial", "final"))]
+    headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
     return View("quality", "Quality vs iteration and vs time", figure, rows,
-                "one line per experiment; iteration 0 is the initial estimate",
-                Table(header, summary))
+                f"one line per experiment; iteration 0 is the initial estimate; headline "
+                f"metric: {' and '.join(headlines)} (radio interferometry: SNR, which a blank "
+                f"sky cannot win)", Table(header, summary))
 
 
 def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import torch
 from scalebench.benchopt_support import LoopSolver, ProblemDataset
 from scalebench.distributed.ranks import rank_statistics
 from scalebench.launch import progress
-from scalebench.metrics import quality_metrics
+from scalebench.metrics import METRIC_NAMES, quality_metrics
 from scalebench.problems import ProblemSetup
 from scalebench.profiling import StepProfiler
 from scalebench.training import BENCHMARK_NAME, OBJECTIVE_NAME
@@ -28,8 +28,6 @@ from scalebench.training.step import (
     choose_checkpointing,
     set_checkpointing,
 )
-
-QUALITY = ("psnr_db", "ssim", "mse", "asinh_psnr_db")
 
 
 class TrainingDataset(ProblemDataset):
@@ -85,7 +83,7 @@ class TrainingSolver(LoopSolver):
     def _validation(self) -> dict[str, float]:
         step = self.loop.step_index
         if step % self.params["eval_every"] and step != self.params["max_iter"]:
-            return {name: math.nan for name in QUALITY}
+            return dict.fromkeys(METRIC_NAMES, math.nan)
         problem = self.data.validation
         with torch.no_grad():
             x_hat = self.model(problem.y, problem.physics)
