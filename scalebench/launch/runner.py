@@ -356,8 +356,10 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
               f"launch finished; partial results in {state.final}; complete them with "
               f"--resume --output {state.final.stem}", file=sys.stderr)
         return 128 + state.stopped_by
+    if not state.final.is_file():
+        return EXIT_FAILED if state.failures else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
-    if request.html and state.final.is_file():
+    if request.html:
         report = run_step(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
     if state.failures:  # each one printed when it happened
