@@ -136,7 +136,7 @@ def container_base(tmp_path_factory) -> ContainerBase:
     from tests.container_tools import Podman, ensure_tools, stand_in_base
 
     ensure_tools()
-    folder = tmp_path_factory.mktemp("container-base")
+    folder = tmp_path_factory.mktemp("base")  # podman: runroot under 50 characters
     podman = Podman(folder / "podman")
     try:
         started = time.monotonic()
