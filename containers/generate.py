@@ -120,6 +120,9 @@ def environment() -> dict[str, str]:
                     "/usr/bin:/sbin:/bin",
             "SCALEBENCH_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
             "TORCH_HOME": f"{PREFIX}/torch", "PYTHONUNBUFFERED": "1",
+            # benchopt caches in the benchmark folder unless told; a SIF's is read-only, and
+            # everything a run writes goes to the results folder bound at /results.
+            "BENCHOPT_CACHE": "/results/.benchopt-cache",
             # The NVIDIA container runtime exposes the GPUs and driver libraries from these.
             "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
 

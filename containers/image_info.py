@@ -15,7 +15,7 @@ USAGE = """\
 Usage:
   docker run --rm --gpus all -v $PWD/results:/results IMAGE scalebench run CONFIG --output NAME
   apptainer run --nv --bind $PWD/results:/results scalebench.sif scalebench run CONFIG
-  apptainer run --bind $PWD/results:/results scalebench.sif benchopt run \
+  apptainer run --bind $PWD/results:/results scalebench.sif benchopt run \\
       /opt/scalebench/src/benchmark_inference --config /results/CONFIG.yml
   ... IMAGE scalebench replay /results/NAME.parquet      (bit-for-bit re-run, same image)
   ... IMAGE scalebench-image-test                         (self-test: imports, tiny run, GPU)
