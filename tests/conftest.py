@@ -190,7 +190,7 @@ def build_test_sif(output: Path, base: ContainerBase, weights: Path,
 
 
 @pytest.fixture(scope="session")
-def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory) -> BuiltSif:
+def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory):
     """containers/scalebench.def built once per session, every line the committed one but
     the bootstrap (the stand-in base's archive)."""
     from tests.container_tools import seeded_weights
@@ -203,4 +203,5 @@ def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory) -> Built
     digest = build_test_sif(path, container_base, weights, options)
     seconds = time.monotonic() - started
     print(f"\nSIF built in {seconds:.0f} s, {path.stat().st_size / 2**20:.0f} MiB")
-    return BuiltSif(path, digest, apptainer_on_path, container_base, weights, options, seconds)
+    yield BuiltSif(path, digest, apptainer_on_path, container_base, weights, options, seconds)
+    path.unlink()  # gigabytes that pytest's kept temporary folders would hold on to

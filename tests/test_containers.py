@@ -210,6 +210,9 @@ def image(container_base, tmp_path_factory):
                        weights, options)
         print(f"\npodman image built in {time.monotonic() - started:.0f} s")
         yield podman, digest
+    # The base stays for the session's other builds; the image's gigabytes go now.
+    podman("rmi", "--force", digest)
+    podman("image", "prune", "--force")
 
 
 def in_image(podman: Podman, digest: str, results: Path, *command: str):
