@@ -253,13 +253,13 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
-CONTAINER_MARKERS = ("/.singularity.d", "/.dockerenv", "/run/.containerenv")
-
-
 def unbound_hint(path: Path) -> str:
-    """Inside a container, which bind would make a missing ``path`` visible; else ''."""
+    """Inside the scalebench image, which bind would make a missing ``path`` visible; else
+    '' (a host that is itself a container gets no hint about binds)."""
+    from provenance.environment import BUILD_INFO_PATHS
+
     if not (os.environ.get("APPTAINER_CONTAINER")
-            or any(Path(marker).exists() for marker in CONTAINER_MARKERS)):
+            or any(Path(marker).is_file() for marker in BUILD_INFO_PATHS)):
         return ""
     folder = Path(os.path.abspath(path)).parent
     return (f"; a container sees only the host folders bound into it: bind {folder} (e.g. "
