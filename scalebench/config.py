@@ -14,6 +14,7 @@ run, by ``scalebench run`` before it starts them and again by every rank.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -276,11 +277,27 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
+def unbound_hint(path: Path) -> str:
+    """Inside the scalebench image, which bind would make a missing ``path`` visible; else
+    '' (a host that is itself a container gets no hint about binds)."""
+    from provenance.environment import BUILD_INFO_PATHS
+
+    if not (os.environ.get("APPTAINER_CONTAINER")
+            or any(Path(marker).is_file() for marker in BUILD_INFO_PATHS)):
+        return ""
+    folder = Path(os.path.abspath(path)).parent
+    return (f"; a container sees only the host folders bound into it: bind {folder} (e.g. "
+            f"--bind {folder}:{folder}) or put the file in the folder bound at /results")
+
+
 def read_yaml(path: Path, what: str) -> Any:
     """The YAML document in ``path``; a ConfigError naming ``what`` (e.g. "config") when the
     file cannot be read or parsed."""
     try:
         return yaml.safe_load(path.read_text())
+    except FileNotFoundError as error:
+        raise ConfigError(f"cannot read {what} {path}: {error.strerror}"
+                          f"{unbound_hint(path)}") from None
     except OSError as error:
         raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from None
     except yaml.YAMLError as error:

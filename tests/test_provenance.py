@@ -68,11 +68,13 @@ def test_only_allow_listed_environment_variables_are_recorded(fresh, monkeypatch
 
 def test_image_digest_bare_metal_apptainer_and_handed_in(fresh, monkeypatch, tmp_path):
     assert fresh()["image_digest"] == "none"
-    sif = tmp_path / "scalebench.sif"
-    sif.write_bytes(b"SIF image bytes" * 1000)
+    from tests.test_sif_digest import PARTITIONS, write_sif
+
+    sif = write_sif(tmp_path / "scalebench.sif", PARTITIONS, b"\x07" * 16, 1_700_000_000)
     monkeypatch.setenv("APPTAINER_CONTAINER", str(sif))
-    expected = "sha256:" + hashlib.sha256(sif.read_bytes()).hexdigest()
-    assert fresh()["image_digest"] == expected
+    # The SIF's digest without its build stamps: that of a stamp-free copy's file sha256.
+    bare = write_sif(tmp_path / "bare.sif", PARTITIONS, bytes(16), 0)
+    assert fresh()["image_digest"] == "sha256:" + hashlib.sha256(bare.read_bytes()).hexdigest()
     monkeypatch.setenv("SCALEBENCH_IMAGE_DIGEST", "sha256:abc123")
     labels = tmp_path / "labels.json"
     labels.write_text(json.dumps({"org.scalebench.cuda": "13.0"}))
