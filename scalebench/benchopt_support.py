@@ -26,11 +26,11 @@ from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import (
     check_denoiser_fits,
     check_distribution,
-    make_denoiser,
+    make_denoiser_with_record,
     resolve_device,
     warm_up,
 )
-from scalebench.stamping import BENCHMARK_NAME, OBJECTIVE_NAME, run_record
+from scalebench.stamping import BENCHMARK_NAME, NO_WEIGHTS, OBJECTIVE_NAME, run_record
 
 # Testing hook for failure handling: the rank named here raises at its second iteration.
 FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"
@@ -90,6 +90,8 @@ class LoopSolver(BaseSolver):
     benchmark_name, objective_name = BENCHMARK_NAME, OBJECTIVE_NAME
     # benchopt's own test suite (`benchopt test`) runs a few CPU iterations.
     test_config = {"max_iter": 3, "device": "cpu"}
+    # Which denoiser weights ran (stamping.NO_WEIGHTS where none are loaded); set by build.
+    weights_record: dict[str, str] = NO_WEIGHTS
 
     def __init__(self, **parameters) -> None:
         validate_parameters(f"solver '{self.name}'", parameters, self.param_specs)
@@ -138,7 +140,8 @@ class LoopSolver(BaseSolver):
         start = time.perf_counter()
         mode, rank = self.params["profiler"], self.context.rank
         self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
-                                     self.context, self.benchmark_name, self.objective_name)
+                                     self.context, self.benchmark_name, self.objective_name,
+                                     self.weights_record)
         label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)
@@ -206,7 +209,8 @@ class InferenceSolver(LoopSolver):
         check_distribution(params, shape, problem.num_operators, self.context.world_size)
         self.setup_problem(problem)
         self.ground_truth = problem.x_true  # kept for save_estimate
-        self.denoiser = make_denoiser(params, shape, self.device, self.context)
+        self.denoiser, self.weights_record = make_denoiser_with_record(
+            params, shape, self.device, self.context)
         self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
                                       self.device) if params["compile"] else 0.0
         return self.denoiser  # the same weights on every rank

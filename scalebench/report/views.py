@@ -86,19 +86,35 @@ def quality(results: Results) -> View:
                                           else [])
     figure, axes = plt.subplots(len(axes_x), len(metrics), squeeze=False,
                                 figsize=(4.2 * len(metrics), 3.2 * len(axes_x)))
+    random = random_weight_experiments(rows)
     for experiment, part in rows.groupby(EXPERIMENT, sort=False):
         part = part.sort_values("stop_val")
+        label = results.labels[experiment] + (RANDOM_MARK if experiment in random else "")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
-                axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
-                                label=results.labels[experiment])
+                axes[i][j].plot(part[x], part[metric], marker="o", markersize=3, label=label,
+                                linestyle="--" if experiment in random else "-")
     for i, (_, x_name) in enumerate(axes_x):
         for j, (_, name) in enumerate(metrics):
             axes[i][j].set(xlabel=x_name, ylabel=name)
             axes[i][j].grid(alpha=0.3)
     _legend(figure, axes[0][0])
-    return View("quality", "Quality vs iteration and vs time", figure, rows,
-                "one line per experiment; iteration 0 is the initial estimate")
+    note = "one line per experiment; iteration 0 is the initial estimate"
+    if random:
+        note += (f"; dashed{RANDOM_MARK}: {len(random)} experiment(s) ran a learned denoiser "
+                 f"with random weights (pretrained: none), their quality says nothing about "
+                 f"the method")
+    return View("quality", "Quality vs iteration and vs time", figure, rows, note)
+
+
+RANDOM_MARK = " [random weights]"
+
+
+def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
+    """Experiments whose learned denoiser ran with random weights (prov_weights 'random')."""
+    if "prov_weights" not in rows:
+        return set()
+    return set(rows.loc[rows["prov_weights"] == "random", EXPERIMENT])
 
 
 def _legend(figure: Figure, axis) -> None:
