@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -57,11 +58,12 @@ class Recipe:
     architecture: str  # "drunet" or "dncnn" (deepinv's classes)
     channels: int
     widths: dict = field(default_factory=dict)  # keyword arguments of the deepinv class
-    steps: int = 200
+    steps: int = 300
     batch: int = 16
     patch: int = 32
     sigma_max: float = 0.12  # training noise levels: uniform in [0, sigma_max]
-    learning_rate: float = 2e-3  # Adam, cosine decay to 1% over the steps
+    learning_rate: float = 2e-3  # Adam: linear warm-up, then cosine decay to 1%
+    warmup: int = 30  # steps of linear warm-up (the first steps of Adam are the largest)
     seed: int = 0
     threads: int = 1  # torch threads while training (one: reproducible bit for bit here)
 
@@ -79,7 +81,7 @@ RECIPES = {r.name: r for r in (
     Recipe("drunet_gray", "drunet", 1, DRUNET_WIDTHS, seed=1),
     Recipe("drunet_color", "drunet", 3, DRUNET_WIDTHS, seed=2),
     Recipe("dncnn_gray", "dncnn", 1, DNCNN_WIDTHS, seed=3),
-    Recipe("dncnn_color", "dncnn", 3, DNCNN_WIDTHS, seed=4),
+    Recipe("dncnn_color", "dncnn", 3, DNCNN_WIDTHS, steps=450, seed=4),
 )}
 CHANNEL_NAMES = {1: "gray", 3: "color"}
 
@@ -184,6 +186,14 @@ def _patches(images: list[torch.Tensor], recipe: Recipe,
     return torch.stack(out)
 
 
+def _rate(recipe: Recipe, step: int) -> float:
+    """Learning-rate factor at ``step``: linear warm-up, then cosine from 1 to 0.01."""
+    if step < recipe.warmup:
+        return (step + 1) / recipe.warmup
+    progress = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+    return 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def train(recipe: Recipe, log=print) -> tuple[nn.Module, dict]:
     """Train ``recipe``'s network from its seed; return it (eval mode) and the run's facts."""
     previous_threads = torch.get_num_threads()
@@ -195,8 +205,7 @@ def train(recipe: Recipe, log=print) -> tuple[nn.Module, dict]:
         generator = torch.Generator().manual_seed(recipe.seed)
         images = training_images(recipe)
         optimiser = torch.optim.Adam(model.parameters(), lr=recipe.learning_rate)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimiser, recipe.steps, eta_min=recipe.learning_rate / 100)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: _rate(recipe, step))
         start, losses = time.perf_counter(), []
         model.train()
         for step in range(recipe.steps):

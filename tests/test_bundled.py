@@ -149,3 +149,19 @@ def test_rows_record_the_weights_that_ran_and_random_ones_warn_once(tmp_path, wr
     assert sorted(warnings) == [0, 0, 1], warnings
     check = run_cli("check", benchmark / "outputs" / "w.parquet")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_report_marks_the_quality_curves_of_random_weight_rows():
+    from scalebench.report.data import EXPERIMENT, Results
+    from scalebench.report.views import RANDOM_MARK, quality
+
+    rows = pd.DataFrame({EXPERIMENT: ["a", "a", "b", "b"], "stop_val": [0, 1, 0, 1],
+                         "time": [0.0, 1.0, 0.0, 1.0], "objective_psnr_db": [20.0, 24, 20, 5],
+                         "prov_weights": ["bundled", "bundled", "random", "random"]})
+    view = quality(Results(rows, labels={"a": "pnp A", "b": "pnp B"}))
+    lines = view.figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["pnp A", "pnp B" + RANDOM_MARK]
+    assert [line.get_linestyle() for line in lines] == ["-", "--"]
+    assert "1 experiment(s) ran a learned denoiser with random weights" in view.note
+    unmarked = quality(Results(rows.assign(prov_weights="bundled"), labels={"a": "A", "b": "B"}))
+    assert "random weights" not in unmarked.note

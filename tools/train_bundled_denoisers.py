@@ -28,7 +28,8 @@ def manifest_entry(document: dict) -> str:
         f"checksum = \"sha256:{document['sha256']}\"",
         'checksum_source = "computed when trained by tools/train_bundled_denoisers.py '
         f'(recipe record {document["name"]}.json beside the file)"',
-        'licence = "same as scalebench"',
+        'licence = "weights trained by scalebench; training pictures under the terms listed in '
+        'scikit-image\'s skimage/data/README.txt"',
     ])
 
 
