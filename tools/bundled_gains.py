@@ -43,8 +43,9 @@ CASES = (
     ("synthetic denoising", "synthetic.yml", "pnp", {"task": "denoising"}),
     ("standalone denoiser", "multiframe_superres.yml", "denoiser", {}),
 )
-DENOISERS = (("tv", "auto"), ("drunet", "bundled"), ("dncnn", "bundled"),
-             ("drunet", "none"), ("dncnn", "none"))
+DENOISERS = {"tv": ("tv", "auto"), "drunet": ("drunet", "bundled"),
+             "dncnn": ("dncnn", "bundled"), "drunet-random": ("drunet", "none"),
+             "dncnn-random": ("dncnn", "none")}
 
 
 def _first(values: dict) -> dict:
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-iterations", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=[c[0] for c in CASES],
                         default=[c[0] for c in CASES])
+    parser.add_argument("--denoisers", nargs="+", choices=list(DENOISERS),
+                        default=list(DENOISERS))
     args = parser.parse_args(argv)
     print("| case | denoiser | weights | iterations | initial PSNR (dB) | final PSNR (dB) "
           "| gain (dB) | seconds |")
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, file, solver, overrides in CASES:
         if label not in args.only:
             continue
-        for denoiser, pretrained in DENOISERS:
+        for denoiser, pretrained in (DENOISERS[d] for d in args.denoisers):
             weights = "-" if denoiser == "tv" else \
                 "random" if pretrained == "none" else pretrained
             initial, final, iterations, seconds = run_case(

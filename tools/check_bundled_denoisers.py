@@ -34,16 +34,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=sorted(RECIPES), default=sorted(RECIPES))
     parser.add_argument("--tolerance-db", type=float, default=0.2)
     parser.add_argument("--shipped", type=Path, default=WEIGHTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--rerun", type=Path, default=None,
+                        help="compare with the files a separate run of "
+                             "tools/train_bundled_denoisers.py --out DIR wrote, "
+                             "instead of training again")
     args = parser.parse_args(argv)
     worst = 0.0
     print(f"{'model':<14} {'sigma':>6} {'noisy':>8} {'shipped':>8} {'re-run':>8} {'diff':>7}"
           f"  (PSNR dB on the held-out astronaut)")
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = args.rerun or Path(temporary)
         for name in args.only:
             recipe = RECIPES[name]
-            again = train_and_save(recipe, Path(folder), log=lambda _: None)
+            again = load_record(name, folder) if args.rerun else \
+                train_and_save(recipe, folder, log=lambda _: None)
             shipped = held_out_figures(load_bundled(name, args.shipped), recipe.channels)
-            rerun = held_out_figures(load_bundled(name, Path(folder)), recipe.channels)
+            rerun = held_out_figures(load_bundled(name, folder), recipe.channels)
             for sigma in map(str, EVAL_SIGMAS):
                 difference = rerun[sigma]["denoised_psnr_db"] - shipped[sigma]["denoised_psnr_db"]
                 worst = max(worst, abs(difference))
