@@ -6,7 +6,7 @@ run itself. The full record is also stored as JSON in the parquet file's key-val
 under ``METADATA_KEY``.
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the weights fields (weights, weights_sha256, denoiser_architecture)
 COLUMN_PREFIX = "prov_"
 METADATA_KEY = b"scalebench.provenance"
 # benchopt prefixes whatever the objective returns with "objective_".
@@ -62,6 +62,13 @@ FIELDS: dict[str, tuple[type, str]] = {
     "data_sha256": (str, "sha256 of the data manifest: ground truth and measurements"),
     "config_hash": (str, "sha256 of config_json"),
     "config_json": (str, "canonical JSON of the resolved experiment: enough to re-run it"),
+    "weights": (str, "denoiser weights that ran: 'random' (seeded init, pretrained none), "
+                     "'bundled' (scalebench's own), 'hub' (deepinv's published file), the "
+                     "path of a weights file, or 'none' where none are loaded (TV, training)"),
+    "weights_sha256": (str, "sha256 of the weights file; for random weights, of their "
+                            "parameters; empty where none are loaded"),
+    "denoiser_architecture": (str, "JSON of the denoiser network: name, class, widths, "
+                                   "parameter count ('{}' where none is loaded)"),
     "result_sha256": (str, "sha256 of this row's estimate (dtype, shape, bytes)"),
 }
 

@@ -28,11 +28,11 @@ from scalebench.profiling import StepProfiler
 from scalebench.solvers.common import (
     check_denoiser_fits,
     check_distribution,
-    make_denoiser,
+    make_denoiser_with_record,
     resolve_device,
     warm_up,
 )
-from scalebench.stamping import BENCHMARK_NAME, OBJECTIVE_NAME, run_record
+from scalebench.stamping import BENCHMARK_NAME, NO_WEIGHTS, OBJECTIVE_NAME, run_record
 
 # Testing hook for failure handling: the rank named here raises at its second iteration.
 FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"
@@ -96,6 +96,8 @@ class LoopSolver(BaseSolver):
     benchmark_name, objective_name = BENCHMARK_NAME, OBJECTIVE_NAME
     # benchopt's own test suite (`benchopt test`) runs a few CPU iterations.
     test_config = {"max_iter": 3, "device": "cpu"}
+    # Which denoiser weights ran (stamping.NO_WEIGHTS where none are loaded); set by build.
+    weights_record: dict[str, str] = NO_WEIGHTS
 
     def __init__(self, **parameters) -> None:
         validate_parameters(f"solver '{self.name}'", parameters, self.param_specs)
@@ -147,7 +149,8 @@ class LoopSolver(BaseSolver):
         progress.stage("preparing the loop")
         mode, rank = self.params["profiler"], self.context.rank
         self.run_record = run_record(self.source, self.data_sha256, self.name, self.params,
-                                     self.context, self.benchmark_name, self.objective_name)
+                                     self.context, self.benchmark_name, self.objective_name,
+                                     self.weights_record)
         label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)
@@ -218,7 +221,8 @@ class InferenceSolver(LoopSolver):
         self.setup_problem(problem)
         self.ground_truth = problem.x_true  # kept for save_estimate
         progress.stage("building the denoiser")
-        self.denoiser = make_denoiser(params, shape, self.device, self.context)
+        self.denoiser, self.weights_record = make_denoiser_with_record(
+            params, shape, self.device, self.context)
         if params["compile"]:
             progress.stage("compiling the denoiser")
         self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],

@@ -20,6 +20,8 @@ from scalebench.distributed.context import TimedContext
 from scalebench.distributed.ranks import rank_hosts
 
 RESULT_COLUMN = column("result_sha256")
+# The weights fields of a run that loads no denoiser weights (a training run trains its own).
+NO_WEIGHTS = {"weights": "none", "weights_sha256": "", "denoiser_architecture": "{}"}
 
 
 def experiment_config(source: dict, solver_name: str, solver_params: dict,
@@ -40,8 +42,11 @@ def experiment_config(source: dict, solver_name: str, solver_params: dict,
 
 def run_record(source: dict, data_sha256: str, solver_name: str, solver_params: dict,
                context: TimedContext, benchmark: str = BENCHMARK_NAME,
-               objective: str = OBJECTIVE_NAME) -> dict[str, Any]:
-    """Every ``prov_*`` field of a run's rows but the result digest (computed once per run)."""
+               objective: str = OBJECTIVE_NAME,
+               weights: dict[str, str] = NO_WEIGHTS) -> dict[str, Any]:
+    """Every ``prov_*`` field of a run's rows but the result digest (computed once per run).
+
+    ``weights``: which denoiser weights ran (``denoisers.weights_record``)."""
     config_json = canonical_json(experiment_config(source, solver_name, solver_params,
                                                    benchmark, objective))
     seeds = {"dataset": source["params"].get("seed"), "solver": solver_params["seed"]}
@@ -54,6 +59,7 @@ def run_record(source: dict, data_sha256: str, solver_name: str, solver_params: 
         "data_sha256": data_sha256,
         "config_json": config_json,
         "config_hash": config_hash(config_json),
+        **{name: weights[name] for name in NO_WEIGHTS},
     }
     return {column(name): value for name, value in fields.items()}
 

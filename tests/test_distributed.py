@@ -232,7 +232,7 @@ def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_conf
     assert done.returncode == 1, done.stderr[-3000:]
     assert "FAILED" in done.stderr and str(corrupt) in done.stderr
     df = rows(benchmark, "f")
-    assert set(df.p_solver_pretrained) == {"none"} and len(df) == 3
+    assert set(df.p_solver_pretrained) == {"auto"} and len(df) == 3
     record = json.loads(pq.read_metadata(benchmark / "outputs" / "f.parquet")
                         .metadata[b"scalebench.run"])
     assert record["status"] == "partial" and record["failures"][0]["rank"] in (0, 1)

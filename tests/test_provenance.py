@@ -16,7 +16,8 @@ from scalebench.determinism import DETERMINISTIC_ENV, apply_determinism
 from tests.conftest import REPO
 
 RUN_FIELDS = {"rank_hosts", "profiler_mode", "deterministic_mode", "seeds", "data_sha256",
-              "config_hash", "config_json", "result_sha256"}
+              "config_hash", "config_json", "result_sha256", "weights", "weights_sha256",
+              "denoiser_architecture"}
 
 
 @pytest.fixture

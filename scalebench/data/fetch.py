@@ -40,7 +40,10 @@ def hub_checkpoints() -> Path:
 
 
 def destination(entry: Entry, cache: Path | None = None) -> Path:
-    """Where ``entry`` is kept: the torch hub cache for weights, the scalebench cache for data."""
+    """Where ``entry`` is kept: the torch hub cache for weights, the scalebench cache for data,
+    the package's own folder for bundled weights."""
+    if entry.kind == "bundled":
+        return Path(__file__).resolve().parent / "weights" / entry.file
     if entry.kind == "weights":
         return hub_checkpoints() / entry.file
     return (cache if cache is not None else cache_root()) / "data" / entry.name / entry.file

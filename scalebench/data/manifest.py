@@ -9,7 +9,8 @@ from pathlib import Path
 from scalebench.errors import ConfigError
 
 MANIFEST = Path(__file__).resolve().parent / "manifest.toml"
-KINDS = ("weights", "data")
+# "bundled": weights shipped inside the package (scalebench/data/weights/), never downloaded.
+KINDS = ("weights", "data", "bundled")
 ALGORITHMS = ("sha256", "md5")
 UNKNOWN = "unknown"
 
@@ -19,9 +20,9 @@ class Entry:
     """One downloadable file; ``size`` and ``checksum`` are None when unknown."""
 
     name: str
-    kind: str  # "weights" or "data"
+    kind: str  # "weights", "data" or "bundled"
     file: str
-    url: str
+    url: str  # empty for "bundled" files
     size: int | None
     algorithm: str | None  # "sha256" or "md5"
     checksum: str | None  # lower-case hex digest as published
@@ -33,15 +34,19 @@ class Entry:
         return self.checksum is not None
 
     def fetch_command(self) -> str:
-        """The command that downloads this file."""
+        """The command that downloads this file (or restores a bundled one)."""
+        if self.kind == "bundled":
+            return "pip install --force-reinstall scalebench"
         return ("scalebench fetch --weights" if self.kind == "weights"
                 else f"scalebench fetch --data {self.name}")
 
 
 def _entry(name: str, table: dict, source: Path) -> Entry:
     where = f"{source}: [{name}]"
-    missing = [key for key in ("kind", "file", "url", "size", "checksum", "licence")
-               if key not in table]
+    required = ["kind", "file", "size", "checksum", "licence"]
+    if table.get("kind") != "bundled":
+        required.append("url")
+    missing = [key for key in required if key not in table]
     if missing:
         raise ConfigError(f"{where} lacks {', '.join(missing)}")
     if table["kind"] not in KINDS:
@@ -57,7 +62,7 @@ def _entry(name: str, table: dict, source: Path) -> Entry:
                 c not in "0123456789abcdef" for c in checksum.lower()):
             raise ConfigError(f"{where}: checksum must be 'sha256:HEX', 'md5:HEX' or 'unknown', "
                               f"got {table['checksum']!r}")
-    return Entry(name, table["kind"], table["file"], table["url"],
+    return Entry(name, table["kind"], table["file"], table.get("url", ""),
                  None if size == UNKNOWN else size, algorithm,
                  checksum.lower() if checksum else None,
                  table.get("checksum_source", ""), table["licence"])

@@ -176,7 +176,9 @@ def quality(results: Results) -> View:
         return _skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
     axes_x = [("stop_val", "iteration")] + ([("time", "solver time (s)")] if "time" in rows
                                           else [])
-    labels = [wrap(results.labels[e], 60) for e in results.experiments()]
+    random = random_weight_experiments(rows)
+    labels = [wrap(results.labels[e] + (RANDOM_MARK if e in random else ""), 60)
+              for e in results.experiments()]
     width = min(FIGURE_WIDTH, 3.4 * len(metrics))
     figure, axes = _figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
                            len(axes_x), len(metrics))
@@ -185,12 +187,13 @@ def quality(results: Results) -> View:
     parts = dict(list(rows.groupby(EXPERIMENT, sort=False)))
     for experiment in reading_order(per_experiment(rows), rows).index:
         part = parts[experiment].sort_values("stop_val")
+        label = results.labels[experiment] + (RANDOM_MARK if experiment in random else "")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
-                                label=wrap(results.labels[experiment], 60),
-                                **styles[experiment])
-        summary.append([results.labels[experiment], parameter_text(part["stop_val"].max()),
+                                label=wrap(label, 60), **styles[experiment],
+                                markerfacecolor="none" if experiment in random else None)
+        summary.append([label, parameter_text(part["stop_val"].max()),
                         *(number(part[metric].iloc[k], 4) for metric, _ in metrics
                           for k in (0, -1))])
     for i, (_, x_name) in enumerate(axes_x):
@@ -204,10 +207,25 @@ def quality(results: Results) -> View:
     header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
                                              for when in ("initial", "final"))]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
-    return View("quality", "Quality vs iteration and vs time", figure, rows,
-                f"one line per experiment; iteration 0 is the initial estimate; headline "
-                f"metric: {' and '.join(headlines)} (radio interferometry: SNR, which a blank "
-                f"sky cannot win)", Table(header, summary))
+    note = (f"one line per experiment; iteration 0 is the initial estimate; headline metric: "
+            f"{' and '.join(headlines)} (radio interferometry: SNR, which a blank sky cannot "
+            f"win)")
+    if random:
+        note += (f"; open markers{RANDOM_MARK}: {len(random)} experiment(s) ran a learned "
+                 f"denoiser with random weights (pretrained: none), their quality says nothing "
+                 f"about the method")
+    return View("quality", "Quality vs iteration and vs time", figure, rows, note,
+                Table(header, summary))
+
+
+RANDOM_MARK = " [random weights]"
+
+
+def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
+    """Experiments whose learned denoiser ran with random weights (prov_weights 'random')."""
+    if "prov_weights" not in rows:
+        return set()
+    return set(rows.loc[rows["prov_weights"] == "random", EXPERIMENT])
 
 
 def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

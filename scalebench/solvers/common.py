@@ -13,10 +13,11 @@ from scalebench.denoisers import (
     DENOISERS,
     SIZE_MULTIPLE,
     TiledDenoiser,
-    build_denoiser,
     check_input_size,
     is_tiled,
+    load_denoiser,
     tile_windows,
+    warn_random_weights,
 )
 from scalebench.errors import ConfigError
 from scalebench.params import Param
@@ -39,7 +40,10 @@ DEFAULT_BATCH = 4
 
 DENOISER_PARAMS = {
     "denoiser": Param("tv", str, choices=DENOISERS, doc="denoiser architecture"),
-    "pretrained": Param("none", str, doc="'none' (random init), 'hub' or a .pth file path"),
+    "pretrained": Param("auto", str, doc="'auto' (deepinv's published weights when in the "
+                                         "torch hub cache, else 'bundled'), 'bundled' (the "
+                                         "small networks scalebench ships), 'hub', 'none' "
+                                         "(seeded random weights: cost only) or a .pth path"),
     "denoiser_sigma": Param(0.05, float, minimum=0.0, doc="noise level given to the denoiser"),
     "patch_size": Param(0, int, minimum=0, doc="tile core size in pixels; 0: no tiling"),
     "overlap": Param(0, int, minimum=0, doc="extra pixels around each tile core"),
@@ -123,8 +127,21 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
 def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.device,
                   context=None) -> nn.Module:
     """The configured denoiser with its tiling, split across ranks when distributed."""
-    model = build_denoiser(params["denoiser"], image_shape[0], params["pretrained"], device,
-                           params["seed"])
+    return make_denoiser_with_record(params, image_shape, device, context)[0]
+
+
+def make_denoiser_with_record(params: dict, image_shape: tuple[int, ...], device: torch.device,
+                              context=None) -> tuple[nn.Module, dict[str, str]]:
+    """``make_denoiser`` and the provenance of its weights (denoisers.weights_record); warns
+    once (on rank 0) when the weights are random."""
+    model, record = load_denoiser(params["denoiser"], image_shape[0], params["pretrained"],
+                                  device, params["seed"])
+    if record["weights"] == "random" and getattr(context, "rank", 0) == 0:
+        warn_random_weights(params["denoiser"])
+    return _wrap(model, params, image_shape, context), record
+
+
+def _wrap(model: nn.Module, params: dict, image_shape: tuple[int, ...], context) -> nn.Module:
     if params["compile"]:
         model = torch.compile(model, dynamic=False)
     if not params["distribute_denoiser"]:

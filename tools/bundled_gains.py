@@ -1,0 +1,117 @@
+"""PSNR gains of PnP and of the standalone denoiser with bundled, TV and random denoisers, on
+the shipped examples' problems at their sizes.
+
+    python tools/bundled_gains.py [--random-iterations 3]
+
+Each case takes its dataset and solver parameters from a shipped example (configs/examples/;
+the first value of a list), swaps the denoiser and ``pretrained``, runs the example's
+``max_iter`` iterations and prints the PSNR of the initial estimate (PnP: the example's
+``init``; the standalone denoiser: the noisy image), the final PSNR and the gain. Cases:
+tomography_2d.yml, the PnP and the denoiser solvers of multiframe_superres.yml, and
+synthetic.yml's first size with ``task: denoising``. Random weights are deepinv's full
+networks: they run ``--random-iterations`` iterations only (the full DRUNet takes tens of
+seconds per iteration here), which is enough to show what they do to an image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scalebench.metrics import psnr  # noqa: E402
+from scalebench.params import resolved_parameters  # noqa: E402
+from scalebench.problems import build_problem  # noqa: E402
+from scalebench.profiling import StepProfiler  # noqa: E402
+from scalebench.solvers import SOLVERS  # noqa: E402
+from scalebench.solvers.common import make_denoiser  # noqa: E402
+from scalebench.solvers.denoising import noisy_copy  # noqa: E402
+from scalebench.solvers.pnp import PnPLoop  # noqa: E402
+
+CPU = torch.device("cpu")
+# (label, example file, solver of the example, dataset and solver overrides). Synthetic
+# denoising: the example's noise_level 0.05 is relative to the image's RMS, about 0.025
+# absolute, the denoiser's sigma here.
+CASES = (
+    ("tomography", "tomography_2d.yml", "pnp", {}, {}),
+    ("super-resolution", "multiframe_superres.yml", "pnp", {}, {}),
+    ("synthetic denoising", "synthetic.yml", "pnp", {"task": "denoising"},
+     {"denoiser_sigma": 0.025}),
+    ("standalone denoiser", "multiframe_superres.yml", "denoiser", {}, {}),
+)
+DENOISERS = {"tv": ("tv", "auto"), "drunet": ("drunet", "bundled"),
+             "dncnn": ("dncnn", "bundled"), "drunet-random": ("drunet", "none"),
+             "dncnn-random": ("dncnn", "none")}
+
+
+def _first(values: dict) -> dict:
+    return {k: v[0] if isinstance(v, list) else v for k, v in values.items()}
+
+
+def example(file: str, solver: str) -> tuple[str, dict, dict]:
+    raw = yaml.safe_load((ROOT / "configs" / "examples" / file).read_text())
+    (dataset, dataset_values), = raw["dataset"][0].items()
+    solvers = {name: values for entry in raw["solver"] for name, values in entry.items()}
+    return dataset, _first(dataset_values), _first(solvers[solver] or {})
+
+
+@torch.no_grad()
+def run_case(file: str, solver: str, overrides: dict, solver_overrides: dict, denoiser: str,
+             pretrained: str, random_iterations: int) -> tuple[float, float, int, float]:
+    """(initial PSNR, final PSNR, iterations, seconds) of one case with one denoiser."""
+    dataset, dataset_values, solver_values = example(file, solver)
+    problem = build_problem(dataset, **{**dataset_values, **overrides})
+    params = resolved_parameters({**solver_values, **solver_overrides, "denoiser": denoiser,
+                                  "pretrained": pretrained, "device": "cpu"}, SOLVERS[solver])
+    shape = tuple(problem.x_true.shape[1:])
+    network = make_denoiser(params, shape, CPU)
+    iterations = params["max_iter"] if pretrained != "none" else min(random_iterations,
+                                                                      params["max_iter"])
+    start = time.perf_counter()
+    if solver == "denoiser":
+        noisy = noisy_copy(problem.x_true, params["denoiser_sigma"], params["seed"])
+        result = network(noisy, params["denoiser_sigma"])
+        return psnr(noisy, problem.x_true), psnr(result, problem.x_true), 1, \
+            time.perf_counter() - start
+    loop = PnPLoop(problem, network, params["denoiser_sigma"], params["step_size"],
+                   params["init"], StepProfiler(CPU))
+    initial = psnr(loop.x, problem.x_true)
+    for _ in range(iterations):
+        loop.iterate()
+    return initial, psnr(loop.x, problem.x_true), iterations, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--random-iterations", type=int, default=3)
+    parser.add_argument("--only", nargs="+", choices=[c[0] for c in CASES],
+                        default=[c[0] for c in CASES])
+    parser.add_argument("--denoisers", nargs="+", choices=list(DENOISERS),
+                        default=list(DENOISERS))
+    args = parser.parse_args(argv)
+    print("| case | denoiser | weights | iterations | initial PSNR (dB) | final PSNR (dB) "
+          "| gain (dB) | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, file, solver, overrides, solver_overrides in CASES:
+        if label not in args.only:
+            continue
+        for denoiser, pretrained in (DENOISERS[d] for d in args.denoisers):
+            weights = "-" if denoiser == "tv" else \
+                "random" if pretrained == "none" else pretrained
+            initial, final, iterations, seconds = run_case(
+                file, solver, overrides, solver_overrides, denoiser, pretrained,
+                args.random_iterations)
+            print(f"| {label} | {denoiser} | {weights} | {iterations} | {initial:.2f} | "
+                  f"{final:.2f} | {final - initial:+.2f} | {seconds:.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
