@@ -14,7 +14,7 @@ from tests.conftest import REPO, copy_benchmark, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
-                 "scalebench.launch.rank_entry")
+                 "scalebench.launch.rank_entry", "scalebench.runtimes")
 
 
 def test_launcher_modules_import_only_the_standard_library():

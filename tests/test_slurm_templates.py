@@ -28,7 +28,8 @@ RANK_ENV = ("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.
 
 
 def dry_run(command: list[str], **env: str) -> str:
-    base = {"PATH": "/usr/bin:/bin", "SB_DRY_RUN": "1", "SB_REPO": "/repo"}
+    base = {"PATH": "/usr/bin:/bin", "SB_DRY_RUN": "1", "SB_REPO": "/repo",
+            "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, env={**base, **env}, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr
@@ -39,30 +40,38 @@ def flags(option: str, values: list[str]) -> str:
     return " ".join(f"{option} {value}" for value in values)
 
 
+LABELS = '{"org.scalebench.torch":"2.14.1"}'
+IDENTITY = f"--env SCALEBENCH_IMAGE_DIGEST=sha256:abc --env 'SCALEBENCH_IMAGE_LABELS_JSON={LABELS}'"
+ENGINE = "run --rm --network host --ipc host --workdir /repo"
+APPTAINER = "apptainer exec --cleanenv --pwd /repo"
 GOLDEN_TASK = {
     ("none", "0"): "/repo/.venv/bin/python -m scalebench.preflight",
-    ("apptainer", "0"): "apptainer exec --cleanenv --pwd /repo "
-                        f"{flags('--env', RANK_ENV)} --bind /repo:/repo /img/sb.sif python "
+    ("none", "1"): "/repo/.venv/bin/python -m scalebench.preflight",
+    ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --bind /repo:/repo "
+                        "/img/sb.sif python -m scalebench.preflight",
+    ("apptainer", "1"): f"{APPTAINER} --nv {flags('--env', RANK_ENV)} --env "
+                        "CUDA_VISIBLE_DEVICES=1 --bind /repo:/repo /img/sb.sif python "
                         "-m scalebench.preflight",
-    ("apptainer", "1"): "apptainer exec --cleanenv --pwd /repo --nv "
-                        f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
-                        "--bind /repo:/repo /img/sb.sif python -m scalebench.preflight",
-    ("docker", "0"): "docker run --rm --network host --ipc host --workdir /repo "
-                     f"{flags('--env', RANK_ENV)} --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
-    ("podman", "1"): "podman run --rm --network host --ipc host --workdir /repo "
-                     "--gpus device=1 "
-                     f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
-                     "--env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
+    ("docker", "0"): f"docker {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
+                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+    ("docker", "1"): f"docker {ENGINE} --gpus '\"device=1\"' {flags('--env', RANK_ENV)} "
+                     f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
+                     "scalebench.preflight",
+    ("podman", "0"): f"podman {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
+                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+    ("podman", "1"): f"podman {ENGINE} --device nvidia.com/gpu=1 {flags('--env', RANK_ENV)} "
+                     f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
+                     "scalebench.preflight",
 }
 
 
 @pytest.mark.parametrize(("runtime", "gpus"), list(GOLDEN_TASK))
 def test_task_command_line_for_each_runtime(runtime, gpus):
+    """task-python.sh prints what scalebench.runtimes builds; the rows of docker / podman
+    ranks get the image's digest and labels, and the image starts by its ID."""
     image = "/img/sb.sif" if runtime == "apptainer" else "sb:1"
     env = {**SLURM_TASK, "SB_RUNTIME": runtime, "SB_GPUS": gpus, "SB_IMAGE": image,
-           "SB_IMAGE_DIGEST": "sha256:abc"}
+           "SB_IMAGE_DIGEST": "sha256:abc", "SB_IMAGE_LABELS_JSON": LABELS}
     if gpus == "1":
         env["CUDA_VISIBLE_DEVICES"] = "1"
     line = dry_run([str(TASK), "-m", "scalebench.preflight"], **env).strip()
@@ -79,11 +88,12 @@ def test_task_binds_data_and_weights_and_sets_torch_home():
 
 
 def test_unknown_runtime_is_a_one_line_error():
-    done = subprocess.run([str(TASK), "-V"], env={"SB_REPO": "/repo", "SB_RUNTIME": "lxc"},
+    done = subprocess.run([str(TASK), "-V"], env={"SB_REPO": str(REPO), "SB_RUNTIME": "lxc",
+                                                  "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
-    assert done.stderr.strip() == ("task-python.sh: SB_RUNTIME must be none, apptainer, "
-                                   "docker or podman, got 'lxc'")
+    assert done.stderr == ("scalebench: error: SB_RUNTIME must be none, apptainer, docker or "
+                           "podman, got 'lxc'\n")
 
 
 def test_batch_template_commands():
