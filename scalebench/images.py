@@ -14,7 +14,8 @@
 The digest of a Docker/podman image is its image ID (the sha256 of its configuration), which
 a push or pull leaves unchanged, unlike the manifest digest that depends on how the registry
 compresses layers; ``verify`` also accepts a repository digest the engine knows. The digest of
-a SIF is the sha256 of the file. Only the standard library is used, so that this module runs
+a SIF is the sha256 of the file with its build stamps (header ID and times) zeroed, which a
+rebuild reproduces (provenance/sif.py). Only the standard library is used, so that this module runs
 from a checkout with any Python that pyproject.toml allows.
 
     python -m scalebench.images verify IMAGE --digest sha256:HEX [--engine docker]
@@ -27,7 +28,6 @@ from a checkout with any Python that pyproject.toml allows.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -57,20 +57,18 @@ def _engine(engine: str | list[str]) -> list[str]:
     return shlex.split(engine) if isinstance(engine, str) else list(engine)
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 22), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
 def image_digest(image: str, engine: str | list[str] = "docker") -> str:
-    """sha256 of a SIF file, or the image ID of an engine's image, as 'sha256:HEX'."""
+    """The digest rows record: of a SIF file (provenance.sif: the file's sha256 without its
+    build stamps), or the image ID of an engine's image, as 'sha256:HEX'."""
     if image.endswith(".sif") or Path(image).is_file():
+        from provenance.sif import SifError, sif_digest
+
         if not Path(image).is_file():
             raise ScalebenchError(f"SIF file {image} does not exist")
-        return _file_sha256(Path(image))
+        try:
+            return sif_digest(image)
+        except SifError as error:
+            raise ScalebenchError(str(error)) from error
     return engine_runtime(_engine(engine)).image_id(image)
 
 
@@ -185,16 +183,58 @@ def build(engine: str | list[str], tag: str, base: str | None, weights: Path,
     return image_digest(tag, engine)
 
 
-def build_sif(output: Path, base: str | None, weights: Path, extra: list[str]) -> str:
-    """Build the SIF with apptainer; return its digest (sha256 of the file)."""
+BOOTSTRAP = "Bootstrap: docker\nFrom: {{ BASE_NAME }}@{{ BASE_DIGEST }}\n"
+SQUASHFS_LABEL = "org.scalebench.squashfs-compression"  # COMPRESSOR:LEVEL
+
+
+def definition_labels(text: str) -> dict[str, str]:
+    """The %labels of an Apptainer definition, as written (build arguments unfilled)."""
+    body = text.split("\n%labels\n", 1)[1].split("\n%", 1)[0]
+    pairs = (line.strip().split(" ", 1) for line in body.splitlines() if line.strip())
+    return {pair[0]: pair[1] if len(pair) > 1 else "" for pair in pairs}
+
+
+def mksquashfs_arguments(definition: str) -> str:
+    """mksquashfs options of the compression the definition's label records."""
+    compressor, _, level = definition_labels(definition)[SQUASHFS_LABEL].partition(":")
+    return f"-comp {compressor} -Xcompression-level {level}"
+
+
+def local_bootstrap(definition: str, archive: Path) -> str:
+    """The definition with its base taken from a docker-archive file instead of a registry
+    (the base's name and digest are still recorded from the build arguments)."""
+    if BOOTSTRAP not in definition:
+        raise ScalebenchError("containers/scalebench.def has no 'Bootstrap: docker' / 'From: "
+                              "{{ BASE_NAME }}@{{ BASE_DIGEST }}' lines to replace")
+    return definition.replace(BOOTSTRAP, f"Bootstrap: docker-archive\nFrom: {archive}\n", 1)
+
+
+def build_sif(output: Path, base: str | None, weights: Path, extra: list[str],
+              base_archive: Path | None = None) -> str:
+    """Build the SIF with apptainer; return its digest (provenance.sif.sif_digest).
+
+    ``base_archive``: a docker-archive of ``base`` (a machine without registry access); the
+    definition's bootstrap lines then name the file, every other line is the committed one.
+    """
     if shutil.which("apptainer") is None:
         raise ScalebenchError("apptainer is not installed (https://apptainer.org/docs)")
+    if base_archive is not None and not base_archive.is_file():
+        raise ScalebenchError(f"base archive {base_archive} does not exist")
+    if output.is_dir() or not output.resolve().parent.is_dir():
+        raise ScalebenchError(f"cannot write the SIF to {output}: not a file in an existing "
+                              f"folder")
     arguments = build_arguments(base)
     with tempfile.TemporaryDirectory(prefix="scalebench-context-") as folder:
         context = stage_context(Path(folder), weights.resolve())
-        argv = ["apptainer", "build", "--build-arg", "WEIGHTS=.build-weights"]
+        definition = context / "containers/scalebench.def"
+        text = definition.read_text()
+        if base_archive is not None:
+            definition.write_text(local_bootstrap(text, base_archive.resolve()))
+        argv = ["apptainer", "build", "--force", "--build-arg", "WEIGHTS=.build-weights",
+                "--mksquashfs-args", mksquashfs_arguments(text)]
         argv += [f"--build-arg={key}={value}" for key, value in arguments.items()]
-        # Apptainer releases with reproducible builds take their times from this variable.
+        # mksquashfs (and Apptainer releases with reproducible builds) take their times
+        # from this variable.
         env = {**os.environ, "SOURCE_DATE_EPOCH": arguments["SOURCE_DATE_EPOCH"]}
         subprocess.run([*argv, *extra, str(output.resolve()), "containers/scalebench.def"],
                        cwd=context, check=True, env=env)
@@ -216,6 +256,8 @@ def _parser() -> argparse.ArgumentParser:
     image.add_argument("--tag", default="scalebench:latest")
     sif = commands.add_parser("build-sif", help="build the Apptainer image")
     sif.add_argument("output", type=Path, help="SIF file to write")
+    sif.add_argument("--base-archive", type=Path, help="docker-archive file of the --base "
+                     "image, for machines that cannot reach its registry")
     for sub in (image, sif):
         sub.add_argument("--base", help="base image NAME@sha256:HEX (default: "
                          "containers/base-image.toml)")
@@ -242,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "build":
             print(build(args.engine, args.tag, args.base, args.weights, rest))
         else:
-            print(build_sif(args.output, args.base, args.weights, rest))
+            print(build_sif(args.output, args.base, args.weights, rest, args.base_archive))
         return EXIT_OK
     except ImageMismatch as error:
         print(f"scalebench: error: {error}", file=sys.stderr)

@@ -6,7 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -95,3 +98,109 @@ def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.Comp
     """Run ``python -m scalebench ARGS`` as a user would, capturing its output."""
     return subprocess.run([sys.executable, "-m", "scalebench", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# --- real container images, built once per test session --------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerBase:
+    """The stand-in base (no registry is reachable): podman holding it as ``reference``
+    (NAME@sha256:DIGEST), and the same image as a docker-archive file for Apptainer."""
+
+    podman: Any
+    reference: str
+    archive: Path
+
+
+@dataclass(frozen=True)
+class BuiltSif:
+    """scalebench.sif built from containers/scalebench.def (the `scalebench_sif` fixture).
+
+    ``path``: the SIF; ``digest``: what rows record for it (provenance.sif.sif_digest);
+    ``apptainer``: the folder of the ``apptainer`` that built it (first on PATH for the
+    session); ``base``, ``weights`` and ``build_options`` rebuild it the same way."""
+
+    path: Path
+    digest: str
+    apptainer: str
+    base: ContainerBase
+    weights: Path
+    build_options: tuple[str, ...]
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def container_base(tmp_path_factory) -> ContainerBase:
+    """Podman in a private storage root with the stand-in base (shared by both builds)."""
+    from tests.container_tools import Podman, ensure_tools, stand_in_base
+
+    ensure_tools()
+    folder = tmp_path_factory.mktemp("container-base")
+    podman = Podman(folder / "podman")
+    try:
+        started = time.monotonic()
+        reference = stand_in_base(podman, folder)
+        archive = folder / "base.docker-archive.tar"
+        saved = podman("save", "--format", "docker-archive", "-o", str(archive),
+                       reference.split("@")[0])
+        assert saved.returncode == 0, saved.stderr
+        print(f"\nstand-in base made in {time.monotonic() - started:.0f} s")
+        yield ContainerBase(podman, reference, archive)
+    finally:
+        podman.remove_everything()
+
+
+@pytest.fixture(scope="session")
+def apptainer_on_path() -> str:
+    """The folder of the apptainer the tests use (installed, else tests/apptainer_tools.py's
+    wrapper), first on PATH for the session. Fails in one line when neither can start."""
+    from tests.apptainer_tools import apptainer_on_path as folder_of_apptainer
+
+    folder = folder_of_apptainer()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+        yield folder
+
+
+# Where pip in an Apptainer build finds the test machine's wheels and CA: a folder the
+# Ubuntu base has (empty), bound over for the build only.
+APPTAINER_BUILD_MOUNT = "/mnt"
+
+
+def sif_build_options(folder: Path) -> tuple[str, ...]:
+    """apptainer build options of the tests: fakeroot (root needs it for %post here), pip's
+    build-time settings bound read-only, the self-test left to `apptainer test`."""
+    from tests.container_tools import pip_settings
+
+    options = ["--fakeroot", "--notest"]
+    for source, target in pip_settings(folder, APPTAINER_BUILD_MOUNT):
+        options += ["--bind", f"{source}:{target}:ro"]
+    return tuple(options)
+
+
+def build_test_sif(output: Path, base: ContainerBase, weights: Path,
+                   options: tuple[str, ...]) -> str:
+    """scalebench.images.build_sif from the stand-in base's archive; returns the digest."""
+    from scalebench.images import build_sif
+
+    with pytest.MonkeyPatch.context() as patch:  # read by apptainer for %post only
+        patch.setenv("APPTAINERENV_PIP_CONFIG_FILE", f"{APPTAINER_BUILD_MOUNT}/pip.conf")
+        return build_sif(output, base.reference, weights, list(options), base.archive)
+
+
+@pytest.fixture(scope="session")
+def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory) -> BuiltSif:
+    """containers/scalebench.def built once per session, every line the committed one but
+    the bootstrap (the stand-in base's archive)."""
+    from tests.container_tools import seeded_weights
+
+    folder = tmp_path_factory.mktemp("sif")
+    weights = seeded_weights(folder / "weights")
+    options = sif_build_options(folder)
+    started = time.monotonic()
+    path = folder / "scalebench.sif"
+    digest = build_test_sif(path, container_base, weights, options)
+    seconds = time.monotonic() - started
+    print(f"\nSIF built in {seconds:.0f} s, {path.stat().st_size / 2**20:.0f} MiB")
+    return BuiltSif(path, digest, apptainer_on_path, container_base, weights, options, seconds)

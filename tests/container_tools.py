@@ -128,39 +128,44 @@ def _host_pip_locations() -> tuple[list[str], list[str]]:
     return sorted(set(find_links)), sorted(set(indexes))
 
 
-def local_pip_options(folder: Path) -> list[str]:
-    """podman build options that let pip in the build use the host's local wheels and CA.
+def pip_settings(folder: Path, inside: str) -> list[tuple[str, str]]:
+    """(host path, path in the build container) mounts that let pip in a build use the host's
+    local wheels and CA, with ``inside``/pip.conf pointing at them.
 
-    Everything is mounted read-only under one folder at build time only and handed to pip via
+    Everything is mounted read-only under ``inside`` at build time only and handed to pip via
     PIP_CONFIG_FILE: the image keeps none of it (only the empty mount point). Packages the host
     has no local copy of still come from PyPI, through the host's proxy with its CA bundle.
     """
     find_links, indexes = _host_pip_locations()
     settings = folder / "pip-settings"
     settings.mkdir()
-    mounts = [f"{settings}:{BUILD_MOUNT}:ro"]
+    mounts = [(str(settings), inside)]
     inside_links, inside_indexes = [], []
     for number, location in enumerate(find_links + [i.removeprefix("file://") for i in indexes]):
         source = Path(location)
         root = source.parent if source.name == "simple" else source
         (settings / f"local{number}").mkdir()
-        mounts.append(f"{root}:{BUILD_MOUNT}/local{number}:ro")
-        inside = f"{BUILD_MOUNT}/local{number}"
+        mounts.append((str(root), f"{inside}/local{number}"))
         if location in find_links:
-            inside_links.append(inside)
+            inside_links.append(f"{inside}/local{number}")
         else:
-            inside_indexes.append(f"file://{inside}/simple")
-    lines = ["[global]", f"cert = {BUILD_MOUNT}/ca-certificates.crt"]
+            inside_indexes.append(f"file://{inside}/local{number}/simple")
+    lines = ["[global]", f"cert = {inside}/ca-certificates.crt"]
     if inside_links:
         lines.append(f"find-links = {' '.join(inside_links)}")
     if inside_indexes:
         lines.append(f"extra-index-url = {' '.join(inside_indexes)}")
     (settings / "pip.conf").write_text("\n".join(lines) + "\n")
     (settings / "ca-certificates.crt").touch()
-    mounts.append(f"{HOST_CA}:{BUILD_MOUNT}/ca-certificates.crt:ro")
+    mounts.append((str(HOST_CA), f"{inside}/ca-certificates.crt"))
+    return mounts
+
+
+def local_pip_options(folder: Path) -> list[str]:
+    """podman build options for pip_settings (mounted at BUILD_MOUNT)."""
     options = ["--network", "host", "--build-arg", f"PIP_CONFIG_FILE={BUILD_MOUNT}/pip.conf"]
-    for mount in mounts:
-        options += ["-v", mount]
+    for source, target in pip_settings(folder, BUILD_MOUNT):
+        options += ["-v", f"{source}:{target}:ro"]
     return options
 
 
