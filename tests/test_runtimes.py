@@ -226,7 +226,7 @@ def engine(request, monkeypatch):
     if shutil.which(name) is None or subprocess.run([name, "info"], capture_output=True,
                                                     check=False).returncode != 0:
         pytest.skip(f"{name} is not installed or its daemon is not running here (the tests "
-                    "provide podman, and apptainer in tests/test_slurm_templates.py)")
+                    "provide podman and apptainer)")
     yield [name]
 
 
@@ -256,3 +256,30 @@ def test_real_run_of_the_command_line(engine, tmp_path):
     assert lines[0] == f"RANK=3 NODES=n[1,3] PWD={tmp_path} DIGEST={launch.image}"
     assert json.loads(lines[1].removeprefix("LABELS=")) == {"org.scalebench.test": "yes"}
     assert lines[2] == "BOUND=through the bind"
+
+
+def test_real_run_in_apptainer(apptainer_on_path, tmp_path, monkeypatch):
+    """apptainer exec as Apptainer writes it: --cleanenv keeps only what is handed in, every
+    --env item arrives as it was (APPTAINER_ENV's encodings), binds and --pwd apply."""
+    root = tmp_path / "root"
+    with tarfile.open(shell_root(tmp_path / "root.tar")) as archive:
+        archive.extractall(root, filter="tar")
+    sif = tmp_path / "shell.sif"
+    built = subprocess.run(["apptainer", "build", str(sif), str(root)], capture_output=True,
+                           text=True, timeout=300, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "file.txt").write_text("through the bind\n")
+    values = {f"V{number}": value for number, value in enumerate(APPTAINER_ENV)}
+    report = "; ".join(f'printf "%s\\n" "${name}"' for name in values)
+    probe = f'{report}; echo "JOB=$SLURM_JOB_ID PWD=$(pwd)"; read -r line < /in/file.txt; ' \
+            'echo "BOUND=$line"'
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # not handed in: --cleanenv drops it
+    launch = Launch(["/bin/sh", "-c", probe], str(sif), workdir="/", env=values,
+                    binds=[f"{data}:/in:ro"])
+    done = subprocess.run(Apptainer().command_line(launch), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [*values.values(), "JOB= PWD=/",
+                                        "BOUND=through the bind"]
