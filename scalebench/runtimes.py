@@ -262,11 +262,7 @@ def launch_from_environment(env: Mapping[str, str], command: Sequence[str],
                     devices=[d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d])
     if isinstance(runtime, Host):
         return launch
-    image = env.get("SB_IMAGE") or ""
-    if not image:
-        what = "the SIF file" if isinstance(runtime, Apptainer) else "the image"
-        raise ScalebenchError(f"SB_IMAGE must name {what} (SB_RUNTIME={runtime.name})")
-    launch.image = image
+    launch.image = image = required_image(env, runtime)
     if isinstance(runtime, Docker):
         identity = handed_identity(env, runtime, image)
         launch.image = identity.digest  # what runs is what the rows record
@@ -275,6 +271,14 @@ def launch_from_environment(env: Mapping[str, str], command: Sequence[str],
         bind if ":" in bind else f"{bind}:{bind}"
         for bind in env.get("SB_BINDS", "").split(",") if bind]
     return launch
+
+
+def required_image(env: Mapping[str, str], runtime: Runtime) -> str:
+    image = env.get("SB_IMAGE") or ""
+    if not image:
+        what = "the SIF file" if isinstance(runtime, Apptainer) else "the image"
+        raise ScalebenchError(f"SB_IMAGE must name {what} (SB_RUNTIME={runtime.name})")
+    return image
 
 
 def handed_identity(env: Mapping[str, str], runtime: Docker, image: str) -> ImageIdentity:
@@ -338,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(runtime, Docker):
                 raise ScalebenchError(f"identity is for docker and podman images; "
                                       f"{runtime.name} needs none handed in")
-            found = runtime.identity(env.get("SB_IMAGE") or "")
+            found = runtime.identity(required_image(env, runtime))
             print("\n".join(found.variables().values()))
             return 0
         launch = launch_from_environment(env, command, runtime)
