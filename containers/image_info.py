@@ -7,27 +7,22 @@ import os
 from importlib import metadata
 from pathlib import Path
 
+from provenance.environment import image_identity
+
 BUILD_INFO = Path("/opt/scalebench/build-info.json")
-APPTAINER_LABELS = Path("/.singularity.d/labels.json")
 PACKAGES = ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy")
 USAGE = """\
 Usage:
   docker run --rm --gpus all -v $PWD/results:/results IMAGE scalebench run CONFIG --output NAME
   apptainer run --nv --bind $PWD/results:/results scalebench.sif scalebench run CONFIG
+  apptainer run --bind $PWD/results:/results scalebench.sif benchopt run \
+      /opt/scalebench/src/benchmark_inference --config /results/CONFIG.yml
   ... IMAGE scalebench replay /results/NAME.parquet      (bit-for-bit re-run, same image)
   ... IMAGE scalebench-image-test                         (self-test: imports, tiny run, GPU)
-Results are written to /results; bind a host folder there. Experiments shipped in the image:
+Results are written to /results; bind a host folder there (benchopt's outputs folder of
+/opt/scalebench/src/benchmark_inference and benchmark_training is /results). Experiments:
 /opt/scalebench/src/configs. Pretrained weights: $TORCH_HOME/hub/checkpoints. Nothing is
 downloaded at run time (SCALEBENCH_OFFLINE=1, HF_HUB_OFFLINE=1)."""
-
-
-def labels() -> dict:
-    """Labels as provenance sees them: Apptainer's file, or those handed in at launch."""
-    if os.environ.get("SCALEBENCH_IMAGE_LABELS_JSON"):
-        return json.loads(os.environ["SCALEBENCH_IMAGE_LABELS_JSON"])
-    if APPTAINER_LABELS.is_file():
-        return json.loads(APPTAINER_LABELS.read_text())
-    return {}
 
 
 def main() -> None:
@@ -35,13 +30,14 @@ def main() -> None:
     print("scalebench image")
     print(f"  code: commit {info.get('commit', 'unknown')}"
           f"{' (dirty)' if info.get('dirty') else ''}, built {info.get('build_date', '?')}")
-    print(f"  digest: {os.environ.get('SCALEBENCH_IMAGE_DIGEST') or 'not handed in'}")
+    digest, labels = image_identity()  # what every row records
+    print(f"  digest: {'not handed in' if digest == 'none' else digest}")
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in PACKAGES)
     print(f"  packages: {versions}")
     weights = Path(os.environ.get("TORCH_HOME", "/opt/scalebench/torch")) / "hub/checkpoints"
     names = sorted(p.name for p in weights.glob("*.pth")) if weights.is_dir() else []
     print(f"  weights: {', '.join(names) or 'none'}")
-    for key, value in sorted(labels().items()):
+    for key, value in sorted(json.loads(labels).items()):
         print(f"  label {key}={value}")
     print(USAGE)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from provenance.schema import SCHEMA_VERSION
+from provenance.sif import sif_digest
 
 ENV_ALLOWLIST_PREFIXES = ("NCCL_",)
 ENV_ALLOWLIST = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR",
@@ -56,7 +57,7 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _image() -> tuple[str, str]:
+def image_identity() -> tuple[str, str]:
     """(digest, labels JSON) of the container image the process runs in."""
     handed_in = os.environ.get("SCALEBENCH_IMAGE_DIGEST")
     sif = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
@@ -72,7 +73,7 @@ def _image() -> tuple[str, str]:
     if handed_in:
         digest = handed_in
     elif sif:
-        digest = "sha256:" + _sha256_file(Path(sif))
+        digest = sif_digest(sif)  # what verify-image checks and a rebuild reproduces
     else:
         digest = "none"
     return digest, json.dumps(labels, sort_keys=True)
@@ -261,7 +262,7 @@ def _slurm() -> dict[str, str]:
 
 def _read_all() -> dict[str, Any]:
     reader = _Reader()
-    reader.read("image", _image, ("unknown", "{}"))
+    reader.read("image", image_identity, ("unknown", "{}"))
     reader.read("code", code_state, {"code_commit": "unknown", "code_dirty": True,
                                      "code_diff_sha256": ""})
     reader.read("gpus", lambda: {"gpu_models": "none", "gpu_count": 0, "gpu_driver": "none"}

@@ -11,8 +11,9 @@ SIFs this is the plain file sha256.
 
 SIF layout (sif v2, little-endian): a 128-byte header (launch line, magic "SIF_MAGIC",
 version, architecture, 16-byte ID at 48, created and modified times at 64 and 72, descriptor
-counts, descriptor offset and size at 96 and 104, data offset and size), then fixed-size
-585-byte descriptors (used flag at 4, created and modified times at 41 and 49).
+counts, descriptor offset and size at 96 and 104, data offset and size), then, at that
+offset, fixed-size 585-byte descriptors (used flag at 4, partition offset and size at 17 and
+25, created and modified times at 41 and 49), then the partitions.
 
 Standard library only: replay, verify-image and provenance all call ``sif_digest``.
 """
@@ -41,12 +42,12 @@ def _blank(buffer: bytearray, start: int, fields: tuple[tuple[int, int], ...]) -
 
 
 def normalized_head(path: Path) -> tuple[bytes, int]:
-    """(header and descriptors with the build stamps zeroed, where the rest of the file
+    """(the file up to the end of its descriptor table, build stamps zeroed; where the rest
     starts). Raises SifError for a file that is not a complete SIF."""
     try:
         size = path.stat().st_size
         with path.open("rb") as stream:
-            header = bytearray(stream.read(HEADER_SIZE))
+            header = stream.read(HEADER_SIZE)
             if len(header) < HEADER_SIZE or header[32:42] != MAGIC:
                 raise SifError(f"{path} is not a SIF file (no SIF header)")
             total, offset, length = struct.unpack_from("<qqq", header, 88)
@@ -54,21 +55,19 @@ def normalized_head(path: Path) -> tuple[bytes, int]:
                     or offset + length > size):
                 raise SifError(f"{path} is a corrupt SIF file (descriptor table outside the "
                                f"file or of the wrong size)")
-            stream.seek(offset)
-            descriptors = bytearray(stream.read(length))
+            stream.seek(0)
+            head = bytearray(stream.read(offset + length))
     except OSError as error:
         raise SifError(f"cannot read SIF file {path}: {error.strerror}") from error
-    _blank(header, 0, BUILD_STAMPS_IN_HEADER)
-    for start in range(0, length, DESCRIPTOR_SIZE):
-        if descriptors[start + 4]:  # a used descriptor
-            data_offset, data_size = struct.unpack_from("<qq", descriptors, start + 17)
+    _blank(head, 0, BUILD_STAMPS_IN_HEADER)
+    for start in range(offset, offset + length, DESCRIPTOR_SIZE):
+        if head[start + 4]:  # a used descriptor
+            data_offset, data_size = struct.unpack_from("<qq", head, start + 17)
             if data_offset < 0 or data_size < 0 or data_offset + data_size > size:
                 raise SifError(f"{path} is a corrupt or truncated SIF file (a partition "
                                f"ends after the end of the file)")
-            _blank(descriptors, start, BUILD_STAMPS_IN_DESCRIPTOR)
-    if offset != HEADER_SIZE:
-        raise SifError(f"{path}: SIF descriptors at offset {offset}, expected {HEADER_SIZE}")
-    return bytes(header + descriptors), offset + length
+            _blank(head, start, BUILD_STAMPS_IN_DESCRIPTOR)
+    return bytes(head), offset + length
 
 
 def sif_digest(path: str | Path) -> str:

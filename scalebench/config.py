@@ -14,6 +14,7 @@ run, by ``scalebench run`` before it starts them and again by every rank.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,11 +253,27 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
+CONTAINER_MARKERS = ("/.singularity.d", "/.dockerenv", "/run/.containerenv")
+
+
+def unbound_hint(path: Path) -> str:
+    """Inside a container, which bind would make a missing ``path`` visible; else ''."""
+    if not (os.environ.get("APPTAINER_CONTAINER")
+            or any(Path(marker).exists() for marker in CONTAINER_MARKERS)):
+        return ""
+    folder = Path(os.path.abspath(path)).parent
+    return (f"; a container sees only the host folders bound into it: bind {folder} (e.g. "
+            f"--bind {folder}:{folder}) or put the file in the folder bound at /results")
+
+
 def read_yaml(path: Path, what: str) -> Any:
     """The YAML document in ``path``; a ConfigError naming ``what`` (e.g. "config") when the
     file cannot be read or parsed."""
     try:
         return yaml.safe_load(path.read_text())
+    except FileNotFoundError as error:
+        raise ConfigError(f"cannot read {what} {path}: {error.strerror}"
+                          f"{unbound_hint(path)}") from None
     except OSError as error:
         raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from None
     except yaml.YAMLError as error:
