@@ -2,7 +2,8 @@
 
 - ``scalebench run CONFIG``: validate the whole experiment, run each of its experiments
   (locally on ``--nproc`` ranks, or with ``--launcher srun`` across a SLURM allocation),
-  publishing the results parquet atomically after each; ``--resume`` completes a partial run.
+  publishing the results parquet atomically after each; ``--resume`` completes a partial run;
+  ``--runtime apptainer|docker|podman --image IMAGE`` runs the steps and ranks in an image.
 - ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
 - ``scalebench plan CONFIG [--parallel-config P] [--format json]``: every job of the
   experiment with its resources, memory estimate and command; every problem, one line each.
@@ -77,10 +78,15 @@ def _parser() -> argparse.ArgumentParser:
                             "SLURM allocation (ranks = the allocation's tasks)")
     run_parser.add_argument("--resume", action="store_true",
                             help="complete the partial result named by --output")
-    run_parser.add_argument("--python", default=None,
-                            help="command that runs Python with the benchmark's stack, for "
-                            "the ranks and the validation and publishing steps (default: "
-                            "this interpreter), e.g. 'slurm_templates/task.sh python'")
+    interpreter = run_parser.add_mutually_exclusive_group()
+    interpreter.add_argument("--python", default=None,
+                             help="command that runs Python with the benchmark's stack, for "
+                             "the ranks and the validation and publishing steps (default: "
+                             "this interpreter), e.g. 'slurm_templates/task-python.sh'")
+    interpreter.add_argument("--runtime", choices=("apptainer", "docker", "podman"),
+                             help="run the steps and every rank inside --image (GPUs, binds "
+                             "and engine options: the SB_* variables of scalebench.runtimes)")
+    run_parser.add_argument("--image", help="SIF file (apptainer) or image (docker, podman)")
     run_parser.add_argument("--srun-args", default="",
                             help="extra srun options for every experiment's step")
     validate = commands.add_parser("validate", help="check an experiment file and exit")
@@ -168,10 +174,29 @@ def _run(args: argparse.Namespace) -> int:
     if args.outputs is not None:
         check_writable_folder(args.outputs.resolve(), "--outputs")
     python = shlex.split(args.python) if args.python else [sys.executable]
+    if args.runtime or args.image:
+        python = _in_container(args)
     request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
                          args.outputs.resolve() if args.outputs else None)
     return run(request)
+
+
+def _in_container(args: argparse.Namespace) -> list[str]:
+    """The runtimes helper as the ranks' Python; its variables go to every child."""
+    from scalebench.runtimes import get_runtime, launcher_python
+
+    if not (args.runtime and args.image):
+        raise ScalebenchError("--runtime and --image go together: --runtime apptainer|docker|"
+                              "podman --image SIF-OR-IMAGE")
+    runtime = get_runtime(args.runtime, os.environ.get("SB_ENGINE") or None)
+    # The container's working folder is the repository: every path given is made absolute.
+    args.config = args.config.resolve()
+    args.benchmark = args.benchmark.resolve() if args.benchmark else None
+    python, variables = launcher_python(runtime, args.image, {
+        "SB_CONFIG": args.config, "SB_BENCHMARK": args.benchmark, "SB_OUTPUTS": args.outputs})
+    os.environ.update(variables)
+    return python
 
 
 def _validate(config: Path, nproc: int) -> int:

@@ -6,7 +6,8 @@
   containers/scalebench.def.
 - ``run``: ``docker``/``podman run`` an image with its digest and labels handed in
   (SCALEBENCH_IMAGE_DIGEST, SCALEBENCH_IMAGE_LABELS_JSON), so that every result row records
-  the image it came from. Apptainer needs no helper: provenance hashes the SIF itself.
+  the image it came from; the command line comes from scalebench.runtimes, as for the
+  launcher and the SLURM templates. Apptainer needs no helper: provenance hashes the SIF.
 - ``verify``: check that an image (a SIF file or an engine's image) has a given digest, before
   a replay.
 
@@ -41,6 +42,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from scalebench.errors import ScalebenchError
+from scalebench.runtimes import Launch, engine_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -55,15 +57,6 @@ def _engine(engine: str | list[str]) -> list[str]:
     return shlex.split(engine) if isinstance(engine, str) else list(engine)
 
 
-def _inspect(engine: list[str], image: str, template: str) -> str:
-    result = subprocess.run([*engine, "image", "inspect", "--format", template, image],
-                            capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ScalebenchError(f"cannot inspect image {image!r} with {engine[0]}: {reason}")
-    return result.stdout.strip()
-
-
 def image_digest(image: str, engine: str | list[str] = "docker") -> str:
     """The digest rows record: of a SIF file (provenance.sif: the file's sha256 without its
     build stamps), or the image ID of an engine's image, as 'sha256:HEX'."""
@@ -76,17 +69,11 @@ def image_digest(image: str, engine: str | list[str] = "docker") -> str:
             return sif_digest(image)
         except SifError as error:
             raise ScalebenchError(str(error)) from error
-    identity = _inspect(_engine(engine), image, "{{.Id}}")
-    return identity if identity.startswith("sha256:") else f"sha256:{identity}"
-
-
-def image_labels(image: str, engine: str | list[str] = "docker") -> dict[str, str]:
-    """The labels of an engine's image."""
-    return json.loads(_inspect(_engine(engine), image, "{{json .Config.Labels}}")) or {}
+    return engine_runtime(_engine(engine)).image_id(image)
 
 
 def _repo_digests(image: str, engine: list[str]) -> list[str]:
-    listed = json.loads(_inspect(engine, image, "{{json .RepoDigests}}")) or []
+    listed = json.loads(engine_runtime(engine).inspect(image, "{{json .RepoDigests}}")) or []
     return [entry.split("@", 1)[1] for entry in listed if "@" in entry]
 
 
@@ -109,25 +96,18 @@ def verify_image(image: str, digest: str, engine: str | list[str] = "docker") ->
 
 def run_argv(image: str, command: list[str], engine: str | list[str] = "docker",
              gpus: bool = True, binds: list[str] | None = None) -> list[str]:
-    """The ``docker/podman run`` command line that hands the image's identity in.
-
-    The image is started by its ID, so the digest handed in is the digest of what runs.
-    """
-    engine = _engine(engine)
-    digest = image_digest(image, engine)
-    labels = json.dumps(image_labels(image, engine), sort_keys=True, separators=(",", ":"))
-    argv = [*engine, "run", "--rm", "-e", f"SCALEBENCH_IMAGE_DIGEST={digest}",
-            "-e", f"SCALEBENCH_IMAGE_LABELS_JSON={labels}"]
-    if gpus:
-        # podman reaches GPUs through CDI; docker through the NVIDIA container toolkit.
-        argv += ["--device", "nvidia.com/gpu=all"] if Path(engine[0]).name == "podman" \
-            else ["--gpus", "all"]
+    """The ``docker/podman run`` command line (scalebench.runtimes) that hands the image's
+    identity in; the image is started by its ID, so the digest handed in is what runs."""
+    runtime = engine_runtime(_engine(engine))
+    identity = runtime.identity(image)
+    volumes = []
     for bind in binds or []:
         if ":" not in bind:
             raise ScalebenchError(f"--bind must be SRC:DST, got {bind!r}")
         source, target = bind.split(":", 1)
-        argv += ["-v", f"{Path(source).resolve()}:{target}"]
-    return [*argv, digest, *command]
+        volumes.append(f"{Path(source).resolve()}:{target}")
+    return runtime.command_line(Launch(command, identity.digest, env=identity.variables(),
+                                       binds=volumes, gpus=gpus))
 
 
 def _git(*args: str) -> str:

@@ -7,12 +7,17 @@
 #   SB_HTML         0: skip benchopt's HTML report
 #   SB_RUNTIME      none (host venv), apptainer, docker or podman (default none)
 #   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
+#   SB_ENGINE       docker / podman command with global options (default: SB_RUNTIME)
+#   SB_IMAGE_DIGEST, SB_IMAGE_LABELS_JSON  docker / podman: the image's ID and labels, handed
+#                   to provenance (default: resolved once per job with `image inspect`)
 #   SB_REPO         the repository (default: the folder sbatch was called from)
 #   SB_BENCHMARK    benchmark folder (default: SB_REPO/benchmark_inference)
 #   SB_OUTPUTS      results folder (default: SB_BENCHMARK/outputs), also holding
 #                   <name>.preflight.json; bound into containers
 #   SB_GPUS         1: one GPU per task (--gpus-per-task=1, --nv / --gpus) (default 0)
-#   SB_BINDS, SB_DATA, SB_WEIGHTS, SB_PYTHON: see task-python.sh
+#   SB_DATA, SB_WEIGHTS  folders bound at their own paths (SB_WEIGHTS becomes TORCH_HOME)
+#   SB_BINDS        more binds, comma-separated SRC:DST[:OPTIONS]
+#   SB_PYTHON       the interpreter (default: SB_REPO/.venv/bin/python, `python` in images)
 #   SB_LAUNCHER_PYTHON  host python for the launcher (default: the venv's for none, else
 #                   python3; the launcher needs only the standard library)
 #   SB_DRY_RUN      1: print the commands instead of running them
@@ -31,11 +36,17 @@ sb_main() {
   SB_OUTPUT=${SB_OUTPUT:-${config_name%.*}_${SLURM_JOB_ID}}
   SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
   SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
-  export SB_REPO SB_RUNTIME SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON SB_OUTPUTS
+  SB_LAUNCHER_PYTHON=${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}
+  # Read by scalebench/runtimes.py, which builds every container command line.
+  export SB_REPO SB_RUNTIME SB_ENGINE SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON \
+    SB_OUTPUTS SB_BENCHMARK SB_CONFIG SB_LAUNCHER_PYTHON
   if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
-    SB_IMAGE_DIGEST=${SB_IMAGE_DIGEST:-$(sb_run_or_print "$SB_RUNTIME" image inspect \
-      --format '{{.Id}}' "${SB_IMAGE:?SB_IMAGE must name the image}")}
-    export SB_IMAGE_DIGEST
+    if [ -z "${SB_IMAGE_DIGEST:-}" ]; then  # every rank runs the image the tag names now
+      local identity
+      identity=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.runtimes identity)
+      SB_IMAGE_DIGEST=${identity%%$'\n'*} SB_IMAGE_LABELS_JSON=${identity#*$'\n'}
+    fi
+    export SB_IMAGE_DIGEST SB_IMAGE_LABELS_JSON
   fi
   export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
   [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it
@@ -51,7 +62,7 @@ sb_main() {
     srun --kill-on-bad-exit=1 --export=ALL "${srun_args[@]}" "$task" \
     -m scalebench.preflight --output "$SCALEBENCH_PREFLIGHT"
 
-  local launcher=("${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}" -m scalebench run "$SB_CONFIG"
+  local launcher=("$SB_LAUNCHER_PYTHON" -m scalebench run "$SB_CONFIG"
                   --benchmark "$SB_BENCHMARK" --outputs "$SB_OUTPUTS" --launcher srun
                   --output "$SB_OUTPUT"
                   --python "$task"

@@ -253,6 +253,33 @@ def test_image_runs_the_benchmark_and_replays_it_bit_for_bit(image, tmp_path):
 
 
 @pytest.mark.slow
+def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
+    """``scalebench run --runtime podman``: two local ranks, each in its own container
+    (scalebench.runtimes' command line), rows recording the image's ID and labels."""
+    podman, digest = image
+    results = tmp_path / "results"
+    results.mkdir()
+    solver = {"max_iter": 2, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
+              "patch_size": 16, "overlap": 8, "distribute_physics": True,
+              "distribute_denoiser": True, "num_threads": 1}
+    dataset = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators": 4,
+                                 "noise_level": 0.05}}
+    experiment = tiny_experiment(dataset=[dataset], solver=[{"pnp": solver}])
+    (results / "two.yml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+    env = {**podman.environment(), "SB_ENGINE": " ".join(podman.command)}
+    ran = run("-m", "scalebench", "run", str(results / "two.yml"), "--runtime", "podman",
+              "--image", "localhost/scalebench:test", "--nproc", "2", "--outputs",
+              str(results), "--output", "two", "--no-html", timeout=900, env=env)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    rows = pd.read_parquet(results / "two.parquet")
+    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}",
+                               digest).stdout)
+    assert set(rows["prov_image_digest"]) == {digest}
+    assert [json.loads(value) for value in set(rows["prov_image_labels"])] == [labels]
+    assert set(rows["prov_world_size"]) == {2}
+
+
+@pytest.mark.slow
 def test_image_describes_itself_and_passes_its_self_test(image, tmp_path):
     podman, digest = image
     info = in_image(podman, digest, tmp_path)

@@ -24,7 +24,8 @@ from tests.conftest import REPO, copy_benchmark, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
-                 "scalebench.launch.rank_entry", "scalebench.launch.progress")
+                 "scalebench.launch.rank_entry", "scalebench.launch.progress",
+                 "scalebench.runtimes")
 ESCAPE = "\x1b"
 STAGES = ("set-up: loading the problem", "set-up: building the operator",
           "set-up: building the denoiser", "set-up: operator norm", "set-up: initial estimate")

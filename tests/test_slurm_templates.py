@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +31,8 @@ RANK_ENV = ("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.
 
 
 def dry_run(command: list[str], **env: str) -> str:
-    base = {"PATH": "/usr/bin:/bin", "SB_DRY_RUN": "1", "SB_REPO": "/repo"}
+    base = {"PATH": "/usr/bin:/bin", "SB_DRY_RUN": "1", "SB_REPO": "/repo",
+            "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, env={**base, **env}, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr
@@ -39,30 +43,38 @@ def flags(option: str, values: list[str]) -> str:
     return " ".join(f"{option} {value}" for value in values)
 
 
+LABELS = '{"org.scalebench.torch":"2.14.1"}'
+IDENTITY = f"--env SCALEBENCH_IMAGE_DIGEST=sha256:abc --env 'SCALEBENCH_IMAGE_LABELS_JSON={LABELS}'"
+ENGINE = "run --rm --network host --ipc host --workdir /repo"
+APPTAINER = "apptainer exec --cleanenv --pwd /repo"
 GOLDEN_TASK = {
     ("none", "0"): "/repo/.venv/bin/python -m scalebench.preflight",
-    ("apptainer", "0"): "apptainer exec --cleanenv --pwd /repo "
-                        f"{flags('--env', RANK_ENV)} --bind /repo:/repo /img/sb.sif python "
+    ("none", "1"): "/repo/.venv/bin/python -m scalebench.preflight",
+    ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --bind /repo:/repo "
+                        "/img/sb.sif python -m scalebench.preflight",
+    ("apptainer", "1"): f"{APPTAINER} --nv {flags('--env', RANK_ENV)} --env "
+                        "CUDA_VISIBLE_DEVICES=1 --bind /repo:/repo /img/sb.sif python "
                         "-m scalebench.preflight",
-    ("apptainer", "1"): "apptainer exec --cleanenv --pwd /repo --nv "
-                        f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
-                        "--bind /repo:/repo /img/sb.sif python -m scalebench.preflight",
-    ("docker", "0"): "docker run --rm --network host --ipc host --workdir /repo "
-                     f"{flags('--env', RANK_ENV)} --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
-    ("podman", "1"): "podman run --rm --network host --ipc host --workdir /repo "
-                     "--gpus device=1 "
-                     f"{flags('--env', RANK_ENV)} --env CUDA_VISIBLE_DEVICES=1 "
-                     "--env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                     "--volume /repo:/repo sb:1 python -m scalebench.preflight",
+    ("docker", "0"): f"docker {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
+                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+    ("docker", "1"): f"docker {ENGINE} --gpus '\"device=1\"' {flags('--env', RANK_ENV)} "
+                     f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
+                     "scalebench.preflight",
+    ("podman", "0"): f"podman {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
+                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+    ("podman", "1"): f"podman {ENGINE} --device nvidia.com/gpu=1 {flags('--env', RANK_ENV)} "
+                     f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
+                     "scalebench.preflight",
 }
 
 
 @pytest.mark.parametrize(("runtime", "gpus"), list(GOLDEN_TASK))
 def test_task_command_line_for_each_runtime(runtime, gpus):
+    """task-python.sh prints what scalebench.runtimes builds; the rows of docker / podman
+    ranks get the image's digest and labels, and the image starts by its ID."""
     image = "/img/sb.sif" if runtime == "apptainer" else "sb:1"
     env = {**SLURM_TASK, "SB_RUNTIME": runtime, "SB_GPUS": gpus, "SB_IMAGE": image,
-           "SB_IMAGE_DIGEST": "sha256:abc"}
+           "SB_IMAGE_DIGEST": "sha256:abc", "SB_IMAGE_LABELS_JSON": LABELS}
     if gpus == "1":
         env["CUDA_VISIBLE_DEVICES"] = "1"
     line = dry_run([str(TASK), "-m", "scalebench.preflight"], **env).strip()
@@ -79,11 +91,12 @@ def test_task_binds_data_and_weights_and_sets_torch_home():
 
 
 def test_unknown_runtime_is_a_one_line_error():
-    done = subprocess.run([str(TASK), "-V"], env={"SB_REPO": "/repo", "SB_RUNTIME": "lxc"},
+    done = subprocess.run([str(TASK), "-V"], env={"SB_REPO": str(REPO), "SB_RUNTIME": "lxc",
+                                                  "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
-    assert done.stderr.strip() == ("task-python.sh: SB_RUNTIME must be none, apptainer, "
-                                   "docker or podman, got 'lxc'")
+    assert done.stderr == ("scalebench: error: SB_RUNTIME must be none, apptainer, docker or "
+                           "podman, got 'lxc'\n")
 
 
 def test_batch_template_commands():
@@ -131,6 +144,29 @@ def experiment(*solvers: dict) -> dict:
             "solver": [{"pnp": s} for s in solvers], "max-runs": 100, "timeout": 300}
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """Where the jobs' ranks run: the SB_* variables, and what their rows must record."""
+
+    name: str
+    env: dict[str, str]
+    image_digest: str
+    image_labels: dict[str, str]
+
+
+@pytest.fixture(scope="module", params=["none", "apptainer"])
+def runtime(request) -> Runtime:
+    """The repository's venv, or the session's SIF (tests/conftest.py builds it once)."""
+    if request.param == "none":
+        return Runtime("none", {}, "none", {})
+    sif = request.getfixturevalue("scalebench_sif")
+    inspected = subprocess.run(["apptainer", "inspect", "--json", "--labels", str(sif.path)],
+                               capture_output=True, text=True, check=True)
+    labels = json.loads(inspected.stdout)["data"]["attributes"]["labels"]
+    return Runtime("apptainer", {"SB_RUNTIME": "apptainer", "SB_IMAGE": str(sif.path)},
+                   sif.digest, labels)
+
+
 @pytest.fixture
 def workspace(tmp_path):
     copy_benchmark(tmp_path)
@@ -158,36 +194,54 @@ def job_log(workspace: Path, name: str, job: str) -> str:
     return (workspace / f"{name}-{job}.out").read_text()
 
 
+def assert_image(df: pd.DataFrame, runtime: Runtime) -> None:
+    """Every row records the image its ranks ran in (none on the host)."""
+    assert set(df.prov_image_digest) == {runtime.image_digest}
+    assert [json.loads(labels) for labels in set(df.prov_image_labels)] == [
+        runtime.image_labels]
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The experiment in one local process."""
+def reference(tmp_path_factory, runtime):
+    """The experiment on one rank, without SLURM, in the same runtime (``scalebench run
+    --runtime``: the launcher's steps and its rank in the SIF)."""
     folder = tmp_path_factory.mktemp("reference")
     copy_benchmark(folder)
     config = folder / "one.yml"
     config.write_text(json.dumps(experiment(SOLVER)))
+    inside = ["--runtime", runtime.name, "--image", runtime.env["SB_IMAGE"]] if runtime.env \
+        else []
     done = run_cli("run", config, "--benchmark", folder / "benchmark_inference", "--output",
-                   "one", "--no-html")
+                   "one", "--no-html", *inside)
     assert done.returncode == 0, done.stderr[-3000:]
-    return results(folder, "one")
+    df = results(folder, "one")
+    assert_image(df, runtime)
+    return df
 
 
-@pytest.mark.parametrize(("template", "sbatch", "hosts"), [
-    ("multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
-    ("singlenode.sh", ["--nodes=1", "--ntasks-per-node=2"], ["n1", "n1"]),
-])
-def test_template_runs_the_experiment_across_ranks(slurm_cluster, workspace, reference,
-                                                   template, sbatch, hosts):
-    job = submit(slurm_cluster, workspace, template, experiment(SOLVER), "job", sbatch)
+@pytest.mark.parametrize(("runtime", "template", "sbatch", "hosts"), [
+    ("none", "multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
+    ("none", "singlenode.sh", ["--nodes=1", "--ntasks-per-node=2"], ["n1", "n1"]),
+    ("apptainer", "multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
+], indirect=["runtime"])
+def test_template_runs_the_experiment_across_ranks(slurm_cluster, workspace, runtime,
+                                                   reference, template, sbatch, hosts):
+    """The pre-flight and a 2-rank experiment, in the runtime; rows equal the 1-rank run in
+    the same runtime bit for bit and record its image."""
+    job = submit(slurm_cluster, workspace, template, experiment(SOLVER), "job", sbatch,
+                 **runtime.env)
     state = slurm_cluster.wait(job, timeout=300)
     log = job_log(workspace, "job", job)
     assert state == "COMPLETED", log[-3000:]
     assert "[preflight] 2 rank(s)" in log and "all-reduce 16 MB" in log
+    assert f"runtime {runtime.name}" in log
     df = results(workspace, "job")
     assert set(df.prov_world_size) == {2} and set(df.prov_slurm_job_id) == {job}
     assert set(df.prov_slurm_nodelist) == {"n[1-2]" if hosts[1] == "n2" else "n1"}
     assert json.loads(df.prov_rank_hosts.iloc[0]) == hosts
     preflight = json.loads(df.prov_preflight.iloc[0])
     assert preflight["world_size"] == 2 and preflight["all_reduce"]["bus_gb_s"] > 0
+    assert_image(df, runtime)
     assert df.prov_result_sha256.tolist() == reference.prov_result_sha256.tolist()
     assert df.objective_psnr_db.tolist() == reference.objective_psnr_db.tolist()
     assert (df[df.stop_val > 0].objective_comm_time_s_max > 0).all()
@@ -198,10 +252,11 @@ def test_template_runs_the_experiment_across_ranks(slurm_cluster, workspace, ref
 
 
 def test_cancelled_job_keeps_finished_experiments_and_resume_completes(slurm_cluster,
-                                                                       workspace):
+                                                                       workspace, runtime):
     config = experiment(*({**SOLVER, "seed": seed, "max_iter": 2} for seed in range(3)))
     sbatch = ["--nodes=2", "--ntasks-per-node=1"]
-    job = submit(slurm_cluster, workspace, "multinode.sh", config, "cut", sbatch)
+    job = submit(slurm_cluster, workspace, "multinode.sh", config, "cut", sbatch,
+                 **runtime.env)
     result = workspace / "benchmark_inference" / "outputs" / "cut.parquet"
     deadline = time.monotonic() + 240
     while not result.exists() and time.monotonic() < deadline:
@@ -213,7 +268,7 @@ def test_cancelled_job_keeps_finished_experiments_and_resume_completes(slurm_clu
     kept = results(workspace, "cut")
 
     again = submit(slurm_cluster, workspace, "multinode.sh", config, "cut", sbatch,
-                   SB_RESUME="1")
+                   SB_RESUME="1", **runtime.env)
     state = slurm_cluster.wait(again, timeout=300)
     assert state == "COMPLETED", job_log(workspace, "cut", again)[-3000:]
     record = json.loads(pq.read_metadata(result).metadata[b"scalebench.run"])
@@ -222,7 +277,60 @@ def test_cancelled_job_keeps_finished_experiments_and_resume_completes(slurm_clu
     assert sorted(set(df.p_solver_seed)) == [0, 1, 2] and len(df) == 9
     assert set(kept.prov_slurm_job_id) == {job}  # finished rows were kept, not redone
     assert set(df.prov_slurm_job_id) == {job, again}
+    assert_image(df, runtime)
     assert not list((workspace / "benchmark_inference" / "outputs").glob(".staging-*"))
+
+
+# Each rank reports what it sees: its rank and node, a file of SB_DATA, TORCH_HOME and a file
+# of it, and the image it runs in.
+BIND_PROBE = """#!/bin/bash
+export SB_TASK_RANKS=1
+srun --export=ALL {task} -c 'import os; e = os.environ; \
+print("PROBE", e["RANK"], e["SLURMD_NODENAME"], open("{data}/data.txt").read().strip(), \
+e["TORCH_HOME"], open(e["TORCH_HOME"] + "/weights.txt").read().strip(), \
+e.get("APPTAINER_CONTAINER", "host"))'
+"""
+
+
+@pytest.fixture
+def outside_default_binds():
+    """Folders outside those Apptainer binds by itself ($HOME, /tmp, /var/tmp, the working
+    folder), so that only SB_DATA / SB_WEIGHTS can make them visible to the ranks."""
+    parent = Path("/srv")
+    parent.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="scalebench-binds-", dir=parent))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_data_and_weights_binds_reach_every_rank(slurm_cluster, runtime, tmp_path,
+                                                 outside_default_binds):
+    data, weights = outside_default_binds / "data", outside_default_binds / "weights"
+    data.mkdir()
+    weights.mkdir()
+    (data / "data.txt").write_text("data file\n")
+    (weights / "weights.txt").write_text("weights file\n")
+    script = tmp_path / "probe.sh"
+    script.write_text(BIND_PROBE.format(task=TASK, data=data))
+    env = {**os.environ, **slurm_cluster.env, **runtime.env, "SB_REPO": str(REPO),
+           "SB_DATA": str(data), "SB_WEIGHTS": str(weights)}
+    job = slurm_cluster.sbatch(["--nodes=2", "--ntasks-per-node=1", f"--output={tmp_path}/p.out",
+                                str(script)], env=env, cwd=str(tmp_path))
+    state = slurm_cluster.wait(job, timeout=120)
+    log = (tmp_path / "p.out").read_text()
+    assert state == "COMPLETED", log[-3000:]
+    image = runtime.env.get("SB_IMAGE", "host")
+    probes = sorted(line.split() for line in log.splitlines() if line.startswith("PROBE"))
+    assert probes == [["PROBE", "0", "n1", "data", "file", str(weights), "weights", "file",
+                       image],
+                      ["PROBE", "1", "n2", "data", "file", str(weights), "weights", "file",
+                       image]]
+    if runtime.name == "apptainer":  # and without the binds, the ranks do not see them
+        bare = {**env, "SB_DATA": "", "SB_WEIGHTS": ""}
+        job = slurm_cluster.sbatch(["--nodes=1", f"--output={tmp_path}/bare.out",
+                                    str(script)], env=bare, cwd=str(tmp_path))
+        assert slurm_cluster.wait(job, timeout=120) == "FAILED"
+        assert "No such file or directory" in (tmp_path / "bare.out").read_text()
 
 
 def test_a_rank_that_raises_ends_the_job_without_hanging(slurm_cluster, workspace):
