@@ -82,7 +82,10 @@ class NetworkSink:
                     first = connection.recv(4096).split(b"\r\n")[0]
                 except OSError:
                     first = b""
-                self.attempts.append(first.decode(errors="replace") or "(connection)")
+                # A connection that carries no request line is the browser's speculative
+                # preconnect to its proxy, not a fetch: every fetch names its host first.
+                if first:
+                    self.attempts.append(first.decode(errors="replace"))
 
     def close(self) -> None:
         self.server.close()
