@@ -249,6 +249,17 @@ def test_a_blank_sky_cannot_win_the_radio_headline_metric(example_sky):
     assert tv > dirty + 6.0, (dirty, tv)
 
 
+def test_the_scaled_back_projection_beats_a_blank_sky_where_the_dirty_image_does_not(
+        example_sky):
+    # The dirty image is in sky per beam: extended emission is multiplied by the beam's
+    # area, so it scores below a blank sky on SNR. The least-squares scale of the same
+    # back-projection, A^T y / ||A||^2 (init 'adjoint'), scores above it.
+    zero = _headline(torch.zeros_like(example_sky.x_true), example_sky)
+    adjoint = initial_estimate(example_sky, "adjoint", operator_norm_squared(example_sky))
+    dirty = initial_estimate(example_sky, "dirty", operator_norm_squared(example_sky))
+    assert _headline(adjoint, example_sky) > zero > _headline(dirty, example_sky)
+
+
 def test_fits_sky_is_read_cropped_and_resampled(tmp_path):
     from astropy.io import fits
 
