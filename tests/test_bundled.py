@@ -158,11 +158,14 @@ def test_report_marks_the_quality_curves_of_random_weight_rows():
 
     rows = pd.DataFrame({EXPERIMENT: ["a", "a", "b", "b"], "stop_val": [0, 1, 0, 1],
                          "time": [0.0, 1.0, 0.0, 1.0], "objective_psnr_db": [20.0, 24, 20, 5],
+                         "dataset_name": "tomography_2d", "solver_name": "pnp",
+                         "idx_rep": 0,
                          "prov_weights": ["bundled", "bundled", "random", "random"]})
     view = quality(Results(rows, labels={"a": "pnp A", "b": "pnp B"}))
     lines = view.figure.axes[0].get_lines()
     assert [line.get_label() for line in lines] == ["pnp A", "pnp B" + RANDOM_MARK]
-    assert [line.get_linestyle() for line in lines] == ["-", "--"]
+    # Line styles tell rank counts apart; random weights are drawn with open markers.
+    assert [line.get_markerfacecolor() == "none" for line in lines] == [False, True]
     assert "1 experiment(s) ran a learned denoiser with random weights" in view.note
     unmarked = quality(Results(rows.assign(prov_weights="bundled"), labels={"a": "A", "b": "B"}))
     assert "random weights" not in unmarked.note
