@@ -14,7 +14,6 @@ run, by ``scalebench run`` before it starts them and again by every rank.
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Any
 import yaml
 
 from scalebench.denoisers import resolve_weights
-from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.errors import ConfigError, ScalebenchError, unbound_hint
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS, ProblemSpec
 from scalebench.solvers import SOLVERS
@@ -275,19 +274,6 @@ def check_devices_available(experiment: Experiment) -> None:
                 resolve_device(solver_values.get("device", "auto"))
             except ScalebenchError as error:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
-
-
-def unbound_hint(path: Path) -> str:
-    """Inside the scalebench image, which bind would make a missing ``path`` visible; else
-    '' (a host that is itself a container gets no hint about binds)."""
-    from provenance.environment import BUILD_INFO_PATHS
-
-    if not (os.environ.get("APPTAINER_CONTAINER")
-            or any(Path(marker).is_file() for marker in BUILD_INFO_PATHS)):
-        return ""
-    folder = Path(os.path.abspath(path)).parent
-    return (f"; a container sees only the host folders bound into it: bind {folder} (e.g. "
-            f"--bind {folder}:{folder}) or put the file in the folder bound at /results")
 
 
 def read_yaml(path: Path, what: str) -> Any:
