@@ -166,16 +166,19 @@ class LoopSolver(BaseSolver):
         initial = self.estimate()  # the estimate of the first row
         progress.iteration(0, max_iter)
         with self.profiler:
-            for iteration in range(max_iter):
-                if self.context.agree(not callback()):
-                    break
-                if iteration == 1 and failing_rank == str(self.context.rank):
-                    raise RuntimeError(f"injected failure on rank {failing_rank} "
-                                       f"({FAULT_VARIABLE})")
-                self.loop.iterate()
-                progress.iteration(iteration + 1, max_iter)
-            else:
-                callback()
+            try:
+                for iteration in range(max_iter):
+                    if self.context.agree(not callback()):
+                        break
+                    if iteration == 1 and failing_rank == str(self.context.rank):
+                        raise RuntimeError(f"injected failure on rank {failing_rank} "
+                                           f"({FAULT_VARIABLE})")
+                    self.loop.iterate()
+                    progress.iteration(iteration + 1, max_iter)
+                else:
+                    callback()
+            finally:
+                progress.flush()  # a failure names the iteration it happened after
         if initial is not None:
             save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
                            self.ground_truth, initial, self.estimate(), self.data_sha256)

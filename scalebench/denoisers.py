@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import pickle
 import sys
 from dataclasses import dataclass
@@ -239,6 +240,12 @@ def tile_windows(length: int, patch_size: int, overlap: int,
     window = min(_round_up(span, multiple), length)
     return window, [(min(first, length - window), start, end)
                     for first, (start, end) in zip(starts, cores, strict=True)]
+
+
+def dealt_batch_count(num_tiles: int, batch_size: int) -> int:
+    """The units tiles are dealt to ranks in: batches of ``batch_size`` consecutive tiles
+    (the last one possibly shorter); ``batch_size`` 0 deals single tiles."""
+    return math.ceil(num_tiles / (batch_size or 1))
 
 
 def is_tiled(spatial: tuple[int, ...], patch_size: int) -> bool:

@@ -19,7 +19,8 @@ import pytest
 
 from tests.conftest import REPO, copy_benchmark, run_cli
 
-# 48x48 CT, 6 angle groups, PnP with a seeded random DnCNN on 16-pixel tiles (9 tiles).
+# 48x48 CT, 6 angle groups, PnP with the bundled DnCNN on 16-pixel tiles (9 tiles in 5
+# batches of 2; ranks get whole batches, so each tile meets the same batch on 1, 2 or 3 ranks).
 DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 18, "num_operators": 6,
                              "noise_level": 0.05}}
 PNP = {"max_iter": 3, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
@@ -109,7 +110,11 @@ def test_either_switch_alone_matches_one_process(benchmark, write_config, switch
     ({**PNP, "distribute_denoiser": False}, 7,
      "distribute_physics: 6 operator(s) for 7 ranks leaves ranks without work"),
     ({**PNP, "distribute_physics": False, "patch_size": 32}, 5,
-     "distribute_denoiser: 4 tile(s) for 5 ranks leaves ranks without work"),
+     "distribute_denoiser: 4 tile(s) in 2 batch(es) of max_batch_size 2 for 5 ranks leaves "
+     "ranks without work"),
+    # whole batches are dealt: 9 tiles in batches of 4 keep a fourth rank idle
+    ({**PNP, "distribute_physics": False, "max_batch_size": 4}, 4,
+     "distribute_denoiser: 9 tile(s) in 3 batch(es) of max_batch_size 4 for 4 ranks"),
     ({**PNP, "distribute_physics": False, "distribute_denoiser": False}, 2,
      "2 ranks but neither distribute_physics nor distribute_denoiser is true"),
 ])

@@ -256,3 +256,20 @@ def test_plain_progress_is_a_line_per_stage_and_per_tenth_of_the_run():
     assert re.fullmatch(r"\[scalebench\] experiment 2/3: iteration 50/100, \S+ elapsed, "
                         r"ETA 5s", lines[6])
     assert lines[-1].startswith("[scalebench] experiment 2/3: done in ")
+
+
+def test_an_iteration_report_left_out_by_the_spacing_is_sent_on_flush(monkeypatch, capsys):
+    from scalebench.launch import progress
+
+    monkeypatch.setenv(progress.ENABLE_VARIABLE, "1")
+    monkeypatch.setattr(sys, "__stdout__", sys.stdout)
+    monkeypatch.setattr(progress, "REPORT_INTERVAL_S", 600.0)
+    progress.iteration(0, 4)
+    progress.iteration(1, 4)  # within REPORT_INTERVAL_S of the first: held
+    held = [progress.parse(line) for line in capsys.readouterr().out.splitlines()]
+    progress.flush()
+    flushed = [progress.parse(line) for line in capsys.readouterr().out.splitlines()]
+    progress.flush()  # nothing held any more
+    assert held == [{"iteration": 0, "max_iter": 4}]
+    assert flushed == [{"iteration": 1, "max_iter": 4}]
+    assert capsys.readouterr().out == ""

@@ -176,7 +176,7 @@ def _pnp(**params):
      "distribute_physics: 2 operator(s) for 4 ranks"),
     ({"solver": [{"denoiser": {"distribute_denoiser": True, "patch_size": 16,
                                "slurm_ntasks_per_node": 8, "device": "cpu"}}]},
-     "distribute_denoiser: 4 tile(s) for 8 ranks"),
+     "distribute_denoiser: 4 tile(s) in 1 batch(es) of max_batch_size 4 for 8 ranks"),
 ])
 def test_invalid_experiments_are_refused(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -14,8 +14,10 @@ from scalebench.denoisers import (
     IndependentTV,
     TiledDenoiser,
     build_denoiser,
+    dealt_batch_count,
     tile_windows,
 )
+from scalebench.distributed.tiling import dealt_tiles
 from scalebench.errors import ConfigError, MissingFileError
 from scalebench.metrics import psnr
 from scalebench.params import resolved_parameters
@@ -210,14 +212,39 @@ def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field(
     x = torch.rand(shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         full = net(x, 0.05)
-        tiled = TiledDenoiser(net, patch, overlap, 3, multiple)(x, 0.05)
-        narrow = TiledDenoiser(net, patch, 4, 0, multiple)(x, 0.05)
+        # one window per call, as the whole image: a batch of several may run other
+        # convolution kernels, whose last bits differ (test_one_window_gives_the_same_bits...)
+        tiled = TiledDenoiser(net, patch, overlap, 1, multiple)(x, 0.05)
+        narrow = TiledDenoiser(net, patch, 4, 1, multiple)(x, 0.05)
+        batched = TiledDenoiser(net, patch, overlap, 3, multiple)(x, 0.05)
     assert torch.equal(tiled, full)
+    assert (batched - tiled).abs().max() <= 1e-3 * full.abs().max()  # rounding, not seams
     assert not torch.equal(narrow, full)  # too little overlap: seams differ
     if name == "drunet":  # windows starting off its 8-pixel grid (at 26, 62, ...) differ
         with torch.no_grad():
-            off_grid = TiledDenoiser(net, 36, 46, 3, multiple=1)(x, 0.05)
+            off_grid = TiledDenoiser(net, 36, 46, 1, multiple=1)(x, 0.05)
         assert not torch.equal(off_grid, full)
+
+@pytest.mark.parametrize(("tiles", "batch", "ranks"), [(9, 2, 3), (9, 4, 2), (12, 0, 5), (5, 8, 1)])
+def test_ranks_are_dealt_whole_batches_so_each_tile_meets_the_same_batch(tiles, batch, ranks):
+    shares = [dealt_tiles(tiles, batch, rank, ranks) for rank in range(ranks)]
+    assert sorted(sum(shares, [])) == list(range(tiles))  # every tile exactly once
+    one_process = [list(range(tiles))[i:i + (batch or 1)] for i in range(0, tiles, batch or 1)]
+    for share in shares:  # a rank's consecutive chunks are batches of the one-process run
+        step = batch or 1
+        assert all(share[i:i + step] in one_process for i in range(0, len(share), step))
+    assert dealt_batch_count(tiles, batch) == len(one_process)
+
+
+def test_one_window_gives_the_same_bits_in_every_batch_of_two_or_more():
+    """What dealing whole batches relies on: a window's output depends on its batch only
+    through the batch's size (here: one against several); partners do not change it."""
+    net = build_denoiser("dncnn", 1, "none", CPU)
+    windows = torch.rand(4, 1, 32, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        pair, other_pair = net(windows[:2], 0.05), net(windows[[0, 3]], 0.05)
+        four = net(windows, 0.05)
+    assert torch.equal(pair[0], other_pair[0]) and torch.equal(pair[0], four[0])
 
 
 def test_tv_calls_are_independent_and_run_every_iteration(monkeypatch):

@@ -1,10 +1,15 @@
 """The benchmark's tiling as a deepinv distribution strategy.
 
-deepinv's ``DistributedProcessing`` hands tiles round-robin to the ranks, runs the network on
-each rank's tiles in batches and sums the ranks' outputs with one all-reduce. Tiles write
-disjoint cores into a zero image, so that sum is exact. ``WindowTiling`` supplies the tiles:
-the cores and windows of ``scalebench.denoisers.tile_windows``, the same ones the one-process
-``TiledDenoiser`` uses, along every spatial axis (2D images and 3D volumes).
+deepinv's ``DistributedProcessing`` runs the network on each rank's tiles in batches and sums
+the ranks' outputs with one all-reduce. Tiles write disjoint cores into a zero image, so that
+sum is exact. ``WindowTiling`` supplies the tiles: the cores and windows of
+``scalebench.denoisers.tile_windows``, the same ones the one-process ``TiledDenoiser`` uses,
+along every spatial axis (2D images and 3D volumes).
+
+``BatchDealtProcessing`` deals whole batches to the ranks instead of single tiles: a network's
+output for one window can change in its last bits with the batch it runs in (CPU convolutions
+take another kernel for a batch of one), so every tile must meet the same batch on any number
+of ranks for N ranks to reproduce one process bit for bit.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import itertools
 from collections.abc import Sequence
 
 import torch
+from deepinv.distributed.framework import DistributedProcessing
 from deepinv.distributed.strategies import DistributedSignalStrategy
 
 from scalebench.denoisers import tile_windows
@@ -28,6 +34,15 @@ def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int,
     axes = [tile_windows(n, patch_size, overlap, multiple) for n in spatial]
     return ([window for window, _ in axes],
             list(itertools.product(*(starts for _, starts in axes))))
+
+
+def dealt_tiles(num_tiles: int, batch_size: int, rank: int, world_size: int) -> list[int]:
+    """The tiles of ``rank``: those of the batches b (``batch_size`` consecutive tiles each,
+    the last one possibly shorter) with b mod world_size == rank, in order. ``batch_size`` 0
+    deals single tiles (each rank then runs its share at once, in a batch whose size depends
+    on the number of ranks)."""
+    size = batch_size if batch_size > 0 else 1
+    return [i for i in range(num_tiles) if (i // size) % world_size == rank]
 
 
 class WindowTiling(DistributedSignalStrategy):
@@ -55,3 +70,14 @@ class WindowTiling(DistributedSignalStrategy):
             cores = tuple(slice(axis[1], axis[2]) for axis in self.tiles[i])
             inside = tuple(slice(axis[1] - axis[0], axis[2] - axis[0]) for axis in self.tiles[i])
             out_tensor[(..., *cores)] = tile[(..., *inside)]
+
+
+class BatchDealtProcessing(DistributedProcessing):
+    """deepinv's distributed processing with whole batches of ``max_batch_size`` tiles dealt
+    round-robin to the ranks (``dealt_tiles``): each rank's consecutive chunks of
+    ``max_batch_size`` tiles are then exactly the batches one process runs."""
+
+    def _init_shape_and_strategy(self, img_size: Sequence[int]) -> None:
+        super()._init_shape_and_strategy(img_size)
+        self.local_indices = dealt_tiles(self.num_patches, self.max_batch_size or 0,
+                                         self.ctx.rank, self.ctx.world_size)

@@ -29,6 +29,7 @@ PLAIN_FRACTION = 0.1  # plain lines: every tenth of max_iter ...
 PLAIN_INTERVAL_S = 60.0  # ... or this long after the previous one
 
 _last_report = 0.0
+_held: dict | None = None  # the newest iteration report left out by the spacing
 
 
 def enabled() -> bool:
@@ -49,14 +50,24 @@ def stage(name: str) -> None:
 
 
 def iteration(done: int, max_iter: int) -> None:
-    """``done`` of ``max_iter`` iterations are finished; reports are spaced out in time."""
-    global _last_report
+    """``done`` of ``max_iter`` iterations are finished; reports are spaced out in time (the
+    newest one left out is held until ``flush``)."""
+    global _last_report, _held
     if not enabled():
         return
     now = time.monotonic()
+    _held = {"iteration": done, "max_iter": max_iter}
     if done in (0, max_iter) or now - _last_report >= REPORT_INTERVAL_S:
         _last_report = now
-        _report({"iteration": done, "max_iter": max_iter})
+        flush()
+
+
+def flush() -> None:
+    """Send the held iteration report: where a run that stops now really was."""
+    global _held
+    if _held is not None:
+        _report(_held)
+        _held = None
 
 
 def parse(line: str) -> dict | None:

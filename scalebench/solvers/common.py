@@ -14,6 +14,7 @@ from scalebench.denoisers import (
     SIZE_MULTIPLE,
     TiledDenoiser,
     check_input_size,
+    dealt_batch_count,
     is_tiled,
     load_denoiser,
     tile_windows,
@@ -119,9 +120,12 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
                           f"ranks leaves ranks without work (use at most {num_operators} ranks "
                           f"or more operators)")
     tile_count = count_tiles(params, image_shape)
-    if tiles and tile_count < world_size:
-        raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) for {world_size} ranks "
-                          f"leaves ranks without work (lower patch_size or use fewer ranks)")
+    batches = dealt_batch_count(tile_count, params["max_batch_size"])
+    if tiles and batches < world_size:
+        raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) in {batches} batch(es) "
+                          f"of max_batch_size {params['max_batch_size']} for {world_size} "
+                          f"ranks leaves ranks without work (lower patch_size or "
+                          f"max_batch_size, or use fewer ranks)")
 
 
 def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.device,
@@ -147,16 +151,14 @@ def _wrap(model: nn.Module, params: dict, image_shape: tuple[int, ...], context)
     if not params["distribute_denoiser"]:
         return TiledDenoiser(model, params["patch_size"], params["overlap"],
                              params["max_batch_size"], SIZE_MULTIPLE[params["denoiser"]])
-    from deepinv.distributed.framework import DistributedProcessing
-
-    from scalebench.distributed.tiling import WindowTiling
+    from scalebench.distributed.tiling import BatchDealtProcessing, WindowTiling
 
     patch = params["patch_size"] if is_tiled(tuple(image_shape[1:]), params["patch_size"]) \
         else max(image_shape[1:])
     strategy = WindowTiling((1, *image_shape), patch, params["overlap"],
                             SIZE_MULTIPLE[params["denoiser"]])
-    return DistributedProcessing(context, model, strategy=strategy,
-                                 max_batch_size=params["max_batch_size"] or None)
+    return BatchDealtProcessing(context, model, strategy=strategy,
+                                max_batch_size=params["max_batch_size"] or None)
 
 
 def warm_up(denoiser: nn.Module, image_shape: tuple[int, ...], sigma: float,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from scalebench.denoisers import SIZE_MULTIPLE, tile_windows
+from scalebench.denoisers import SIZE_MULTIPLE, dealt_batch_count, tile_windows
 from scalebench.errors import ConfigError
 from scalebench.params import Param
 from scalebench.problems import ProblemSpec
@@ -121,7 +121,9 @@ def _check_ranks(params: dict, spatial: tuple[int, ...], world_size: int) -> Non
         raise ConfigError(f"distribution 'data': batch_size {params['batch_size']} is not "
                           f"divisible by {world_size} ranks (use a multiple of {world_size})")
     tiles = tile_count(params, spatial)
-    if mode == "spatial" and tiles < world_size:
-        raise ConfigError(f"distribution 'spatial': {tiles} tile(s) for {world_size} ranks "
-                          f"leaves ranks without work (set or lower tile_size, or use fewer "
-                          f"ranks)")
+    batches = dealt_batch_count(tiles, params["tiles_per_batch"])
+    if mode == "spatial" and batches < world_size:
+        raise ConfigError(f"distribution 'spatial': {tiles} tile(s) in {batches} batch(es) of "
+                          f"tiles_per_batch {params['tiles_per_batch']} for {world_size} ranks "
+                          f"leaves ranks without work (set or lower tile_size or "
+                          f"tiles_per_batch, or use fewer ranks)")

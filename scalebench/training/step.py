@@ -15,12 +15,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from deepinv.distributed.framework import DistributedProcessing
 from torch import nn
 
 from scalebench.denoisers import SIZE_MULTIPLE
 from scalebench.distributed.context import TimedContext
-from scalebench.distributed.tiling import WindowTiling
+from scalebench.distributed.tiling import BatchDealtProcessing, WindowTiling, dealt_tiles
 from scalebench.profiling import MIB, StepProfiler
 from scalebench.training.data import TrainingData
 from scalebench.training.model import UnrolledPGD, build_network
@@ -70,7 +69,7 @@ def build_model(params: dict, data: TrainingData, context: TimedContext) -> Unro
         spatial = params["distribution"] == "spatial"
         strategy = WindowTiling((1, *shape), params["tile_size"], params["tile_overlap"],
                                 SIZE_MULTIPLE[params["denoiser"]])
-        tiles = DistributedProcessing(
+        tiles = BatchDealtProcessing(
             context if spatial else _AllTilesHere(context.device), model.apply_network,
             strategy=strategy, max_batch_size=params["tiles_per_batch"] or None,
             checkpoint_batches="never")
@@ -102,7 +101,8 @@ def choose_checkpointing(model: UnrolledPGD, data: TrainingData, params: dict,
                  "stage": stages * x0.numel() * x0.element_size() / MIB + full}
     if model.tiles is not None:
         ranks = model.context.world_size if model.context is not None else 1
-        local = math.ceil(model.tiles.strategy.get_num_patches() / ranks)
+        local = len(dealt_tiles(model.tiles.strategy.get_num_patches(),
+                                params["tiles_per_batch"], 0, ranks))  # rank 0 has most
         batches = math.ceil(local / (params["tiles_per_batch"] or local))
         estimates["tile_batch"] = stages * per_stage["tile_batch"] + full / batches
     budget = params["memory_budget_mib"]
