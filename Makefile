@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/scalebench run $(CONFIG)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=30 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools containers

@@ -38,6 +38,20 @@ def edited_results(source: Path, target: Path, edit) -> Path:
     return target
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children of each of its threads, recursively)."""
+    found, queue = [], [pid]
+    while queue:
+        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                children = []
+            found += children
+            queue += children
+    return found
+
+
 def tiny_experiment(**overrides) -> dict:
     """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
     experiment = {

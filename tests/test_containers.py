@@ -215,6 +215,17 @@ def image(container_base, tmp_path_factory):
     podman("image", "prune", "--force")
 
 
+def rows_of_the_image(podman: Podman, digest: str, results: Path) -> tuple[pd.DataFrame, dict]:
+    """The rows of ``results`` and the image's labels, after checking that every row records
+    the image's ID and those labels."""
+    rows = pd.read_parquet(results)
+    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}",
+                               digest).stdout)
+    assert set(rows["prov_image_digest"]) == {digest}
+    assert [json.loads(value) for value in set(rows["prov_image_labels"])] == [labels]
+    return rows, labels
+
+
 def in_image(podman: Podman, digest: str, results: Path, *command: str):
     """Run ``command`` through the launch helper, results folder bound at /results."""
     return run("-m", "scalebench.images", "run", digest, "--engine", " ".join(podman.command),
@@ -234,11 +245,7 @@ def test_image_runs_the_benchmark_and_replays_it_bit_for_bit(image, tmp_path):
     ran = in_image(podman, digest, results, "scalebench", "run", "/results/tiny.yml",
                    "--output", "tiny")
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
-    rows = pd.read_parquet(results / "tiny.parquet")
-    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}",
-                               digest).stdout)
-    assert set(rows["prov_image_digest"]) == {digest}
-    assert [json.loads(value) for value in set(rows["prov_image_labels"])] == [labels]
+    rows, labels = rows_of_the_image(podman, digest, results / "tiny.parquet")
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
     assert set(rows["prov_code_commit"]) == {head}
@@ -271,11 +278,7 @@ def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
               "--image", "localhost/scalebench:test", "--nproc", "2", "--outputs",
               str(results), "--output", "two", "--no-html", timeout=900, env=env)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
-    rows = pd.read_parquet(results / "two.parquet")
-    labels = json.loads(podman("image", "inspect", "--format", "{{json .Config.Labels}}",
-                               digest).stdout)
-    assert set(rows["prov_image_digest"]) == {digest}
-    assert [json.loads(value) for value in set(rows["prov_image_labels"])] == [labels]
+    rows = rows_of_the_image(podman, digest, results / "two.parquet")[0]
     assert set(rows["prov_world_size"]) == {2}
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, copy_benchmark, run_cli
+from tests.conftest import REPO, copy_benchmark, descendants, run_cli
 
 # 48x48 CT, 6 angle groups, PnP with the bundled DnCNN on 16-pixel tiles (9 tiles in 5
 # batches of 2; ranks get whole batches, so each tile meets the same batch on 1, 2 or 3 ranks).
@@ -167,7 +167,7 @@ def test_a_failing_rank_ends_the_run_within_bounded_time(benchmark, write_config
 
 def _rank_process(launcher: int, rank: int, module: str) -> int | None:
     """The process of ``rank`` under ``launcher`` whose command line runs ``module``."""
-    for pid in _descendants(launcher):
+    for pid in descendants(launcher):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -176,19 +176,6 @@ def _rank_process(launcher: int, rank: int, module: str) -> int | None:
         if module.encode() in command and f"RANK={rank}".encode() in environ:
             return pid
     return None
-
-
-def _descendants(pid: int) -> list[int]:
-    found, queue = [], [pid]
-    while queue:
-        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                children = []
-            found += children
-            queue += children
-    return found
 
 
 @pytest.mark.parametrize(("target", "where"), [

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from scalebench.launch.progress import Reporter
-from tests.conftest import REPO, copy_benchmark, tiny_experiment
+from tests.conftest import REPO, copy_benchmark, descendants, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
@@ -37,20 +37,6 @@ def test_launcher_modules_import_only_the_standard_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=REPO)
     assert done.stdout.strip() == "[]"
-
-
-def _descendants(pid: int) -> list[int]:
-    found, queue = [], [pid]
-    while queue:
-        parent = queue.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                direct = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                direct = []
-            found += direct
-            queue += direct
-    return found
 
 
 def _cmdline(pid: int) -> str:
@@ -79,7 +65,7 @@ def running(tmp_path, write_config):
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, worker = time.monotonic() + 120, None
     while worker is None and time.monotonic() < deadline:
-        worker = next((pid for pid in _descendants(launcher.pid)
+        worker = next((pid for pid in descendants(launcher.pid)
                        if "-m benchopt run" in _cmdline(pid)), None)
         time.sleep(0.1)
     assert worker is not None, "the benchopt worker did not start"
