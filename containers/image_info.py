@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 from provenance.environment import image_identity
+from provenance.sif import SifError
 
 BUILD_INFO = Path("/opt/scalebench/build-info.json")
 PACKAGES = ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy")
@@ -30,7 +31,10 @@ def main() -> None:
     print("scalebench image")
     print(f"  code: commit {info.get('commit', 'unknown')}"
           f"{' (dirty)' if info.get('dirty') else ''}, built {info.get('build_date', '?')}")
-    digest, labels = image_identity()  # what every row records
+    try:
+        digest, labels = image_identity()  # what every row records
+    except (SifError, OSError) as error:  # the SIF's path is not visible inside (--contain)
+        digest, labels = f"unavailable ({error})", "{}"
     print(f"  digest: {'not handed in' if digest == 'none' else digest}")
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in PACKAGES)
     print(f"  packages: {versions}")

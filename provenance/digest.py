@@ -1,15 +1,18 @@
-"""SHA-256 digests of arrays: dtype, shape and the contiguous buffer."""
+"""SHA-256 digests of arrays: dtype, shape and the contiguous buffer.
+
+numpy is imported on first use: the launcher, ``verify-image`` and the error hints import
+``provenance`` on hosts whose Python has the standard library only."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
-import numpy as np
-
 
 def array_digest(array: Any) -> str:
     """Digest of a numpy array or a torch tensor (moved to host memory first)."""
+    import numpy as np
+
     if hasattr(array, "detach"):  # a torch tensor: no torch import needed here
         array = array.detach().cpu().contiguous().numpy()
     elif not array.flags.c_contiguous:

@@ -83,13 +83,6 @@ RECIPES = {r.name: r for r in (
     Recipe("dncnn_gray", "dncnn", 1, DNCNN_WIDTHS, seed=3),
     Recipe("dncnn_color", "dncnn", 3, DNCNN_WIDTHS, steps=450, seed=4),
 )}
-CHANNEL_NAMES = {1: "gray", 3: "color"}
-
-
-def bundled_name(architecture: str, channels: int) -> str:
-    return f"{architecture}_{CHANNEL_NAMES.get(channels, channels)}"
-
-
 def make_network(architecture: str, channels: int, widths: dict) -> nn.Module:
     """deepinv's network of ``architecture`` with the given widths, randomly initialised."""
     import deepinv as dinv

@@ -206,7 +206,8 @@ def _validate(config: Path, nproc: int) -> int:
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
         request = RunRequest(config, None)
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
-                                          str(nproc), "--folder", folder, "--check-memory"))
+                                          str(nproc), "--folder", folder, "--check-memory",
+                                          "local"))
     from scalebench.launch.runner import experiment_ranks
 
     counts = sorted({experiment_ranks(e, nproc) for e in experiments})

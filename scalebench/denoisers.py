@@ -242,10 +242,16 @@ def tile_windows(length: int, patch_size: int, overlap: int,
                     for first, (start, end) in zip(starts, cores, strict=True)]
 
 
+def dealing_unit(batch_size: int) -> int:
+    """Tiles per unit dealt to a rank: a whole batch of ``batch_size`` consecutive tiles;
+    ``batch_size`` 0 (each rank's share at once) deals single tiles."""
+    return batch_size if batch_size > 0 else 1
+
+
 def dealt_batch_count(num_tiles: int, batch_size: int) -> int:
-    """The units tiles are dealt to ranks in: batches of ``batch_size`` consecutive tiles
-    (the last one possibly shorter); ``batch_size`` 0 deals single tiles."""
-    return math.ceil(num_tiles / (batch_size or 1))
+    """The units (dealing_unit) ``num_tiles`` tiles are dealt to ranks in; the last one may
+    be shorter."""
+    return math.ceil(num_tiles / dealing_unit(batch_size))
 
 
 def is_tiled(spatial: tuple[int, ...], patch_size: int) -> bool:

@@ -303,7 +303,7 @@ def launcher_python(runtime: Runtime, image: str, folders: Mapping[str, Path | N
     variables = {"SB_RUNTIME": runtime.name, "SB_ENGINE": shlex.join(runtime.engine),
                  "SB_IMAGE": image, "SB_REPO": os.environ.get("SB_REPO") or str(CHECKOUT)}
     variables.update({name: str(path.resolve()) for name, path in folders.items() if path})
-    if isinstance(runtime, Docker) and not os.environ.get("SB_IMAGE_DIGEST"):
+    if isinstance(runtime, Docker):  # the image named now, whatever an old SB_IMAGE_DIGEST says
         identity = runtime.identity(image)
         variables.update(SB_IMAGE_DIGEST=identity.digest,
                          SB_IMAGE_LABELS_JSON=identity.variables()[LABELS_VARIABLE])

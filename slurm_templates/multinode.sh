@@ -1,7 +1,7 @@
 #!/bin/bash
 # scalebench across nodes: one task (rank) per GPU, or per CPU rank, on every node.
 #   sbatch --nodes=4 --ntasks-per-node=4 --gpus-per-node=4 \
-#          --export=ALL,SB_CONFIG=configs/examples/strong_scaling.yml,SB_GPUS=1,\
+#          --export=ALL,SB_CONFIG=configs/scaling/strong_scaling.yml,SB_GPUS=1,\
 #   SB_RUNTIME=apptainer,SB_IMAGE=scalebench.sif slurm_templates/multinode.sh
 # Options: see slurm_templates/common.sh. Run sbatch from the repository's root.
 #SBATCH --job-name=scalebench

@@ -1,7 +1,7 @@
 #!/bin/bash
 # scalebench on one node: one task (rank) per GPU, or per CPU rank.
 #   sbatch --ntasks-per-node=4 --gpus-per-node=4 \
-#          --export=ALL,SB_CONFIG=configs/examples/strong_scaling.yml,SB_GPUS=1,\
+#          --export=ALL,SB_CONFIG=configs/scaling/strong_scaling.yml,SB_GPUS=1,\
 #   SB_RUNTIME=apptainer,SB_IMAGE=scalebench.sif slurm_templates/singlenode.sh
 # Options: see slurm_templates/common.sh. Run sbatch from the repository's root.
 #SBATCH --job-name=scalebench

@@ -88,6 +88,20 @@ def test_a_problem_too_large_for_the_machine_is_refused_before_any_rank_starts(t
     assert not outputs.exists()  # no results, logs or staging folder, not even the folder
 
 
+def test_validate_leaves_the_memory_of_slurm_experiments_to_their_compute_nodes(tmp_path):
+    """On a login node: 2 x 64 SLURM ranks do not run here; the same 128 ranks as local
+    processes (--nproc) would, and cannot fit."""
+    solver = {"max_iter": 1, "device": "cpu", "patch_size": 64, "distribute_denoiser": True}
+    dataset = [{"synthetic": {"image_size": 8192}}]
+    on_nodes = tiny_experiment(dataset=dataset, solver=[{"denoiser": {
+        **solver, "slurm_nodes": 2, "slurm_ntasks_per_node": 64}}])
+    result = run_cli("validate", _config(tmp_path, on_nodes))
+    assert result.returncode == 0, result.stderr
+    local = tiny_experiment(dataset=dataset, solver=[{"denoiser": solver}])
+    result = run_cli("validate", _config(tmp_path, local), "--nproc", "128")
+    _one_error_line(result, "memory estimate", "is above this machine's")
+
+
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
 def test_non_finite_numbers_are_refused_naming_the_parameter(tmp_path, value):
     config = tmp_path / "nan.yml"

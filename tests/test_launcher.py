@@ -25,7 +25,8 @@ from tests.conftest import REPO, copy_benchmark, descendants, tiny_experiment
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
                  "scalebench.launch.rank_entry", "scalebench.launch.progress",
-                 "scalebench.runtimes")
+                 "scalebench.runtimes", "scalebench.images", "scalebench.errors", "provenance",
+                 "provenance.environment", "provenance.sif")
 ESCAPE = "\x1b"
 STAGES = ("set-up: loading the problem", "set-up: building the operator",
           "set-up: building the denoiser", "set-up: operator norm", "set-up: initial estimate")
@@ -37,6 +38,21 @@ def test_launcher_modules_import_only_the_standard_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=REPO)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("command", "message"), [
+    (["-m", "scalebench", "run", "no/such.yml"], "cannot read config no/such.yml"),
+    (["-m", "scalebench.images", "verify", "no/such.sif", "--digest", "sha256:" + "0" * 64],
+     "no/such.sif"),
+])
+def test_launcher_paths_run_on_a_python_without_site_packages(command, message):
+    """The templates start the launcher with a host's plain python3 (standard library only):
+    its refusals are still one line, not an ImportError."""
+    done = subprocess.run([sys.executable, "-S", *command], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Error:" not in lines[0], lines
 
 
 def _cmdline(pid: int) -> str:

@@ -238,3 +238,15 @@ def test_gpu_count_counts_the_visible_devices(monkeypatch, visible, count, model
     record = _gpus()
     assert (record["gpu_count"], record["gpu_models"], record["gpu_driver"]) == \
         (count, models, "580.65")
+
+
+def test_image_description_names_an_unreadable_sif_instead_of_failing(fresh, monkeypatch, capsys,
+                                                                     tmp_path):
+    """``apptainer run`` without a command inside a container that cannot see its SIF."""
+    from containers import image_info
+
+    monkeypatch.setenv("APPTAINER_CONTAINER", str(tmp_path / "elsewhere.sif"))
+    image_info.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("  digest: unavailable (") and "elsewhere.sif" in line
+               for line in lines), lines

@@ -251,3 +251,21 @@ def test_an_output_that_cannot_be_written_is_a_one_line_error(campaign, tmp_path
     assert result.stderr.startswith(f"scalebench: error: cannot write {blocker / 'r.html'}: ")
     folder = run_cli("report", results, "-o", tmp_path / "r.html", "--png", blocker / "png")
     assert folder.returncode == 2 and folder.stderr.count("\n") == 1, folder.stderr
+
+
+def test_labels_leave_out_slurm_resources_and_name_a_changed_network():
+    """A strong-scaling campaign (slurm_ntasks_per_node 1, 2) is one configuration on two
+    world sizes; 'pretrained: auto' that ran another network is another configuration."""
+    from scalebench.report.data import configuration_columns, experiment_labels
+
+    rows = pd.DataFrame({
+        "experiment": ["a", "b", "c"], "solver_name": ["pnp[x]"] * 3,
+        "dataset_name": ["tomography_2d[y]"] * 3, "idx_rep": [0, 0, 0],
+        "p_solver_slurm_ntasks_per_node": [1, 2, 2], "prov_world_size": [1, 2, 2],
+        "p_solver_pretrained": ["auto"] * 3,
+        "prov_denoiser_architecture": ["dncnn-small", "dncnn-small", "dncnn-full"]})
+    labels = experiment_labels(rows, ("prov_world_size",))
+    assert labels == {"a": "pnp on tomography_2d network=dncnn-small",
+                      "b": "pnp on tomography_2d network=dncnn-small",
+                      "c": "pnp on tomography_2d network=dncnn-full"}
+    assert configuration_columns(rows) == ["p_solver_pretrained", "prov_denoiser_architecture"]

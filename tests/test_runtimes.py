@@ -26,6 +26,7 @@ from scalebench.runtimes import (
     engine_runtime,
     get_runtime,
     launch_from_environment,
+    launcher_python,
 )
 from tests.conftest import REPO
 
@@ -230,7 +231,7 @@ def engine(request, monkeypatch):
     yield [name]
 
 
-def test_real_run_of_the_command_line(engine, tmp_path):
+def test_real_run_of_the_command_line(engine, tmp_path, monkeypatch):
     runtime = engine_runtime(engine)
     tag = f"localhost/scalebench-shell-{os.getpid()}:test"
     imported = subprocess.run([*engine, "import", "--change", "LABEL org.scalebench.test=yes",
@@ -248,8 +249,13 @@ def test_real_run_of_the_command_line(engine, tmp_path):
                                          runtime)
         done = subprocess.run(runtime.command_line(launch), capture_output=True, text=True,
                               timeout=120, check=False)
+        # `scalebench run --runtime R --image TAG` resolves TAG, whatever an exported
+        # SB_IMAGE_DIGEST of an earlier job says
+        monkeypatch.setenv("SB_IMAGE_DIGEST", "sha256:" + "0" * 64)
+        handed = launcher_python(runtime, tag, {})[1]
     finally:
         subprocess.run([*engine, "rmi", "--force", tag], capture_output=True, check=False)
+    assert handed["SB_IMAGE_DIGEST"] == f"sha256:{image_id.removeprefix('sha256:')}"
     assert done.returncode == 0, done.stderr
     assert launch.image == f"sha256:{image_id.removeprefix('sha256:')}"
     lines = done.stdout.splitlines()

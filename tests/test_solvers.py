@@ -225,15 +225,22 @@ def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field(
             off_grid = TiledDenoiser(net, 36, 46, 1, multiple=1)(x, 0.05)
         assert not torch.equal(off_grid, full)
 
-@pytest.mark.parametrize(("tiles", "batch", "ranks"), [(9, 2, 3), (9, 4, 2), (12, 0, 5), (5, 8, 1)])
+@pytest.mark.parametrize(("tiles", "batch", "ranks"), [(9, 2, 3), (9, 4, 2), (5, 8, 1),
+                                                     (16, 2, 8)])
 def test_ranks_are_dealt_whole_batches_so_each_tile_meets_the_same_batch(tiles, batch, ranks):
     shares = [dealt_tiles(tiles, batch, rank, ranks) for rank in range(ranks)]
     assert sorted(sum(shares, [])) == list(range(tiles))  # every tile exactly once
-    one_process = [list(range(tiles))[i:i + (batch or 1)] for i in range(0, tiles, batch or 1)]
+    one_process = [list(range(tiles))[i:i + batch] for i in range(0, tiles, batch)]
     for share in shares:  # a rank's consecutive chunks are batches of the one-process run
-        step = batch or 1
-        assert all(share[i:i + step] in one_process for i in range(0, len(share), step))
+        assert all(share[i:i + batch] in one_process for i in range(0, len(share), batch))
     assert dealt_batch_count(tiles, batch) == len(one_process)
+
+
+def test_batch_size_zero_deals_single_tiles_round_robin():
+    """Each rank then runs its whole share at once: a batch whose size depends on the number
+    of ranks, so no bit-for-bit promise across rank counts (README, distributed runs)."""
+    assert [dealt_tiles(7, 0, rank, 3) for rank in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
+    assert dealt_batch_count(7, 0) == 7
 
 
 def test_one_window_gives_the_same_bits_in_every_batch_of_two_or_more():

@@ -21,7 +21,7 @@ import torch
 from deepinv.distributed.framework import DistributedProcessing
 from deepinv.distributed.strategies import DistributedSignalStrategy
 
-from scalebench.denoisers import tile_windows
+from scalebench.denoisers import dealing_unit, tile_windows
 
 # One (window_start, core_start, core_end) per spatial axis, as tile_windows gives.
 Tile = tuple[tuple[int, int, int], ...]
@@ -41,8 +41,8 @@ def dealt_tiles(num_tiles: int, batch_size: int, rank: int, world_size: int) -> 
     the last one possibly shorter) with b mod world_size == rank, in order. ``batch_size`` 0
     deals single tiles (each rank then runs its share at once, in a batch whose size depends
     on the number of ranks)."""
-    size = batch_size if batch_size > 0 else 1
-    return [i for i in range(num_tiles) if (i // size) % world_size == rank]
+    unit = dealing_unit(batch_size)
+    return [i for i in range(num_tiles) if (i // unit) % world_size == rank]
 
 
 class WindowTiling(DistributedSignalStrategy):

@@ -183,7 +183,7 @@ def check_writable_folder(folder: Path, what: str) -> None:
 def _memory_check(request: RunRequest) -> list[str]:
     """The expand option that refuses experiments too large for this machine, for a local
     run (whose ranks all run here)."""
-    return ["--check-memory"] if request.launcher == "local" else []
+    return ["--check-memory", "all"] if request.launcher == "local" else []
 
 
 def _stop(state: RunState, signum: int) -> None:

@@ -46,12 +46,14 @@ def _label(name: str, params: dict) -> str:
 
 
 def expand(config: Path, world_size: int, folder: Path,
-           check_devices: bool = False, check_memory: bool = False) -> list[dict]:
+           check_devices: bool = False, check_memory: str = "") -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order, with the
     resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
     dataset and solver ({name: parameters}) and the run options. ``check_devices``: also
     refuse a device this machine does not have; ``check_memory``: refuse experiments whose
-    ranks, all on this machine, cannot fit its memory (nothing is written then)."""
+    ranks, all on this machine, cannot fit its memory (nothing is written then): "all" of
+    them (a local run), "local" those that name no SLURM resources (the others run on
+    compute nodes this machine knows nothing of), "" none."""
     from scalebench.config import check_devices_available, load_experiment
 
     experiment = load_experiment(config, world_size)
@@ -80,8 +82,9 @@ def expand(config: Path, world_size: int, folder: Path,
         from scalebench.launch.runner import experiment_ranks
         from scalebench.plan import local_memory_problems
 
-        problems = local_memory_problems(experiments,
-                                         lambda e: experiment_ranks(e, world_size))
+        here = [e for e in experiments if check_memory == "all"
+                or (e["nodes"] is None and e["ntasks_per_node"] is None)]
+        problems = local_memory_problems(here, lambda e: experiment_ranks(e, world_size))
         if problems:
             raise ConfigError("\n".join(problems))
     folder.mkdir(parents=True, exist_ok=True)
@@ -149,8 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--folder", type=Path, required=True)
     step.add_argument("--check-devices", action="store_true",
                       help="refuse a device this machine does not have")
-    step.add_argument("--check-memory", action="store_true",
-                      help="refuse experiments that cannot fit this machine's memory")
+    step.add_argument("--check-memory", choices=("all", "local"), default="",
+                      help="refuse experiments that cannot fit this machine's memory: all, "
+                           "or those that name no SLURM resources")
     step = steps.add_parser("benchmark")
     step.add_argument("config", type=Path)
     step = steps.add_parser("status")

@@ -102,8 +102,18 @@ def load_results(paths: list[Path]) -> Results:
     return results
 
 
+# Run records that belong to a configuration though no parameter names them: 'pretrained:
+# auto' runs deepinv's full-size network where its file is cached, else the small bundled one.
+CONFIGURATION_RECORDS = ("prov_denoiser_architecture",)
+
+
 def _parameter_columns(rows: pd.DataFrame) -> list[str]:
     return [c for c in rows.columns if c.startswith(("p_dataset_", "p_solver_"))]
+
+
+def is_resource(column: str) -> bool:
+    """Columns of a run's resources (SLURM nodes and tasks), not of its configuration."""
+    return column.startswith("p_solver_slurm_")
 
 
 def parameter_text(value) -> str:
@@ -130,8 +140,12 @@ def experiment_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> di
             same = first[names == names[experiment]]
             params += [f"{c.removeprefix(prefix)}={parameter_text(row[c])}"
                        for c in _parameter_columns(rows)
-                       if c.startswith(prefix) and c not in leave_out and pd.notna(row[c])
-                       and same[c].astype(str).nunique(dropna=False) > 1]
+                       if c.startswith(prefix) and not is_resource(c) and c not in leave_out
+                       and pd.notna(row[c]) and same[c].astype(str).nunique(dropna=False) > 1]
+        solver_runs = first[owners["p_solver_"] == owners["p_solver_"][experiment]]
+        params += [f"network={row[c]}" for c in CONFIGURATION_RECORDS
+                   if c in first and c not in leave_out and pd.notna(row[c])
+                   and solver_runs[c].astype(str).nunique(dropna=False) > 1]
         repetition = f" rep {row['idx_rep']}" if first["idx_rep"].nunique() > 1 \
             and "idx_rep" not in leave_out else ""
         ranks = f" {parameter_text(row['prov_world_size'])} ranks" \
@@ -144,9 +158,11 @@ def experiment_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> di
 
 
 def configuration_columns(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> list[str]:
-    """Parameter columns that define a configuration, without resources and ``leave_out``."""
-    return [c for c in _parameter_columns(rows)
-            if not c.startswith("p_solver_slurm_") and c not in leave_out]
+    """Parameter columns (and CONFIGURATION_RECORDS) that define a configuration, without
+    resources and ``leave_out``."""
+    records = [c for c in CONFIGURATION_RECORDS if c in rows]
+    return [c for c in _parameter_columns(rows) + records
+            if not is_resource(c) and c not in leave_out]
 
 
 def environment_differences(rows: pd.DataFrame) -> dict[str, list[str]]:

@@ -171,7 +171,9 @@ def per_experiment(rows: pd.DataFrame) -> pd.DataFrame:
 
 def quality(results: Results) -> View:
     rows = results.rows
-    metrics = [(c, name) for c, name in QUALITY if c in rows and rows[c].notna().any()]
+    headline_columns = {headline_metric(name)[0] for name in rows["dataset_name"].unique()}
+    metrics = sorted([(c, name) for c, name in QUALITY if c in rows and rows[c].notna().any()],
+                     key=lambda metric: metric[0] not in headline_columns)  # headlines first
     if not metrics:
         return _skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
     axes_x = [("stop_val", "iteration")] + ([("time", "solver time (s)")] if "time" in rows
@@ -208,8 +210,9 @@ def quality(results: Results) -> View:
                                              for when in ("initial", "final"))]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
     note = (f"one line per experiment; iteration 0 is the initial estimate; headline metric: "
-            f"{' and '.join(headlines)} (radio interferometry: SNR, which a blank sky cannot "
-            f"win)")
+            f"{' and '.join(headlines)}")
+    if "objective_snr_db" in headline_columns:
+        note += " (radio interferometry: SNR, which a blank sky cannot win)"
     if random:
         note += (f"; open markers{RANDOM_MARK}: {len(random)} experiment(s) ran a learned "
                  f"denoiser with random weights (pretrained: none), their quality says nothing "
