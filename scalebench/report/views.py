@@ -373,7 +373,10 @@ def strong_scaling(results: Results) -> View:
     top = max(by_ranks.index.max() for _, by_ranks in curves)
     low = min(by_ranks.index.min() for _, by_ranks in curves)
     speed.plot([low, top], [1, top / low], color="grey", linestyle=":", label="ideal")
-    speed.set(xlabel="ranks (measured world size)", ylabel=f"speedup vs {low} rank(s)")
+    bases = {by_ranks.index[0] for _, by_ranks in curves}  # each curve's own fewest ranks
+    speed.set(xlabel="ranks (measured world size)",
+              ylabel=f"speedup vs {low} rank(s)" if len(bases) == 1
+              else "speedup vs each configuration's fewest ranks")
     fastest = max((by_ranks.iloc[0] / by_ranks).max() for _, by_ranks in curves)
     speed.set_ylim(0, max(top / low, fastest) * 1.1)
     efficiency.set(xlabel="ranks (measured world size)", ylabel="parallel efficiency",
