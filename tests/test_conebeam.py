@@ -271,3 +271,18 @@ def test_astra_and_torch_projectors_agree(cache):
     theirs = AstraConeBeam(geometry).A(volume)
     assert float(torch.linalg.vector_norm(ours - theirs) / torch.linalg.vector_norm(theirs)) \
         < 0.02
+
+
+def test_orbit_views_count_the_rows_the_geometry_reader_reads(tmp_path):
+    """validate/plan count views without numpy; preparation reads the file with numpy: a
+    comment or a blank line must not make them disagree."""
+    import numpy as np
+
+    from scalebench.data.walnut import orbit_views
+
+    geometry = tmp_path / "Projections" / "tubeV2" / "scan_geom_corrected.geom"
+    geometry.parent.mkdir(parents=True)
+    rows = [" ".join(["1.0"] * 12)] * 4
+    geometry.write_text("# source, detector, u, v\n" + "\n".join(rows[:2]) + "\n\n"
+                        + "\n".join(rows[2:]) + "  # last: the first angle again\n")
+    assert orbit_views(tmp_path, 2) == len(np.loadtxt(geometry, ndmin=2)) - 1 == 3

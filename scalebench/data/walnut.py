@@ -196,8 +196,8 @@ def orbit_views(walnut: Path, orbit: int) -> int:
     """Views of one orbit of the unpacked walnut (its geometry file's rows but the last, which
     repeats the first angle), counted without reading any image."""
     geometry = walnut / "Projections" / f"tubeV{orbit}" / "scan_geom_corrected.geom"
-    with open(geometry) as rows:
-        return sum(1 for row in rows if row.strip()) - 1
+    with open(geometry) as rows:  # the rows numpy.loadtxt reads: not blank, not '#' comments
+        return sum(1 for row in rows if row.split("#", 1)[0].strip()) - 1
 
 
 def check_views(total: int, orbit: int, num_projections: int) -> None:
@@ -221,7 +221,7 @@ def prepare(cache: Path, orbit: int, binning: int, num_projections: int) -> Path
         raise MissingFileError(not_fetched_message(cache))
     orbit_folder = walnut / "Projections" / f"tubeV{orbit}"
     vectors = np.loadtxt(orbit_folder / "scan_geom_corrected.geom", ndmin=2)
-    total = len(vectors) - 1  # the last row repeats the first angle
+    total = orbit_views(walnut, orbit)  # what validate and plan count
     check_views(total, orbit, num_projections)
     views = view_indices(total, num_projections)
     projections = _projections(orbit_folder, views, total, binning)
