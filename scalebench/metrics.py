@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from scalebench.metric_names import METRIC_NAMES
+
 DEFAULT_DYNAMIC_RANGE = 100.0  # a = 1% of the ground truth's peak magnitude
-# Result columns of quality_metrics besides "diverged" (NaN for a diverging estimate).
-METRIC_NAMES = ("psnr_db", "ssim", "mse", "snr_db", "asinh_psnr_db")
 SSIM_SIGMA = 1.5  # Gaussian window of Wang et al. (2004): sigma 1.5, radius 5 (11 taps)
 SSIM_RADIUS = 5
 SSIM_K1, SSIM_K2 = 0.01, 0.03

@@ -27,9 +27,9 @@ from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
+from scalebench.metric_names import METRIC_NAMES, metric_column
 
-COMPARED_METRICS = ("objective_value", "objective_psnr_db", "objective_ssim", "objective_mse",
-                    "objective_snr_db", "objective_asinh_psnr_db")
+COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
 # Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
 # and the CPU, any of which can change results without changing the config (ASTRA's presence

@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from scalebench.metric_names import QUALITY_METRICS, metric_column  # noqa: E402
 from scalebench.report.data import (  # noqa: E402
     EXPERIMENT,
     Results,
@@ -29,8 +30,9 @@ from scalebench.report.data import (  # noqa: E402
     parameter_text,
 )
 
-QUALITY = (("objective_psnr_db", "PSNR (dB)"), ("objective_snr_db", "SNR (dB)"),
-           ("objective_ssim", "SSIM"), ("objective_asinh_psnr_db", "asinh-PSNR (dB)"))
+# Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
+QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
+                for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
 STEPS = ("grad", "denoise")
 WORLD = "prov_world_size"
 # Parameters whose growth is more work, and the power the work grows with: counts of views,
