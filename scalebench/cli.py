@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from scalebench import __version__
-from scalebench.errors import ConfigError, ScalebenchError, error_lines, unbound_hint
+from scalebench.errors import ScalebenchError, error_lines, unreadable_file_error
 from scalebench.launch.runner import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -166,11 +166,8 @@ def _readable_config(path: Path) -> None:
     is the one the config reader gives)."""
     try:
         path.open("rb").close()
-    except FileNotFoundError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}"
-                          f"{unbound_hint(path)}") from None
     except OSError as error:
-        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+        raise unreadable_file_error(path, "config", error) from None
 
 
 def _run(args: argparse.Namespace) -> int:

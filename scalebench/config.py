@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from scalebench.denoisers import resolve_weights
-from scalebench.errors import ConfigError, ScalebenchError, unbound_hint
+from scalebench.errors import ConfigError, ScalebenchError, unreadable_file_error
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS, ProblemSpec
 from scalebench.solvers import SOLVERS
@@ -281,11 +281,8 @@ def read_yaml(path: Path, what: str) -> Any:
     file cannot be read or parsed."""
     try:
         return yaml.safe_load(path.read_text())
-    except FileNotFoundError as error:
-        raise ConfigError(f"cannot read {what} {path}: {error.strerror}"
-                          f"{unbound_hint(path)}") from None
     except OSError as error:
-        raise ConfigError(f"cannot read {what} {path}: {error.strerror}") from None
+        raise unreadable_file_error(path, what, error) from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{what} {path} is not valid YAML: {str(error).splitlines()[0]}") \
             from None

@@ -34,3 +34,10 @@ def unbound_hint(path: Path) -> str:
     folder = Path(os.path.abspath(path)).parent
     return (f"; a container sees only the host folders bound into it: bind {folder} (e.g. "
             f"--bind {folder}:{folder}) or put the file in the folder bound at /results")
+
+
+def unreadable_file_error(path: Path, what: str, error: OSError) -> ConfigError:
+    """The one-line error for ``what`` (e.g. "config") at ``path`` that cannot be read; a
+    missing file inside a container names the bind to add."""
+    hint = unbound_hint(path) if isinstance(error, FileNotFoundError) else ""
+    return ConfigError(f"cannot read {what} {path}: {error.strerror}{hint}")
