@@ -174,7 +174,7 @@ def container_base(tmp_path_factory) -> ContainerBase:
     podman = Podman(folder / "podman")
     try:
         started = time.monotonic()
-        reference = stand_in_base(podman, folder)
+        reference = stand_in_base(podman)
         archive = folder / "base.docker-archive.tar"
         saved = podman("save", "--format", "docker-archive", "-o", str(archive),
                        reference.split("@")[0])

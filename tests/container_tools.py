@@ -8,12 +8,15 @@ default ulimits fail on these hosts). Missing tools are installed with apt-get (
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -35,6 +38,10 @@ UBUNTU_KEYRING = ("ubuntu-archive-keyring", "trixie",
                   "usr/share/keyrings/ubuntu-archive-keyring.gpg")
 BUILD_MOUNT = "/run/scalebench-build"  # pip settings for the build only, mounted read-only
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+# The stand-in base's root, made once per machine (mmdebstrap takes minutes).
+BASE_CACHE = Path(os.environ.get("SCALEBENCH_TEST_BASE_CACHE",
+                                 "/var/cache/scalebench-tests/base"))
+BASE_MAX_AGE_S = 7 * 86400
 
 
 def ensure_tools() -> None:
@@ -82,14 +89,20 @@ def _ubuntu_keyring(folder: Path) -> Path:
     return root / path
 
 
-def stand_in_base(podman: Podman, folder: Path) -> str:
-    """A minimal root of the production base's distribution release, as NAME@sha256:DIGEST."""
-    tarball = folder / "base-minbase.tar"
+def _base_recipe() -> tuple[list[str], list[str]]:
+    """mmdebstrap options and apt sources of the stand-in (the keyring option added later)."""
     # What a distribution's own container base holds beyond its required packages: apt, and
     # for Ubuntu (where both are only "important") its archive keys.
     packages = ["ca-certificates", "apt"] + (["ubuntu-keyring"]
                                              if DISTRIBUTION["name"] == "ubuntu" else [])
-    options = ["--variant=minbase", f"--include={','.join(packages)}"]
+    components = " ".join(DISTRIBUTION["components"])
+    sources = [f"deb {DISTRIBUTION['mirror']} {suite} {components}"
+               for suite in DISTRIBUTION["suites"]]
+    return ["--variant=minbase", f"--include={','.join(packages)}"], sources
+
+
+def _make_base_tarball(tarball: Path) -> None:
+    options, sources = _base_recipe()
     # apt verifies signatures as its unprivileged user: the keyring must be world-readable,
     # which pytest's private temporary folders are not.
     keys = Path(tempfile.mkdtemp(prefix="scalebench-keyring-"))
@@ -97,18 +110,33 @@ def stand_in_base(podman: Podman, folder: Path) -> str:
     try:
         if DISTRIBUTION["name"] == "ubuntu":
             options.append(f"--keyring={_ubuntu_keyring(keys)}")
-        components = " ".join(DISTRIBUTION["components"])
-        sources = [f"deb {DISTRIBUTION['mirror']} {suite} {components}"
-                   for suite in DISTRIBUTION["suites"]]
         made = subprocess.run(["mmdebstrap", *options, DISTRIBUTION["release"], str(tarball),
                                *sources], capture_output=True, text=True, timeout=900,
                               check=False)
     finally:
         shutil.rmtree(keys, ignore_errors=True)
     assert made.returncode == 0, made.stderr[-3000:]
-    imported = podman("import", str(tarball), BASE_TAG)
+
+
+def cached_base_tarball(cache: Path = BASE_CACHE) -> Path:
+    """The stand-in's root as a tarball, made with mmdebstrap once per machine and recipe
+    (minutes) and remade once older than BASE_MAX_AGE_S (the archive moves on)."""
+    recipe = json.dumps([DISTRIBUTION, *_base_recipe(), UBUNTU_KEYRING], sort_keys=True)
+    tarball = cache / f"{hashlib.sha256(recipe.encode()).hexdigest()[:16]}.tar"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sessions on one machine make it once
+        if not tarball.is_file() or time.time() - tarball.stat().st_mtime > BASE_MAX_AGE_S:
+            partial = tarball.with_suffix(".partial.tar")
+            _make_base_tarball(partial)
+            partial.replace(tarball)
+    return tarball
+
+
+def stand_in_base(podman: Podman) -> str:
+    """A minimal root of the production base's distribution release, as NAME@sha256:DIGEST."""
+    imported = podman("import", str(cached_base_tarball()), BASE_TAG)
     assert imported.returncode == 0, imported.stderr
-    tarball.unlink()
     digest = podman("image", "inspect", "--format", "{{.Digest}}", BASE_TAG).stdout.strip()
     return f"{BASE_TAG}@{digest}"
 
