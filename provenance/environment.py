@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from provenance.schema import SCHEMA_VERSION
-from provenance.sif import sif_digest
+from provenance.sif import SifError, sif_digest
 
 ENV_ALLOWLIST_PREFIXES = ("NCCL_",)
 ENV_ALLOWLIST = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR",
@@ -57,10 +57,26 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _running_sif() -> str | None:
+    return os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+
+
+def hand_down_image_digest() -> None:
+    """Inside a SIF, take its digest once into SCALEBENCH_IMAGE_DIGEST, which the processes
+    started from here inherit: each rank would otherwise hash the whole SIF again (seconds per
+    gigabyte). Left unset when the SIF cannot be read: each process then says why."""
+    sif = _running_sif()
+    if sif and not os.environ.get("SCALEBENCH_IMAGE_DIGEST"):
+        try:
+            os.environ["SCALEBENCH_IMAGE_DIGEST"] = sif_digest(sif)
+        except (SifError, OSError):
+            pass
+
+
 def image_identity() -> tuple[str, str]:
     """(digest, labels JSON) of the container image the process runs in."""
     handed_in = os.environ.get("SCALEBENCH_IMAGE_DIGEST")
-    sif = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    sif = _running_sif()
     labels = {}
     if APPTAINER_LABELS.is_file():
         labels = json.loads(APPTAINER_LABELS.read_text())

@@ -176,6 +176,10 @@ def _run(args: argparse.Namespace) -> int:
     python = shlex.split(args.python) if args.python else [sys.executable]
     if args.runtime or args.image:
         python = _in_container(args)
+    else:
+        from provenance.environment import hand_down_image_digest
+
+        hand_down_image_digest()  # inside a SIF: hashed once, not once per rank
     request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
                          args.outputs.resolve() if args.outputs else None)

@@ -10,18 +10,20 @@ Inside a container, a rank sees only what is handed in: under srun, ``apptainer
 --cleanenv`` drops every SLURM_* variable, so RANK / LOCAL_RANK / WORLD_SIZE /
 LOCAL_WORLD_SIZE / MASTER_ADDR / MASTER_PORT and the ids provenance records are passed
 explicitly. A Docker / podman container cannot read its own image, so its digest (the image
-ID) and labels are handed in too and the image is started by that ID; a SIF needs neither
-(provenance reads the SIF it runs from). Standard library only: the launcher and the batch
-scripts run it with any host Python.
+ID) and labels are handed in too and the image is started by that ID; a SIF's processes could
+read their SIF, but its digest is taken once and handed in (each rank would hash gigabytes).
+Standard library only: the launcher and the batch scripts run it with any host Python.
 
     python -m scalebench.runtimes argv [OPTIONS] -- COMMAND...      print the command line
     python -m scalebench.runtimes exec [OPTIONS] -- COMMAND...      run it (replaces itself)
-    python -m scalebench.runtimes identity [--runtime R --image I]  digest, then labels JSON
+    python -m scalebench.runtimes identity [--runtime R --image I]  digest (docker, podman:
+                                                                      then labels JSON)
 
 The options default to the templates' variables (slurm_templates/common.sh lists them):
 SB_RUNTIME, SB_ENGINE (the engine command with global options, e.g. ``podman --root DIR``;
 default: the runtime's name), SB_IMAGE, SB_IMAGE_DIGEST / SB_IMAGE_LABELS_JSON (docker,
-podman: resolved with ``image inspect`` when unset), SB_REPO (bound, the working folder),
+podman: resolved with ``image inspect`` when unset; apptainer: the SIF's digest, handed in
+when set), SB_REPO (bound, the working folder),
 SB_PYTHON (the interpreter COMMAND is given to when it starts with an option; default
 SB_REPO/.venv/bin/python on the host, ``python`` in images), SB_GPUS=1 (the GPUs
 CUDA_VISIBLE_DEVICES names, else all), SB_BENCHMARK, SB_CONFIG (its folder), SB_OUTPUTS,
@@ -64,12 +66,15 @@ FOLDER_VARIABLES = ("SB_BENCHMARK", "SB_OUTPUTS", "SB_DATA", "SB_WEIGHTS", "SCAL
 
 @dataclass(frozen=True)
 class ImageIdentity:
-    """What a Docker/podman container is told about its image: digest (image ID), labels."""
+    """What a container is told about its image: digest (a Docker/podman image ID, a SIF's
+    digest) and labels (Docker/podman only)."""
 
     digest: str
-    labels: dict[str, str]
+    labels: dict[str, str] | None  # None: the image's processes read them (a SIF)
 
     def variables(self) -> dict[str, str]:
+        if self.labels is None:
+            return {DIGEST_VARIABLE: self.digest}
         labels = json.dumps(self.labels, sort_keys=True, separators=(",", ":"))
         return {DIGEST_VARIABLE: self.digest, LABELS_VARIABLE: labels}
 
@@ -117,9 +122,20 @@ class Host(Runtime):
 
 
 class Apptainer(Runtime):
-    """``apptainer exec --cleanenv``: the image's own environment plus what is handed in."""
+    """``apptainer exec --cleanenv``: the image's own environment plus what is handed in.
+
+    A SIF's processes can read their image, but each would hash all of it (seconds per
+    gigabyte, per rank): its digest is taken once and handed in as well."""
 
     name = "apptainer"
+
+    def identity(self, image: str) -> ImageIdentity:
+        from provenance.sif import SifError, sif_digest
+
+        try:
+            return ImageIdentity(sif_digest(image), None)
+        except SifError as error:
+            raise ScalebenchError(str(error)) from None
 
     def command_line(self, launch: Launch) -> list[str]:
         argv = [*self.engine, "exec", "--cleanenv"]
@@ -263,6 +279,8 @@ def launch_from_environment(env: Mapping[str, str], command: Sequence[str],
     if isinstance(runtime, Host):
         return launch
     launch.image = image = required_image(env, runtime)
+    if isinstance(runtime, Apptainer) and env.get("SB_IMAGE_DIGEST"):
+        launch.env[DIGEST_VARIABLE] = env["SB_IMAGE_DIGEST"]  # taken once per job
     if isinstance(runtime, Docker):
         identity = handed_identity(env, runtime, image)
         launch.image = identity.digest  # what runs is what the rows record
@@ -303,10 +321,11 @@ def launcher_python(runtime: Runtime, image: str, folders: Mapping[str, Path | N
     variables = {"SB_RUNTIME": runtime.name, "SB_ENGINE": shlex.join(runtime.engine),
                  "SB_IMAGE": image, "SB_REPO": os.environ.get("SB_REPO") or str(CHECKOUT)}
     variables.update({name: str(path.resolve()) for name, path in folders.items() if path})
-    if isinstance(runtime, Docker):  # the image named now, whatever an old SB_IMAGE_DIGEST says
-        identity = runtime.identity(image)
-        variables.update(SB_IMAGE_DIGEST=identity.digest,
-                         SB_IMAGE_LABELS_JSON=identity.variables()[LABELS_VARIABLE])
+    identity = runtime.identity(image)  # the image named now, whatever an old SB_IMAGE_DIGEST says
+    if identity is not None:
+        variables["SB_IMAGE_DIGEST"] = identity.digest
+        if identity.labels is not None:
+            variables["SB_IMAGE_LABELS_JSON"] = identity.variables()[LABELS_VARIABLE]
     return [sys.executable, "-m", "scalebench.runtimes", "exec", "--"], variables
 
 
@@ -339,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runtime = get_runtime(env.get("SB_RUNTIME") or "none", env.get("SB_ENGINE") or None)
         if args.command == "identity":
-            if not isinstance(runtime, Docker):
-                raise ScalebenchError(f"identity is for docker and podman images; "
-                                      f"{runtime.name} needs none handed in")
-            found = runtime.identity(required_image(env, runtime))
+            found = runtime.identity(required_image(env, runtime)) \
+                if not isinstance(runtime, Host) else None
+            if found is None:
+                raise ScalebenchError(f"identity is for images; {runtime.name} has none")
             print("\n".join(found.variables().values()))
             return 0
         launch = launch_from_environment(env, command, runtime)

@@ -9,7 +9,8 @@
 #   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
 #   SB_ENGINE       docker / podman command with global options (default: SB_RUNTIME)
 #   SB_IMAGE_DIGEST, SB_IMAGE_LABELS_JSON  docker / podman: the image's ID and labels, handed
-#                   to provenance (default: resolved once per job with `image inspect`)
+#                   to provenance (default: resolved once per job with `image inspect`);
+#                   apptainer: the SIF's digest (default: taken once per job, not per rank)
 #   SB_REPO         the repository (default: the folder sbatch was called from)
 #   SB_BENCHMARK    benchmark folder (default: SB_REPO/benchmark_inference)
 #   SB_OUTPUTS      results folder (default: SB_BENCHMARK/outputs), also holding
@@ -47,6 +48,9 @@ sb_main() {
       SB_IMAGE_DIGEST=${identity%%$'\n'*} SB_IMAGE_LABELS_JSON=${identity#*$'\n'}
     fi
     export SB_IMAGE_DIGEST SB_IMAGE_LABELS_JSON
+  elif [ "$SB_RUNTIME" = apptainer ] && [ -z "${SB_IMAGE_DIGEST:-}" ] && [ -r "${SB_IMAGE:-}" ]; then
+    SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.runtimes identity)
+    export SB_IMAGE_DIGEST
   fi
   export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
   [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it

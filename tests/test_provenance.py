@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -250,3 +251,19 @@ def test_image_description_names_an_unreadable_sif_instead_of_failing(fresh, mon
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith("  digest: unavailable (") and "elsewhere.sif" in line
                for line in lines), lines
+
+
+def test_a_run_inside_a_sif_hashes_it_once_for_every_process_it_starts(fresh, monkeypatch,
+                                                                      tmp_path):
+    from provenance.environment import hand_down_image_digest
+    from provenance.sif import sif_digest
+    from tests.test_sif_digest import PARTITIONS, write_sif
+
+    sif = write_sif(tmp_path / "image.sif", PARTITIONS, b"\x01" * 16, 1700000000)
+    monkeypatch.setenv("APPTAINER_CONTAINER", str(sif))
+    hand_down_image_digest()
+    assert os.environ["SCALEBENCH_IMAGE_DIGEST"] == sif_digest(sif)
+    assert fresh()["image_digest"] == sif_digest(sif)
+    monkeypatch.setenv("SCALEBENCH_IMAGE_DIGEST", "sha256:handed-in-by-the-launcher")
+    hand_down_image_digest()  # a digest handed in is kept
+    assert os.environ["SCALEBENCH_IMAGE_DIGEST"] == "sha256:handed-in-by-the-launcher"

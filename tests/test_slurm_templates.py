@@ -50,11 +50,12 @@ APPTAINER = "apptainer exec --cleanenv --pwd /repo"
 GOLDEN_TASK = {
     ("none", "0"): "/repo/.venv/bin/python -m scalebench.preflight",
     ("none", "1"): "/repo/.venv/bin/python -m scalebench.preflight",
-    ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --bind /repo:/repo "
-                        "/img/sb.sif python -m scalebench.preflight",
+    ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --env "
+                        "SCALEBENCH_IMAGE_DIGEST=sha256:abc --bind /repo:/repo /img/sb.sif "
+                        "python -m scalebench.preflight",
     ("apptainer", "1"): f"{APPTAINER} --nv {flags('--env', RANK_ENV)} --env "
-                        "CUDA_VISIBLE_DEVICES=1 --bind /repo:/repo /img/sb.sif python "
-                        "-m scalebench.preflight",
+                        "CUDA_VISIBLE_DEVICES=1 --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
+                        "--bind /repo:/repo /img/sb.sif python -m scalebench.preflight",
     ("docker", "0"): f"docker {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
                      "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
     ("docker", "1"): f"docker {ENGINE} --gpus '\"device=1\"' {flags('--env', RANK_ENV)} "
