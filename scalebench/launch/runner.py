@@ -238,16 +238,21 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
               flush=True)
 
 
+def names_slurm_resources(experiment: dict) -> bool:
+    """Whether the experiment sets slurm_nodes or slurm_ntasks_per_node."""
+    return experiment["nodes"] is not None or experiment["ntasks_per_node"] is not None
+
+
 def experiment_ranks(experiment: dict, default: int) -> int:
     """Ranks an experiment asks for (slurm_nodes x slurm_ntasks_per_node), else ``default``."""
-    if experiment["nodes"] is None and experiment["ntasks_per_node"] is None:
+    if not names_slurm_resources(experiment):
         return default
     return (experiment["nodes"] or 1) * (experiment["ntasks_per_node"] or 1)
 
 
 def srun_resources(experiment: dict) -> list[str]:
     """srun options that give an experiment its own share of the allocation."""
-    if experiment["nodes"] is None and experiment["ntasks_per_node"] is None:
+    if not names_slurm_resources(experiment):
         return []
     nodes, per_node = experiment["nodes"] or 1, experiment["ntasks_per_node"] or 1
     return [f"--nodes={nodes}", f"--ntasks={nodes * per_node}",

@@ -79,11 +79,11 @@ def expand(config: Path, world_size: int, folder: Path,
                         "ntasks_per_node": solver_params.get("slurm_ntasks_per_node"),
                         **key, "options": options})
     if check_memory:
-        from scalebench.launch.runner import experiment_ranks
+        from scalebench.launch.runner import experiment_ranks, names_slurm_resources
         from scalebench.plan import local_memory_problems
 
-        here = [e for e in experiments if check_memory == "all"
-                or (e["nodes"] is None and e["ntasks_per_node"] is None)]
+        here = [e for e in experiments
+                if check_memory == "all" or not names_slurm_resources(e)]
         problems = local_memory_problems(here, lambda e: experiment_ranks(e, world_size))
         if problems:
             raise ConfigError("\n".join(problems))
