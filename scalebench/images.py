@@ -42,7 +42,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from scalebench.errors import ScalebenchError
-from scalebench.runtimes import Launch, engine_runtime
+from scalebench.runtimes import Apptainer, Launch, engine_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -61,14 +61,9 @@ def image_digest(image: str, engine: str | list[str] = "docker") -> str:
     """The digest rows record: of a SIF file (provenance.sif: the file's sha256 without its
     build stamps), or the image ID of an engine's image, as 'sha256:HEX'."""
     if image.endswith(".sif") or Path(image).is_file():
-        from provenance.sif import SifError, sif_digest
-
         if not Path(image).is_file():
             raise ScalebenchError(f"SIF file {image} does not exist")
-        try:
-            return sif_digest(image)
-        except SifError as error:
-            raise ScalebenchError(str(error)) from error
+        return Apptainer().identity(image).digest
     return engine_runtime(_engine(engine)).image_id(image)
 
 
