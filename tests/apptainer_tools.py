@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.apt import AptError, apt_install
+
 SUITE = "sid"
 MIRROR = "http://deb.debian.org/debian"
 PACKAGES = ("apptainer", "squashfuse", "mount")  # mount: umount after pivot_root
@@ -117,13 +119,10 @@ def _make_root(root: Path) -> None:
         raise HarnessError("apptainer harness: making the sid root needs root (mmdebstrap, "
                            "unshare, loop devices)")
     if shutil.which("mmdebstrap") is None:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, check=False)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], env=env,
-                       capture_output=True, check=False)
-    if shutil.which("mmdebstrap") is None:
-        raise HarnessError("apptainer harness: mmdebstrap is missing and apt-get could not "
-                           "install it")
+        try:
+            apt_install(["mmdebstrap"])
+        except AptError as error:
+            raise HarnessError(f"apptainer harness: mmdebstrap is missing: {error}") from error
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     made = subprocess.run([*MMDEBSTRAP, str(partial), f"deb {MIRROR} {SUITE} main"],

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.apt import AptError, apt_install
+
 CHROMIUM_PACKAGES = ("chromium",)
 WIDTH = 1200
 
@@ -39,19 +41,10 @@ def ensure_chromium_installed() -> str:
     binary = chromium_binary()
     if binary:
         return binary
-    if os.geteuid() != 0:
-        raise BrowserUnavailable("chromium is not installed and installing it needs root")
-    if shutil.which("apt-get") is None:
-        raise BrowserUnavailable("chromium is not installed and there is no apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                     "-o", "DPkg::Lock::Timeout=300", *CHROMIUM_PACKAGES]):
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
-                                check=False)
-        if result.returncode != 0:
-            raise BrowserUnavailable(f"{' '.join(command)} failed ({result.returncode}): "
-                                     f"{(result.stdout + result.stderr)[-500:]}")
+    try:
+        apt_install(CHROMIUM_PACKAGES, recommends=False)
+    except AptError as error:
+        raise BrowserUnavailable(f"chromium is not installed: {error}") from error
     binary = chromium_binary()
     if not binary:
         raise BrowserUnavailable("apt-get succeeded but chromium is not on PATH")

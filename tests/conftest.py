@@ -70,6 +70,32 @@ def tiny_experiment(**overrides) -> dict:
     return experiment
 
 
+# --- two workers (pytest-xdist's loadgroup, as `make test` runs the suite) -----------------
+# Every test gets a group that runs whole on one worker: the tests of the session fixtures that
+# build images share one group (each image is built once), every other module is a group of
+# its own (its module fixtures run once). The image group goes first: it is the longest.
+IMAGE_FIXTURES = frozenset({"container_base", "apptainer_on_path", "scalebench_sif"})
+IMAGE_GROUP = "images"
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The xdist group of ``item``: one set by a marker, the image group, or its module."""
+    marked = item.get_closest_marker("xdist_group")
+    if marked is not None:
+        return str(marked.args[0])
+    if IMAGE_FIXTURES & set(item.fixturenames):
+        return IMAGE_GROUP
+    return item.module.__name__ if item.module is not None else item.nodeid
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+    items.sort(key=lambda item: worker_group(item) != IMAGE_GROUP)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def isolated_cache(tmp_path_factory):
     """What the tests cache (operator norms) goes to a fresh folder, never the user's cache;

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.apt import apt_install
+
 TOOLS = {"podman": "podman", "buildah": "buildah", "runc": "runc", "mmdebstrap": "mmdebstrap"}
 CONTAINERS_CONF = """\
 [containers]
@@ -51,10 +53,7 @@ def ensure_tools() -> None:
         return
     if os.geteuid() != 0:
         pytest.skip(f"container tests need {', '.join(missing)}; installing them needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, capture_output=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
-                   capture_output=True)
+    apt_install(missing)
 
 
 class Podman:

@@ -29,6 +29,8 @@ from types import TracebackType
 
 import pytest
 
+from tests.apt import AptError, apt_install
+
 SLURM_PACKAGES = ["slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge"]
 
 # States from which a job never moves on; COMPLETING is not one (processes may still be alive).
@@ -59,13 +61,11 @@ def ensure_slurm_installed() -> None:
     """Install SLURM and munge with apt if ``slurmctld`` is missing; raise SlurmUnavailable."""
     if _slurm_binaries_present():
         return
-    if os.geteuid() != 0:
-        raise SlurmUnavailable("slurmctld is not installed and installing it needs root")
-    if shutil.which("apt-get") is None:
-        raise SlurmUnavailable("slurmctld is not installed and there is no apt-get")
     with _services_not_started():
-        _apt(["apt-get", "update", "-qq"])
-        _apt(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *SLURM_PACKAGES])
+        try:
+            apt_install(SLURM_PACKAGES, recommends=False, timeout=600)
+        except AptError as error:
+            raise SlurmUnavailable(f"slurmctld is not installed: {error}") from error
     _stop_system_services()
     if not _slurm_binaries_present():
         raise SlurmUnavailable("apt-get succeeded but slurmctld/slurmd/munged are not on PATH")
@@ -73,18 +73,6 @@ def ensure_slurm_installed() -> None:
 
 def _slurm_binaries_present() -> bool:
     return all(shutil.which(name) for name in ("slurmctld", "slurmd", "munged", "sbatch"))
-
-
-def _apt(command: list[str]) -> None:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
-                                check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SlurmUnavailable(f"{' '.join(command)}: {error}") from error
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr)[-2000:]
-        raise SlurmUnavailable(f"{' '.join(command)} failed ({result.returncode}):\n{output}")
 
 
 @contextlib.contextmanager
