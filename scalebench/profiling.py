@@ -4,7 +4,7 @@ The loop calls ``profiler.step("grad")`` / ``profiler.step("denoise")`` around i
 profiler synchronises the device before reading any clock. Modes (a solver parameter, stored
 with the results):
 
-- ``light`` (default): wall clock and peak memory only, negligible overhead.
+- ``light`` (default): wall clock, CPU time and peak memory only, negligible overhead.
 - ``torch``: also records every step under ``torch.profiler`` (CPU and CUDA activity) and writes
   a Chrome trace per run; per-step figures stay those of the light mode.
 - ``nvtx``: also opens an NVTX range per step (named ``<step>`` in one process and
@@ -91,7 +91,8 @@ class HostPeakMemory:
 class StepProfiler:
     """Measures the named steps of each iteration; ``last`` holds the latest figures.
 
-    Column names: ``<step>_time_s``, ``<step>_peak_host_rss_mib`` and
+    Column names: ``<step>_time_s``, ``<step>_cpu_utilization`` (CPU time of every thread of
+    the process over the step's wall time: 2.0 is two cores busy), ``<step>_peak_host_rss_mib`` and
     ``<step>_host_rss_increase_mib``, on CUDA ``<step>_peak_cuda_alloc_mib`` and
     ``<step>_cuda_alloc_increase_mib``, and with a context ``<step>_comm_time_s``,
     ``<step>_comm_bytes``, ``comm_time_s`` and ``comm_bytes``. ``host_method`` names how host
@@ -142,11 +143,13 @@ class StepProfiler:
         host_before = self._host.current_mib()
         comm_start = self._comm()
         with self._annotation(name):
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             yield
             synchronize(self.device)
             elapsed = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
         self.last[f"{name}_time_s"] = elapsed
+        self.last[f"{name}_cpu_utilization"] = cpu / elapsed if elapsed > 0 else 0.0
         if self.context is not None:
             comm_end = self._comm()
             self.last[f"{name}_comm_time_s"] = comm_end[0] - comm_start[0]

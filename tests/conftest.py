@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,12 +192,14 @@ class BuiltSif:
 
 
 @pytest.fixture(scope="session")
-def container_base(tmp_path_factory) -> ContainerBase:
+def container_base() -> ContainerBase:
     """Podman in a private storage root with the stand-in base (shared by both builds)."""
     from tests.container_tools import Podman, ensure_tools, stand_in_base
 
     ensure_tools()
-    folder = tmp_path_factory.mktemp("base")  # podman: runroot under 50 characters
+    # podman refuses a run root of 50 characters or more: not under pytest's (per-worker)
+    # temporary folders.
+    folder = Path(tempfile.mkdtemp(prefix="sb-base-"))
     podman = Podman(folder / "podman")
     try:
         started = time.monotonic()
@@ -209,6 +212,7 @@ def container_base(tmp_path_factory) -> ContainerBase:
         yield ContainerBase(podman, reference, archive)
     finally:
         podman.remove_everything()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

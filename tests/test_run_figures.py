@@ -3,6 +3,7 @@ diverging run that ends alone, per-step memory increases, the host-memory method
 time and the progress display in iterations."""
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -76,6 +77,17 @@ def test_rows_carry_step_increases_the_host_method_and_set_up_time(results):
         assert f"objective_{step}_host_rss_increase_mib_max" in df.columns
     assert set(df.objective_host_memory_method) == {"vmhwm_reset"}
     assert (df.objective_setup_time_s > 0).all()
+
+
+def test_rows_carry_the_cpu_share_of_each_step_for_every_rank(results):
+    df, _ = results
+    rows = df[(df.stop_val > 0) & df.solver_name.str.startswith("pnp")]
+    cores = os.cpu_count()
+    for step in ("grad", "denoise"):
+        share = rows[f"objective_{step}_cpu_utilization"]
+        assert ((share > 0) & (share <= cores + 0.5)).all(), share.tolist()
+        assert (rows[f"objective_{step}_cpu_utilization_max"]
+                >= rows[f"objective_{step}_cpu_utilization_mean"]).all()
 
 
 def test_progress_is_shown_in_iterations_of_max_iter(results):

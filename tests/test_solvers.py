@@ -3,6 +3,7 @@
 import json
 import math
 import pathlib
+import time
 
 import pytest
 import torch
@@ -104,16 +105,28 @@ def test_initial_estimates(tomography):
     assert residual(pinv) < 0.1 * residual(adjoint)
 
 
-def test_profiler_records_time_and_host_peak_memory_of_each_step(tomography):
+def test_profiler_records_time_cpu_share_and_host_peak_memory_of_each_step(tomography):
     loop, profiler = _pnp(tomography)
     loop.iterate()
     stats = profiler.last
-    assert set(stats) == {"grad_time_s", "grad_peak_host_rss_mib", "grad_host_rss_increase_mib",
-                          "denoise_time_s", "denoise_peak_host_rss_mib",
-                          "denoise_host_rss_increase_mib"}
+    assert set(stats) == {f"{step}_{figure}" for step in ("grad", "denoise")
+                          for figure in ("time_s", "cpu_utilization", "peak_host_rss_mib",
+                                         "host_rss_increase_mib")}
     assert profiler.host_method == "vmhwm_reset"
     assert stats["grad_time_s"] > 0 and stats["denoise_time_s"] > 0
     assert stats["grad_peak_host_rss_mib"] > 10  # the process's own RSS: never a silent 0
+
+
+def test_cpu_utilization_is_cpu_time_over_wall_time_of_the_step():
+    profiler = StepProfiler(CPU)
+    with profiler.step("grad"):
+        time.sleep(0.3)  # waits: next to no CPU time
+    with profiler.step("denoise"):
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:  # one thread busy (less on a loaded machine)
+            pass
+    assert profiler.last["grad_cpu_utilization"] < 0.2, profiler.last
+    assert 0.25 < profiler.last["denoise_cpu_utilization"] <= 1.05, profiler.last
 
 
 def test_host_peak_memory_sees_a_large_temporary_allocation():

@@ -51,6 +51,9 @@ class Problem:
     # The parameters that determine A (scalebench.operator_norm caches ||A||^2 under them);
     # None: the norm is recomputed by every run.
     operator_key: dict | None = None
+    # The local operators over a fraction of their measurements (ProblemSetup.make_norm_start),
+    # stacked like ``physics``; None: ||A||^2 starts from a random vector.
+    norm_start: StackedLinearPhysics | None = None
 
     @property
     def num_unknowns(self) -> int:
@@ -59,8 +62,9 @@ class Problem:
     def to(self, device: torch.device | str) -> Problem:
         """The same problem with every tensor and operator on ``device``."""
         device = torch.device(device)
+        start = None if self.norm_start is None else self.norm_start.to(device)
         return replace(self, physics=self.physics.to(device), x_true=self.x_true.to(device),
-                       y=TensorList([y_k.to(device) for y_k in self.y]))
+                       y=TensorList([y_k.to(device) for y_k in self.y]), norm_start=start)
 
 
 @dataclass
@@ -79,6 +83,10 @@ class ProblemSetup:
     operator_key: dict | None = None  # see Problem.operator_key
     # Dynamic range the asinh-PSNR covers (scalebench.metrics); None: the metrics' default.
     metric_dynamic_range: float | None = None
+    # k -> A_k over a fraction of its measurements (a cheap operator whose A^T A has nearly
+    # the top eigenvector of the whole one): ||A||^2's Lanczos starts from the leading
+    # vector of their stack (scalebench.operator_norm). None: from a random vector.
+    make_norm_start: Callable[[int], LinearPhysics] | None = None
 
     @property
     def num_unknowns(self) -> int:
@@ -111,9 +119,12 @@ class ProblemSetup:
                                                    for k, y_k in zip(indices, y, strict=True)])
                          for item in part)
         parts = [array_digest(x_true), *(digest for _, digest in digests)]
+        start = None if self.make_norm_start is None else \
+            stack([self.make_norm_start(k).to(device) for k in indices])
         return Problem(self.name, stack(operators), x_true, TensorList(y), noise_std,
                        self.source, indices, self.num_operators,
-                       hashlib.sha256("".join(parts).encode()).hexdigest(), self.operator_key)
+                       hashlib.sha256("".join(parts).encode()).hexdigest(), self.operator_key,
+                       start)
 
 
 def operator_noise(clean: torch.Tensor, seed: int, k: int) -> torch.Tensor:

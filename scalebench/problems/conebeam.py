@@ -337,6 +337,8 @@ class RtkConeBeam(LinearPhysics):
         from itk import RTK as rtk
 
         projector = getattr(rtk, kind)[self.image_type, self.image_type].New()
+        # The run's thread count (torch's, recorded in provenance), not ITK's own default.
+        projector.SetNumberOfWorkUnits(max(1, torch.get_num_threads()))
         projector.SetInput(0, self._image(target, target_frame))
         projector.SetInput(1, self._image(source, source_frame))
         projector.SetGeometry(self.rtk_geometry)

@@ -144,9 +144,10 @@ def _bar_height(labels: list[str]) -> float:
     return max(0.3, lines * LINE_HEIGHT_IN * 1.25 + 0.08)
 
 
-def measured(rows: pd.DataFrame, base: str) -> str | None:
-    """The column of a per-step figure: its maximum over ranks when recorded, else rank 0's."""
-    for name in (f"{base}_max", base):
+def measured(rows: pd.DataFrame, base: str, over_ranks: str = "max") -> str | None:
+    """The column of a per-step figure: its ``over_ranks`` statistic (max or mean) when
+    recorded, else rank 0's."""
+    for name in (f"{base}_{over_ranks}", base):
         if name in rows and rows[name].notna().any():
             return name
     return None
@@ -278,11 +279,18 @@ def step_breakdown(results: Results) -> View:
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(axis="x", alpha=0.3)
     _legend(figure, axis)
+    busy = {step: column for step in STEPS
+            for column in [measured(table, f"objective_{step}_cpu_utilization", "mean")]
+            if column}
     summary = [[results.labels[e], *(number(frame.loc[e, part]) for part in parts),
-                number(frame.loc[e].sum())] for e in frame.index]
+                number(frame.loc[e].sum()), *(number(table.loc[e, c]) for c in busy.values())]
+               for e in frame.index]
     return View("steps", "Per-step time: gradient, denoiser, communication", figure,
-                results.rows, "communication is the time inside collectives, counted in its step",
-                Table(["experiment", *(f"{part} (s)" for part in parts), "total (s)"], summary))
+                results.rows, "communication is the time inside collectives, counted in its "
+                "step; CPU busy: CPU time of the rank's threads over the step's wall time "
+                "(cores kept busy, mean over ranks)",
+                Table(["experiment", *(f"{part} (s)" for part in parts), "total (s)",
+                       *(f"{step} CPU busy (cores)" for step in busy)], summary))
 
 
 def _pixels_axis(axis, pixels: pd.Series) -> None:
