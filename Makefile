@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/scalebench run $(CONFIG)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 tests
+	$(BIN)/python -m pytest -q -n 2 --no-loadscope-reorder --durations=30 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools containers

@@ -71,30 +71,42 @@ def tiny_experiment(**overrides) -> dict:
     return experiment
 
 
-# --- two workers (pytest-xdist's loadgroup, as `make test` runs the suite) -----------------
-# Every test gets a group that runs whole on one worker: the tests of the session fixtures that
-# build images share one group (each image is built once), every other module is a group of
-# its own (its module fixtures run once). The image group goes first: it is the longest.
+# --- two workers (pytest-xdist, as `make test` runs the suite) ------------------------------
+# Every test belongs to a group that runs whole on one worker: the modules of the tests that
+# build and run images (their session fixtures build each image once, and the SIF's SLURM jobs
+# live in test_slurm_templates) form one group, every other module is a group of its own (its
+# module fixtures run once). The scheduler sees node IDs only, so the groups are named by
+# module; the collection checks that every test using an image fixture is in the image group.
+# The image group goes first: it is the longest.
 IMAGE_FIXTURES = frozenset({"container_base", "apptainer_on_path", "scalebench_sif"})
 IMAGE_GROUP = "images"
+IMAGE_MODULES = ("tests/test_apptainer.py", "tests/test_containers.py",
+                 "tests/test_slurm_templates.py", "tests/test_runtimes.py")
 
 
-def worker_group(item: pytest.Item) -> str:
-    """The xdist group of ``item``: one set by a marker, the image group, or its module."""
-    marked = item.get_closest_marker("xdist_group")
-    if marked is not None:
-        return str(marked.args[0])
-    if IMAGE_FIXTURES & set(item.fixturenames):
-        return IMAGE_GROUP
-    return item.module.__name__ if item.module is not None else item.nodeid
+def worker_group(nodeid: str) -> str:
+    """The group of the test ``nodeid``: the image group, or its module's path."""
+    module = nodeid.split("::", 1)[0]
+    return IMAGE_GROUP if module in IMAGE_MODULES else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the markers
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return WorkerGroups(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(worker_group(item)))
-    items.sort(key=lambda item: worker_group(item) != IMAGE_GROUP)
+    outside = [item.nodeid for item in items if IMAGE_FIXTURES & set(item.fixturenames)
+               and worker_group(item.nodeid) != IMAGE_GROUP]
+    if outside:
+        raise pytest.UsageError(f"{outside[0]} uses an image fixture outside IMAGE_MODULES "
+                                f"(tests/conftest.py): add its module there")
+    items.sort(key=lambda item: worker_group(item.nodeid) != IMAGE_GROUP)
 
 
 @pytest.fixture(autouse=True, scope="session")

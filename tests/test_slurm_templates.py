@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import IMAGE_GROUP, REPO, copy_benchmark, run_cli
+from tests.conftest import REPO, copy_benchmark, run_cli
 from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
 TEMPLATES = REPO / "slurm_templates"
@@ -155,9 +155,7 @@ class Runtime:
     image_labels: dict[str, str]
 
 
-# The SIF's jobs run with the other tests of the session's images (tests/conftest.py).
-@pytest.fixture(scope="module", params=[
-    "none", pytest.param("apptainer", marks=pytest.mark.xdist_group(IMAGE_GROUP))])
+@pytest.fixture(scope="module", params=["none", "apptainer"])
 def runtime(request) -> Runtime:
     """The repository's venv, or the session's SIF (tests/conftest.py builds it once)."""
     if request.param == "none":
@@ -225,8 +223,7 @@ def reference(tmp_path_factory, runtime):
 @pytest.mark.parametrize(("runtime", "template", "sbatch", "hosts"), [
     ("none", "multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
     ("none", "singlenode.sh", ["--nodes=1", "--ntasks-per-node=2"], ["n1", "n1"]),
-    pytest.param("apptainer", "multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"],
-                 marks=pytest.mark.xdist_group(IMAGE_GROUP)),
+    ("apptainer", "multinode.sh", ["--nodes=2", "--ntasks-per-node=1"], ["n1", "n2"]),
 ], indirect=["runtime"])
 def test_template_runs_the_experiment_across_ranks(slurm_cluster, workspace, runtime,
                                                    reference, template, sbatch, hosts):
