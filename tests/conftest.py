@@ -90,6 +90,7 @@ def worker_group(nodeid: str) -> str:
     return IMAGE_GROUP if module in IMAGE_MODULES else module
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not installed
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
