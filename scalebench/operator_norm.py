@@ -5,14 +5,15 @@ Lanczos builds the tridiagonal matrix T_k of A^T A on the Krylov space of a star
 largest eigenvalue theta of T_k is the estimate (a lower bound of ||A||^2). With
 r = beta_k |s_k| (the residual of the Ritz pair) and the gap theta - theta_2 to the next Ritz
 value, r^2 / gap estimates the distance to ||A||^2 (the Kato-Temple bound with the Ritz gap);
-iterations stop once it is below ``TOLERANCE`` relative. On CT this takes 5 applications of
-A^T A where the power iteration took 7 to 9, with errors below 1e-5 (tests/test_tomography.py
-checks it against a converged power iteration). No reorthogonalisation: three vectors of the
-image's size are held, and a ghost copy of a converged eigenvalue cannot raise the estimate.
+iterations stop once it is below ``TOLERANCE`` relative. From a random start this takes 5 or
+6 applications of A^T A on CT where the power iteration took 7 to 9, with errors below 2e-5
+(tests/test_tomography.py checks it against a converged power iteration). No
+reorthogonalisation: three vectors of the image's size are held, and a ghost copy of a
+converged eigenvalue cannot raise the estimate.
 
 The start vector is seeded random, or, where the problem offers a start operator (CT: every
-16th angle), that operator's leading vector by power iteration: a sixteenth of the cost per
-iteration, after which Lanczos on the whole A^T A stops after 2 applications instead of 5.
+8th to 16th angle), that operator's leading vector by power iteration: a tenth of the cost per
+iteration or less, after which Lanczos on the whole A^T A stops after 2 applications.
 
 The cache entry's key is the problem's ``operator_key`` (the parameters that determine A),
 the device type, dtype and torch thread count it was computed with (CPU sums may round
