@@ -64,10 +64,23 @@ def seeded_start(problem, seed: int) -> torch.Tensor:
     return torch.randn(x_true.shape, generator=generator, dtype=x_true.dtype).to(x_true.device)
 
 
-def normal_operator(problem):
+def normal_operator(physics):
     """x -> A^T A x; identical on every rank of a split stack (its sums are all-reduced), so
     every rank takes the same decisions from it."""
-    return lambda x: problem.physics.A_adjoint(problem.physics.A(x))
+    return lambda x: physics.A_adjoint(physics.A(x))
+
+
+def power_iterate(apply, x: torch.Tensor, max_iterations: int,
+                  tolerance: float) -> tuple[torch.Tensor, float, int]:
+    """(last A^T A x, ||A^T A x|| of a unit x, iterations) of power iteration from ``x``,
+    stopped once that norm changes by less than ``tolerance`` (relative)."""
+    norm, previous, iterations = 0.0, -1.0, 0
+    with torch.no_grad():
+        while iterations < max_iterations and abs(norm - previous) > tolerance * norm:
+            x = apply(x / torch.linalg.vector_norm(x))
+            previous, norm = norm, torch.linalg.vector_norm(x).item()
+            iterations += 1
+    return x, norm, iterations
 
 
 def warm_start(problem, seed: int) -> tuple[torch.Tensor, int]:
@@ -78,12 +91,8 @@ def warm_start(problem, seed: int) -> tuple[torch.Tensor, int]:
     start = getattr(problem, "norm_start", None)
     if start is None:
         return x, 0
-    norm, previous, iterations = 0.0, -1.0, 0
-    with torch.no_grad():
-        while iterations < MAX_ITERATIONS and abs(norm - previous) > START_TOLERANCE * norm:
-            x = start.A_adjoint(start.A(x / torch.linalg.vector_norm(x)))
-            previous, norm = norm, torch.linalg.vector_norm(x).item()
-            iterations += 1
+    x, _, iterations = power_iterate(normal_operator(start), x, MAX_ITERATIONS,
+                                     START_TOLERANCE)
     return x, iterations
 
 
@@ -99,7 +108,7 @@ def lanczos(problem, max_iterations: int = MAX_ITERATIONS, tolerance: float = TO
             seed: int = 0) -> tuple[float, int, int]:
     """(||A||^2, applications of A^T A, of the start operator's) by Lanczos from
     ``warm_start`` (module docstring)."""
-    apply = normal_operator(problem)
+    apply = normal_operator(problem.physics)
     q, start_iterations = warm_start(problem, seed)
     q /= torch.linalg.vector_norm(q)
     previous = torch.zeros_like(q)
@@ -131,14 +140,8 @@ def power_iteration(problem, max_iterations: int = 1000, tolerance: float = 1e-9
     """(||A||^2, iterations) by power iteration on A^T A from ``seeded_start``, stopped once
     the estimate changes by less than ``tolerance`` (relative): the reference that tests and
     tools/ check ``lanczos`` against."""
-    apply = normal_operator(problem)
-    x = seeded_start(problem, seed)
-    norm, previous, iterations = 0.0, -1.0, 0
-    with torch.no_grad():
-        while iterations < max_iterations and abs(norm - previous) > tolerance * norm:
-            x = apply(x / torch.linalg.vector_norm(x))
-            previous, norm = norm, torch.linalg.vector_norm(x).item()
-            iterations += 1
+    _, norm, iterations = power_iterate(normal_operator(problem.physics),
+                                        seeded_start(problem, seed), max_iterations, tolerance)
     return norm, iterations
 
 
