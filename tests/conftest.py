@@ -77,10 +77,12 @@ def tiny_experiment(**overrides) -> dict:
 # live in test_slurm_templates) form one group, every other module is a group of its own (its
 # module fixtures run once). The scheduler sees node IDs only, so the groups are named by
 # module; the collection checks that every test using an image fixture is in the image group.
-# The image group goes first: it is the longest.
+# The image group goes first: it is the longest. Its modules run in IMAGE_MODULES' order:
+# test_containers removes its podman image (the suite's disk peak) before test_apptainer
+# builds the SIF, so the two never share the disk.
 IMAGE_FIXTURES = frozenset({"container_base", "apptainer_on_path", "scalebench_sif"})
 IMAGE_GROUP = "images"
-IMAGE_MODULES = ("tests/test_apptainer.py", "tests/test_containers.py",
+IMAGE_MODULES = ("tests/test_containers.py", "tests/test_apptainer.py",
                  "tests/test_slurm_templates.py", "tests/test_runtimes.py")
 
 
@@ -88,6 +90,15 @@ def worker_group(nodeid: str) -> str:
     """The group of the test ``nodeid``: the image group, or its module's path."""
     module = nodeid.split("::", 1)[0]
     return IMAGE_GROUP if module in IMAGE_MODULES else module
+
+
+def run_order(nodeid: str) -> tuple[bool, int]:
+    """Sort key of the collected tests: the image group first, its modules in IMAGE_MODULES'
+    order; the rest keep the collection's order (the sort is stable)."""
+    module = nodeid.split("::", 1)[0]
+    if module in IMAGE_MODULES:
+        return False, IMAGE_MODULES.index(module)
+    return True, 0
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist is not installed
@@ -107,7 +118,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if outside:
         raise pytest.UsageError(f"{outside[0]} uses an image fixture outside IMAGE_MODULES "
                                 f"(tests/conftest.py): add its module there")
-    items.sort(key=lambda item: worker_group(item.nodeid) != IMAGE_GROUP)
+    items.sort(key=lambda item: run_order(item.nodeid))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -204,12 +215,22 @@ class BuiltSif:
     seconds: float
 
 
+# The disk the image group takes at its peak, the podman build of the image (its layers
+# staged while stored): 16.3 GB over the run's start, measured on a 2-core test machine
+# (df's used space sampled every 15 s through `bash .ci/run`), and a margin.
+IMAGE_DISK_BYTES = 20 * 2**30
+
+
 @pytest.fixture(scope="session")
 def container_base() -> ContainerBase:
     """Podman in a private storage root with the stand-in base (shared by both builds)."""
     from tests.container_tools import Podman, ensure_tools, stand_in_base
 
     ensure_tools()
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if free < IMAGE_DISK_BYTES:
+        pytest.fail(f"the image tests need {IMAGE_DISK_BYTES / 2**30:.0f} GiB free in "
+                    f"{tempfile.gettempdir()}, {free / 2**30:.1f} GiB are", pytrace=False)
     # podman refuses a run root of 50 characters or more: not under pytest's (per-worker)
     # temporary folders.
     folder = Path(tempfile.mkdtemp(prefix="sb-base-"))
