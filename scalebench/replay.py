@@ -286,12 +286,32 @@ def _verdict(experiment: Experiment, differences: list[str],
     tolerance = FORCE_RTOL if differences else 0.0
     if mine.empty:
         return Verdict("DIFFER", experiment.label, _why_no_rows(experiment, replayed))
+    weights = weights_difference(experiment.rows, mine)
+    if weights:
+        return Verdict("DIFFER", experiment.label, weights)
     difference = compare(experiment.rows, mine, tolerance)
     how = "bit for bit" if not tolerance else \
         f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
     if difference is None:
         return Verdict("MATCH", experiment.label, f"{len(mine)} iterations equal {how}")
     return Verdict("DIFFER", experiment.label, f"{difference}; compared {how}")
+
+
+def weights_difference(archived: pd.DataFrame, replayed: pd.DataFrame) -> str | None:
+    """What differs in the denoiser weights that ran, else None. The weights are resolved when
+    the run starts (a hub or bundled file, a path, a seeded initialisation), so only the re-run
+    can tell; results of other weights are not a replay, whatever the tolerance."""
+    sha, label = column("weights_sha256"), column("weights")
+    if sha not in archived:  # written before the weights fields existed
+        return None
+    before, after = (sorted(set(zip(rows[label], rows[sha], strict=True)))
+                     for rows in (archived, replayed))
+    if before == after:
+        return None
+    def described(pairs: list[tuple[str, str]]) -> str:
+        return ", ".join(f"{name} sha256 {digest[:12] or '-'}" for name, digest in pairs)
+    return (f"the denoiser weights that ran differ: {described(before)} archived vs "
+            f"{described(after)} now")
 
 
 def _why_no_rows(experiment: Experiment, replayed: pd.DataFrame) -> str:

@@ -145,6 +145,25 @@ def test_a_one_ulp_difference_is_found_at_its_iteration(archive, tmp_path):
     assert "MATCH tomography_2d x denoiser" in result.stdout
 
 
+def test_other_weights_differ_by_name_even_when_forced(archive, tmp_path):
+    benchmark, results = archive
+    archived = pd.read_parquet(results)
+    pnp = archived.solver_name.str.startswith("pnp")
+    def reweighted(df):
+        df.loc[df.solver_name.str.startswith("pnp"), "prov_weights_sha256"] = "ab" * 32
+        return df
+    edited = edited_results(results, tmp_path / "reweighted.parquet", reweighted)
+    for extra in ((), ("--force",)):
+        result = run_cli("replay", edited, "--benchmark", benchmark, *extra)
+        assert result.returncode == 1, result.stdout
+        ran = archived.loc[pnp, "prov_weights"].iloc[0]
+        now = archived.loc[pnp, "prov_weights_sha256"].iloc[0][:12] or "-"
+        assert ("DIFFER tomography_2d x pnp" in result.stdout and
+                f"the denoiser weights that ran differ: {ran} sha256 abababababab archived vs "
+                f"{ran} sha256 {now} now" in result.stdout), result.stdout
+        assert "MATCH tomography_2d x denoiser" in result.stdout
+
+
 def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     benchmark, results = archive
     def elsewhere(df):
