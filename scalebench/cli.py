@@ -7,6 +7,9 @@
 - ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
 - ``scalebench plan CONFIG [--parallel-config P] [--format json]``: every job of the
   experiment with its resources, memory estimate and command; every problem, one line each.
+- ``scalebench capacity CONFIG --memory 80GiB [--device cuda] [--nproc N] [--verify]``: the
+  largest size of each configuration whose predicted per-rank peak fits the budget, from a
+  memory model calibrated by short real runs (scalebench.capacity).
 - ``scalebench report RESULTS... [-o report.html] [--png DIR]``: merge result files into one
   self-contained HTML page (no network request) with scaling plots, images and provenance.
 - ``scalebench check RESULTS``: compliance of every row's provenance (0 good, 1 findings,
@@ -106,6 +109,25 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--benchmark", type=Path,
                       help="benchopt benchmark folder (default: the repository's folder for "
                       "the objective the config names)")
+    capacity = commands.add_parser("capacity", help="the largest size of each configuration "
+                                   "whose predicted per-rank peak fits a memory budget")
+    capacity.add_argument("config", type=Path, help="experiment YAML file")
+    capacity.add_argument("--memory", required=True,
+                          help="budget per rank, e.g. 80GiB (device memory with --device cuda, "
+                          "host memory on the CPU)")
+    capacity.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                          help="device of the runs (default: each solver's own)")
+    capacity.add_argument("--nproc", type=_positive, default=1,
+                          help="ranks of experiments that set none (default 1)")
+    capacity.add_argument("--size-parameter", default="image_size",
+                          help="the dataset parameter that sets the size (default image_size)")
+    capacity.add_argument("--calibration-size", type=_positive, default=128,
+                          help="largest size probed to calibrate (default 128; probes at a "
+                          "quarter, half, three quarters of it and at it)")
+    capacity.add_argument("--format", choices=("text", "json"), default="text")
+    capacity.add_argument("--verify", action="store_true",
+                          help="run the largest predicted size of each one-rank line once and "
+                          "print its measured peak")
     report = commands.add_parser("report", help="one offline HTML page of merged results")
     report.add_argument("results", type=Path, nargs="+", help="results parquet files")
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
@@ -232,6 +254,21 @@ def _plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _capacity(args: argparse.Namespace) -> int:
+    from scalebench.capacity.command import capacity, parse_bytes
+
+    budget = parse_bytes(args.memory)
+    lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
+                     args.calibration_size, args.verify)
+    if args.format == "json":
+        print(json.dumps([line.to_json() for line in lines], indent=1))
+    else:
+        print(f"largest {args.size_parameter} within {args.memory} per rank "
+              f"({'device' if args.device == 'cuda' else 'host'} memory):")
+        print("\n".join(line.text() for line in lines))
+    return EXIT_OK
+
+
 def _report(args: argparse.Namespace) -> int:
     from scalebench.report import write_report
 
@@ -277,7 +314,7 @@ def _verify_image(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command in ("run", "validate", "plan"):
+        if args.command in ("run", "validate", "plan", "capacity"):
             _readable_config(args.config)
         if args.command == "verify-image":
             return _verify_image(args)
@@ -287,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args.results)
         if args.command == "plan":
             return _plan(args)
+        if args.command == "capacity":
+            return _capacity(args)
         if args.command == "report":
             return _report(args)
         if args.command == "replay":

@@ -24,17 +24,12 @@ from scalebench.errors import ConfigError
 if TYPE_CHECKING:  # the rules import torch: plan loads them only when it plans
     from scalebench.config import BenchmarkRules
 
-# Resident memory of one rank before any data: Python with torch, deepinv and benchopt
-# imported (peak host RSS measured on 2-iteration 32x32 runs, tools/plan_memory.py).
+# Resident memory of one rank before any data, a lower bound: Python with torch, deepinv and
+# benchopt imported (the capacity probes' fitted baselines are 1.2-1.3 GiB on this CPU).
 PROCESS_BASELINE_BYTES = 900 * 2**20
 FLOAT_BYTES = 4
-# Images alive during an iteration besides the denoiser's own: x, z, x_true, A^T(Ax - y)
-# and its temporaries.
-WORKING_IMAGES = 8
-# Float32 values per denoised pixel held by the denoiser at its peak (no autograd): DnCNN
-# keeps two 64-channel activations; DRUNet a 64-channel level with its skip connections and
-# the coarser levels; TV its primal and dual variables.
-DENOISER_VALUES_PER_PIXEL = {"tv": 12, "dncnn": 2 * 64, "drunet": 5 * 64}
+# Images every rank holds whatever the problem: the ground truth and the estimate.
+CERTAIN_IMAGES = 2
 _SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 2**20, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -56,10 +51,13 @@ class Job:
     gpus_per_node: int
     cpus_per_task: int
     time_limit_s: float | None
-    rank_memory_bytes: int | None  # estimate for one rank; None when not computable
+    # One rank's peak: the calibrated prediction, else a lower bound (memory_model says
+    # which); None where there is no size model (training).
+    rank_memory_bytes: int | None
     node_memory_bytes: int | None  # what one node offers (None: unknown)
     command: list[str]
     problems: list[str] = field(default_factory=list)
+    memory_model: str = "none"  # "calibrated" (scalebench capacity), "lower bound" or "none"
 
     @property
     def gpu_hours(self) -> float:
@@ -210,93 +208,63 @@ def machine_memory_bytes() -> int | None:
     return None
 
 
-def _problem_bytes(name: str, params: dict, shape: tuple[int, ...],
-                   operator_share: float) -> int | None:
-    """Measurements and operator storage of a problem held by one rank (None: unknown)."""
-    channels, side = shape[0], shape[-1]
-    if name == "tomography_2d":
-        # deepinv's Radon and IRadon each keep one sampling grid (D x D x 2) per angle, with
-        # D = ceil(side * sqrt 2) detector pixels, and A and A^T each build a stack of one
-        # rotated D x D image per angle (plus its padding copy); the sinogram holds angles x D.
-        detector = math.ceil(side * math.sqrt(2))
-        angles = params["num_angles"] * operator_share
-        return int(angles * detector * ((2 * 2 + 3) * detector + 1) * FLOAT_BYTES)
-    if name == "multiframe_superres":
-        frames = params["num_frames"] * operator_share
-        return int(frames * channels * (side // params["factor"]) ** 2 * FLOAT_BYTES)
-    if name == "synthetic":
-        factor = params["factor"] if params["task"] == "superres" else 1
-        return channels * (side // factor) ** 2 * FLOAT_BYTES
-    return None
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """One rank's memory: ``calibrated`` the peak the calibrated model predicts (scalebench
+    capacity has calibrated the configuration), else a lower bound: the process baseline and
+    the images every rank holds."""
 
+    bytes: int
+    calibrated: bool
 
-def _denoised_pixels(params: dict, shape: tuple[int, ...], ranks: int) -> int:
-    """Pixels one denoiser call takes on one rank: the image, or a batch of tile windows."""
-    from scalebench.solvers.common import count_tiles
-
-    spatial = shape[1:]
-    tiles = count_tiles(params, shape)
-    if tiles == 1:
-        return math.prod(spatial)
-    if params["distribute_denoiser"]:
-        tiles = math.ceil(tiles / ranks)
-    batch = min(tiles, params["max_batch_size"] or tiles)
-    window = [min(params["patch_size"] + 2 * params["overlap"], n) for n in spatial]
-    return batch * math.prod(window)
+    @property
+    def model(self) -> str:
+        return "calibrated" if self.calibrated else "lower bound"
 
 
 def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
-                         solver_params: dict, ranks: int,
-                         lower_bound: bool = False) -> int | None:
-    """Resident memory of one rank in bytes: process, images, measurements and operators of
-    its share, denoiser activations; None when the problem or the solver (training) has no
-    size model. ``lower_bound``: a problem without a model of its measurements counts them
-    as nothing (what the rank needs at least) instead of giving None."""
+                         solver_params: dict, ranks: int) -> MemoryEstimate | None:
+    """One of ``ranks`` ranks' memory (MemoryEstimate); None when the dataset or the solver
+    (training) has no size model."""
+    from scalebench.capacity.calibration import calibrated_peak
     from scalebench.params import resolved_parameters
     from scalebench.problems import PROBLEMS
     from scalebench.solvers import SOLVERS
 
     if solver not in SOLVERS or dataset not in PROBLEMS:
         return None
+    predicted = calibrated_peak(dataset, dataset_params, solver, solver_params, ranks)
+    if predicted is not None:
+        return MemoryEstimate(int(predicted), True)
     spec = PROBLEMS[dataset]
-    values = resolved_parameters(dataset_params, spec.params)
-    params = resolved_parameters(solver_params, SOLVERS[solver])
-    shape = spec.image_shape(**values)
-    operators = spec.num_operators(**values)
-    share = 1.0
-    if params.get("distribute_physics") and ranks > 1:
-        share = math.ceil(operators / ranks) / operators
-    data = _problem_bytes(dataset, values, shape, share) if solver == "pnp" else 0
-    if data is None and not lower_bound:
-        return None
-    image = math.prod(shape) * FLOAT_BYTES
-    per_pixel = DENOISER_VALUES_PER_PIXEL.get(params["denoiser"], 64)
-    denoiser = _denoised_pixels(params, shape, ranks) * per_pixel * FLOAT_BYTES
-    return PROCESS_BASELINE_BYTES + WORKING_IMAGES * image + (data or 0) + denoiser
+    shape = spec.image_shape(**resolved_parameters(dataset_params, spec.params))
+    return MemoryEstimate(PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * math.prod(shape)
+                          * FLOAT_BYTES, False)
 
 
-def memory_problem(rank_bytes: int | None, ranks: int, available: int | None,
+def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int | None,
                    holder: str = "the node") -> str | None:
-    """Why ``ranks`` ranks of ``rank_bytes`` each cannot fit in ``available`` bytes of
+    """Why ``ranks`` ranks of ``estimate`` each cannot fit in ``available`` bytes of
     ``holder``; None when they fit or a figure is unknown."""
-    if rank_bytes is None or available is None or rank_bytes * ranks <= available:
+    if estimate is None or available is None or estimate.bytes * ranks <= available:
         return None
+    rank_bytes = estimate.bytes
     return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
-            f"x {rank_bytes / 2**30:.1f} GiB) is above {holder}'s {available / 2**30:.1f} GiB")
+            f"x {rank_bytes / 2**30:.1f} GiB, {estimate.model}) is above {holder}'s "
+            f"{available / 2**30:.1f} GiB")
 
 
 def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
     """Experiments that cannot fit this machine's memory with ``ranks(experiment)`` ranks on
-    it, one line each: a rough bound (``rank_memory_estimate``, measurements it has no model
-    for counted as nothing), checked before any rank starts."""
+    it, one line each (``rank_memory_estimate``: calibrated, else a lower bound), checked
+    before any rank starts."""
     available = machine_memory_bytes()
     problems = []
     for experiment in experiments:
         (dataset, dataset_params), = experiment["dataset"].items()
         (solver, solver_params), = experiment["solver"].items()
         count = ranks(experiment)
-        estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count,
-                                        lower_bound=True)
+        estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count)
         problem = memory_problem(estimate, count, available, "this machine")
         if problem is not None:
             problems.append(f"experiment {experiment['label']}: {problem} (make the problem "
@@ -356,10 +324,9 @@ def _job_problems(job: Job, experiment: dict, timeout_s: float,
         problems.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
                         f"timeout x repetitions ({timeout_s:.0f} s): raise slurm_time or lower "
                         f"timeout")
-    # Problems without a model of their measurements are checked on what a rank needs at least.
-    rank_bytes = job.rank_memory_bytes or rank_memory_estimate(
-        dataset, dataset_params, solver, solver_params, job.ranks, lower_bound=True)
-    memory = memory_problem(rank_bytes, job.ntasks_per_node, job.node_memory_bytes)
+    estimate = None if job.rank_memory_bytes is None else \
+        MemoryEstimate(job.rank_memory_bytes, job.memory_model == "calibrated")
+    memory = memory_problem(estimate, job.ntasks_per_node, job.node_memory_bytes)
     if memory is not None:
         problems.append(memory)
     return problems
@@ -416,11 +383,12 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
         limit = slurm_time_seconds(resources["time"], where) if resources["time"] else \
             1.5 * timeout_s
         node_memory = memory_bytes(resources["mem"], where) if resources["mem"] else None
+    estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, ranks)
     job = Job(experiment["id"], experiment["label"], experiment["dataset"],
               experiment["solver"], resources["nodes"], resources["ntasks_per_node"], ranks,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
-              rank_memory_estimate(dataset, dataset_params, solver, solver_params, ranks),
-              node_memory, command)
+              estimate.bytes if estimate else None, node_memory, command,
+              memory_model=estimate.model if estimate else "none")
     job.problems = _job_problems(job, experiment, timeout_s, rules)
     return job
 
@@ -437,13 +405,19 @@ def format_text(plan: Plan) -> str:
              + (f" through {plan.parallel_config}" if plan.parallel_config else ""), header]
     for job in plan.jobs:
         limit = f"{job.time_limit_s / 3600:.2f} h" if job.time_limit_s else "-"
-        memory = f"{job.rank_memory_bytes / 2**30:.2f} GiB" if job.rank_memory_bytes else "n/a"
+        memory = "n/a" if job.rank_memory_bytes is None else \
+            f"{'' if job.memory_model == 'calibrated' else '>='}" \
+            f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
                      f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
         lines.append(f"{'':16}  command: {' '.join(job.command)}")
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    if any(job.memory_model == "lower bound" for job in plan.jobs):
+        lines.append("memory/rank: '>=' is a lower bound (process and images) where no "
+                     "calibration exists; `scalebench capacity CONFIG --memory BUDGET` "
+                     "calibrates it")
     if plan.local and plan.jobs:
         needed = sorted({job.ranks for job in plan.jobs})
         lines.append(f"ranks: {', '.join(map(str, needed))} per job, on this machine "

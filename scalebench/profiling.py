@@ -51,8 +51,9 @@ def synchronize(device: torch.device) -> None:
 class HostPeakMemory:
     """Peak resident set size of this process between ``reset()`` and ``read_mib()``."""
 
-    def __init__(self) -> None:
-        self.resettable = self._try_reset()
+    def __init__(self, resets: bool = True) -> None:
+        # Finding out whether the peak can be reset resets it: not done without ``resets``.
+        self.resettable = resets and self._try_reset()
         self.method = HOST_METHODS[0] if self.resettable else HOST_METHODS[1]
 
     @staticmethod
@@ -99,6 +100,10 @@ class StepProfiler:
     peaks were measured (one of ``HOST_METHODS``).
     """
 
+    # False: no step resets the peaks, so the process's own peak (host VmHWM, CUDA's peak
+    # reserved memory) covers the whole run: what scalebench.capacity's probe reads at the end.
+    reset_peaks = True
+
     def __init__(self, device: torch.device, mode: str = "light",
                  trace_path: Path | None = None, context=None, rank_label: str = "") -> None:
         if mode not in PROFILER_MODES:
@@ -107,7 +112,7 @@ class StepProfiler:
         self.mode = mode
         self.trace_path = trace_path
         self.last: dict[str, float] = {}
-        self._host = HostPeakMemory()
+        self._host = HostPeakMemory(self.reset_peaks)
         self.host_method = self._host.method
         self._torch_profiler = None
         self.context = context  # a scalebench.distributed.context.TimedContext, or None
@@ -137,7 +142,8 @@ class StepProfiler:
         synchronize(self.device)
         cuda_before = 0
         if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+            if self.reset_peaks:
+                torch.cuda.reset_peak_memory_stats(self.device)
             cuda_before = torch.cuda.memory_allocated(self.device)
         self._host.reset()
         host_before = self._host.current_mib()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.plan import make_plan
+from scalebench.plan import format_text, make_plan
 from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
 
 CONFIGS = REPO / "configs"
@@ -219,8 +219,50 @@ def test_impossible_resources_give_one_line_per_problem(tmp_path):
     assert len(lines) == 5 and all(line.startswith("scalebench: error: job ") for line in lines)
 
 
-def test_memory_above_this_machine_is_refused_for_a_local_run(tmp_path):
-    huge = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
-    plan = _plan(_config(tmp_path, dataset=huge, solver=_pnp()))
-    assert len(plan.problems) == 1 and "above the node's" in plan.problems[0]
-    assert plan.jobs[0].rank_memory_bytes > 1024 * 2**30
+def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
+        tmp_path, monkeypatch):
+    """Without a calibration a rank counts its process baseline and two images: CT at 8192²
+    plans (a rank holds a few GiB), a synthetic image of 10^10 pixels is refused."""
+    from scalebench.plan import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
+    plan = _plan(_config(tmp_path, dataset=large, solver=_pnp()))
+    assert plan.problems == []
+    job, = plan.jobs
+    assert job.memory_model == "lower bound"
+    assert job.rank_memory_bytes == PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * 8192**2 * \
+        FLOAT_BYTES
+    assert ">=1." in format_text(plan) and "'>=' is a lower bound" in format_text(plan)
+    huge = [{"synthetic": {"image_size": 100000}}]
+    refused = _plan(_config(tmp_path, dataset=huge, solver=_pnp()))
+    assert len(refused.problems) == 1 and "lower bound) is above the node's" in \
+        refused.problems[0]
+
+
+def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypatch):
+    """A calibration in the cache (the file `scalebench capacity` writes) gives the job its
+    predicted peak, which refuses what the model says cannot fit."""
+    from scalebench.capacity.calibration import Configuration, cache_path, probe_sizes
+    from scalebench.capacity.model import MemoryModel
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 8192, "num_angles": 2048}
+    solver = {"max_iter": 2, "device": "cpu"}
+    configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
+    model = MemoryModel((2**30, 400.0, 0.0, 0.0), 0.0, 0.0, ())
+    path = cache_path(configuration, probe_sizes(configuration))
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(model.to_json()))
+    plan = _plan(_config(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}]))
+    job, = plan.jobs
+    assert job.memory_model == "calibrated"
+    assert job.rank_memory_bytes == int(2**30 + 400.0 * 8192**2)
+    assert len(plan.problems) == 1 and "GiB, calibrated) is above the node's" in \
+        plan.problems[0]
+
+
+def test_the_large_tomography_example_plans():
+    result = run_cli("plan", CONFIGS / "examples" / "tomography_2d_large.yml")
+    assert result.returncode == 0, result.stderr

@@ -40,7 +40,7 @@ RUN_KEY = b"scalebench.run"
 EXPERIMENT_COLUMN = "experiment_id"
 
 
-def _label(name: str, params: dict) -> str:
+def component_label(name: str, params: dict) -> str:
     inside = ",".join(f"{key}={value}" for key, value in params.items())
     return f"{name}[{inside}]" if inside else name
 
@@ -71,8 +71,8 @@ def expand(config: Path, world_size: int, folder: Path,
                            "solver": {solver.name: solver_params}}
                     identifier = config_hash(canonical_json(key))[:16]
                     path = folder / f"{identifier}.yml"
-                    label = f"{_label(dataset.name, dataset_params)} x " \
-                            f"{_label(solver.name, solver_params)}"
+                    label = f"{component_label(dataset.name, dataset_params)} x " \
+                            f"{component_label(solver.name, solver_params)}"
                     experiments.append({
                         "id": identifier, "label": label, "config": str(path),
                         "nodes": solver_params.get("slurm_nodes"),

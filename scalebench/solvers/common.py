@@ -98,6 +98,20 @@ def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     return math.prod(counts)
 
 
+def denoised_pixels(params: dict, image_shape: tuple[int, ...], ranks: int) -> int:
+    """Pixels one denoiser call takes on one of ``ranks`` ranks: the image, or a batch of
+    tile windows (the tiles split over the ranks with ``distribute_denoiser``)."""
+    spatial = image_shape[1:]
+    tiles = count_tiles(params, image_shape)
+    if tiles == 1:
+        return math.prod(spatial)
+    if params["distribute_denoiser"]:
+        tiles = math.ceil(tiles / ranks)
+    batch = min(tiles, params["max_batch_size"] or tiles)
+    window = [min(params["patch_size"] + 2 * params["overlap"], n) for n in spatial]
+    return batch * math.prod(window)
+
+
 def run_ranks(params: dict, default: int) -> int:
     """Ranks of a run: slurm_nodes x slurm_ntasks_per_node where given, else ``default``."""
     nodes, per_node = params.get("slurm_nodes"), params.get("slurm_ntasks_per_node")

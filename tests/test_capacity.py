@@ -1,0 +1,197 @@
+"""The calibrated memory model (scalebench.capacity) and `scalebench capacity`."""
+
+import json
+
+import pytest
+import yaml
+
+from scalebench.capacity.calibration import Configuration, largest_fitting, probe_sizes
+from scalebench.capacity.command import parse_bytes
+from scalebench.capacity.model import TERMS, CalibrationPoint, MemoryModel, Sizes, fit
+from tests.conftest import run_cli
+
+MIB = 2**20
+
+
+def superres(**solver) -> Configuration:
+    return Configuration("multiframe_superres", {"num_frames": 4, "factor": 4}, "pnp",
+                         {"device": "cpu", **solver}, "image_size")
+
+
+def points_of(coefficients, sizes, exponent=2.0, scale=3.0):
+    """Calibration points of a super-resolution configuration under a known model."""
+    model = MemoryModel(coefficients, scale, exponent, ())
+    configuration, points = superres(), []
+    for size in sizes:
+        counts = configuration.sizes(size, 1, model)
+        points.append(CalibrationPoint(size, counts.unknowns, round(counts.measurements),
+                                       counts.denoised, round(model.predict(counts))))
+    return points
+
+
+def test_fit_recovers_the_terms_of_peaks_it_is_given():
+    # Super-resolution without tiling: unknowns and denoised pixels are one column twice
+    # over, so their coefficients are recovered as a sum.
+    points = points_of((400 * MIB, 40.0, 12.0, 0.0), [32, 64, 96, 128])
+    model = fit(points)
+    assert model.measurement_exponent == pytest.approx(2.0, rel=1e-9)
+    assert model.measurement_scale == pytest.approx(3.0, rel=1e-6)
+    assert model.coefficients[0] == pytest.approx(400 * MIB, rel=1e-6)
+    for point in points:
+        counts = Sizes(point.unknowns, point.measurements, point.denoised)
+        assert model.predict(counts) == pytest.approx(point.peak_bytes, rel=1e-9)
+    assert min(model.coefficients) >= 0
+
+
+def test_fit_needs_three_sizes():
+    with pytest.raises(ValueError, match="three sizes"):
+        fit(points_of((1.0, 1.0, 1.0, 1.0), [32, 64]))
+
+
+def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
+    configuration = superres()
+    model = MemoryModel((300 * MIB, 64.0, 16.0, 0.0), 0.1875, 2.0, ())
+    budget = 2 * 2**30
+    size = largest_fitting(configuration, model, 1, budget)
+    assert size % 4 == 0  # super-resolution's images are multiples of the factor
+    assert model.predict(configuration.sizes(size, 1, model)) <= budget
+    assert model.predict(configuration.sizes(size + 4, 1, model)) > budget
+    assert model.dominant(configuration.sizes(size, 1, model)) == "per unknown"
+    assert largest_fitting(configuration, model, 1, 200 * MIB) is None
+
+
+def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
+    model = MemoryModel((100 * MIB, 0.0, 64.0, 0.0), 0.1875, 2.0, ())
+    alone = largest_fitting(superres(), model, 1, 2**30)
+    split = largest_fitting(superres(distribute_physics=True), model, 4, 2**30)
+    assert split > alone
+    assert largest_fitting(superres(), model, 4, 2**30) == alone  # every rank holds it all
+
+
+def test_probe_sizes_are_valid_and_below_the_largest():
+    assert probe_sizes(superres(), 128) == [32, 64, 96, 128]
+    assert probe_sizes(superres(), 70) == [16, 32, 52, 68]
+
+
+@pytest.mark.parametrize(("text", "expected"), [("80GiB", 80 * 2**30), ("512MiB", 512 * MIB),
+                                                ("1.5G", int(1.5 * 2**30))])
+def test_memory_budgets_parse(text, expected):
+    assert parse_bytes(text) == expected
+
+
+# --- real probes ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def capacity_cache(tmp_path_factory):
+    """The module's calibrations in a cache of their own: plan and run read calibrations, and
+    the other modules on this worker must not find these."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", str(tmp_path_factory.mktemp("capacity-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def denoising_config(tmp_path_factory):
+    """A synthetic denoising grid of two denoisers, TV and DnCNN (random weights: memory does
+    not depend on their values), at an image_size the capacity ignores."""
+    path = tmp_path_factory.mktemp("capacity") / "denoising.yml"
+    path.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 4096}}],
+        "solver": [{"denoiser": {"denoiser": ["tv", "dncnn"], "pretrained": "none",
+                                 "device": "cpu", "max_iter": 5}}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def calibrated(denoising_config):
+    """`scalebench capacity` with a budget everything fits: the calibrations, now cached."""
+    result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                     "64", "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_each_configuration_is_calibrated_once_then_read_from_the_cache(calibrated,
+                                                                        denoising_config):
+    assert [line["label"].split(" x ")[1] for line in calibrated] == [
+        "denoiser[denoiser=tv,device=cpu,max_iter=5,pretrained=none]",
+        "denoiser[denoiser=dncnn,device=cpu,max_iter=5,pretrained=none]"]
+    assert [line["cached"] for line in calibrated] == [False, False]
+    assert all(line["calibration_sizes"] == [16, 32, 48, 64] for line in calibrated)
+    again = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                    "64", "--format", "json")
+    assert [line["cached"] for line in json.loads(again.stdout)] == [True, True]
+
+
+def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_config):
+    """The budget a little above the DnCNN line's baseline: its largest predicted size is
+    run once, and its measured peak is within the budget and 15 % of the prediction."""
+    dncnn = calibrated[1]
+    budget = int(dncnn["terms"]["process baseline"] + 160 * MIB)
+    result = run_cli("capacity", denoising_config, "--memory", f"{budget}B",
+                     "--calibration-size", "64", "--format", "json", "--verify")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = json.loads(result.stdout)[1]
+    assert line["predicted_peak_bytes"] <= budget
+    assert line["measured_peak_bytes"] <= budget
+    assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
+    assert set(line["terms"]) == set(TERMS) and line["dominant_term"] in TERMS
+
+
+def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
+                                                                 denoising_config):
+    result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                     "64")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "largest image_size within 64GiB per rank (host memory):"
+    size = calibrated[0]["largest_size"]
+    assert f"1 rank: up to image_size {size}, predicted " in lines[1]
+    assert "dominated by per unknown (calibrated at 16, 32, 48, 64, cached)" in lines[1]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--memory", "lots"), "--memory 'lots' is not a memory size: give a positive number "
+                           "with a unit, e.g. 80GiB, 512MiB, 16G"),
+    (("--memory", "8GiB", "--size-parameter", "image_side"),
+     "dataset 'synthetic' has no size parameter 'image_side' (its integer parameters: "
+     "image_size, channels, ndim, factor, seed); choose one with --size-parameter"),
+    (("--memory", "1MiB", "--calibration-size", "64"), "the budget 0.00 GiB is below the "
+                                                       "process baseline"),
+])
+def test_bad_capacity_input_is_one_line_exit_2(calibrated, denoising_config, arguments,
+                                               message):
+    result = run_cli("capacity", denoising_config, *arguments)
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_a_training_config_is_refused(tmp_path):
+    config = tmp_path / "training.yml"
+    config.write_text(yaml.safe_dump({"objective": ["supervised_training"],
+                                      "dataset": [{"synthetic": {}}],
+                                      "solver": [{"unrolled_pnp": {}}]}))
+    result = run_cli("capacity", config, "--memory", "8GiB")
+    assert result.returncode == 2
+    assert "scalebench capacity covers the inference benchmark's experiments" in result.stderr
+
+
+def test_ranks_as_a_parameter_give_a_line_per_rank_count_from_one_calibration(tmp_path):
+    config = tmp_path / "ranks.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"num_angles": 32, "num_operators": 4,
+                                       "projector": "astra"}}],
+        "solver": [{"pnp": {"device": "cpu", "distribute_physics": True,
+                            "slurm_ntasks_per_node": [1, 4]}}]}))
+    result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                     "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = json.loads(result.stdout)
+    assert [(line["ranks"], line["cached"]) for line in lines] == [(1, False), (4, True)]
+    # a rank holding a quarter of the sinograms fits at least as large an image
+    assert lines[1]["largest_size"] >= lines[0]["largest_size"]
+    text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64")
+    assert "  with 4 ranks: up to image_size " in text.stdout, text.stderr

@@ -1,0 +1,108 @@
+"""The calibrated memory model against measured peaks, side by side in one run.
+
+For CT (ASTRA's and the torch projector), super-resolution, radio interferometry and
+synthetic denoising (DnCNN), each calibrated at sizes up to ``--calibration-size``
+(scalebench.capacity, a fresh cache): the predicted and the measured peak (host memory,
+fresh processes) at the sizes of 4x and 16x the unknowns of the largest calibration size
+(twice and four times its side), their ratio, and the ratio of their size-dependent parts
+(peak less the fitted process baseline). Then, with ``--budget``: the largest size predicted
+to fit, run once (its measured peak must be within the budget) and the prediction at the next
+size step (above the budget).
+
+Targets: every predicted peak within 15 % of the measured one; the largest predicted size
+within the budget, the next step above it.
+
+    python tools/capacity_check.py [--calibration-size 256] [--budget 3GiB] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+TARGET = 0.15
+RADIO = {"declination_deg": -30.0, "hour_angle_start": -4.0, "hour_angle_end": 4.0,
+         "num_times": 64, "frequency_mhz": 1284.0, "bandwidth_mhz": 856.0, "num_channels": 8,
+         "weighting": "natural", "num_operators": 4, "noise_level": 0.01}
+PNP = {"denoiser": "tv", "device": "cpu", "denoiser_sigma": 0.01}
+CASES = {
+    "ct_astra": ("tomography_2d", {"num_angles": 90, "projector": "astra",
+                                   "noise_level": 0.01}, "pnp", PNP),
+    "ct_torch": ("tomography_2d", {"num_angles": 45, "projector": "torch",
+                                   "noise_level": 0.01}, "pnp", PNP),
+    "superres": ("multiframe_superres", {"num_frames": 4, "factor": 4}, "pnp", PNP),
+    "radio": ("radio_interferometry", RADIO, "pnp", PNP),
+    "denoising": ("synthetic", {"task": "denoising"}, "denoiser",
+                  {"denoiser": "dncnn", "pretrained": "none", "device": "cpu",
+                   "denoiser_sigma": 0.05}),
+}
+
+
+def gib(value: float) -> str:
+    return f"{value / 2**30:7.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calibration-size", type=int, default=256)
+    parser.add_argument("--budget", default="3GiB")
+    parser.add_argument("--only", choices=tuple(CASES), nargs="*", default=None)
+    args = parser.parse_args()
+    os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
+    from scalebench.capacity.calibration import (
+        Configuration,
+        calibrate,
+        largest_fitting,
+        probe_point,
+        probe_sizes,
+        valid_at_most,
+    )
+    from scalebench.capacity.command import parse_bytes
+
+    budget = parse_bytes(args.budget)
+    verdicts = []
+    print(f"{'case':10} {'size':>5}  {'predicted GiB':>13} {'measured GiB':>12} "
+          f"{'ratio':>6} {'size part ratio':>15}  dominant")
+    for name in args.only or CASES:
+        dataset, dataset_params, solver, solver_params = CASES[name]
+        configuration = Configuration(dataset, dataset_params, solver, solver_params,
+                                      "image_size")
+        sizes = probe_sizes(configuration, args.calibration_size)
+        model, _ = calibrate(configuration, sizes)
+        print(f"{name:10} calibrated at {sizes}: baseline {gib(model.baseline_bytes).strip()}"
+              f" GiB, bytes per unknown {model.coefficients[1]:.1f}, per measurement "
+              f"{model.coefficients[2]:.1f}, per denoised pixel {model.coefficients[3]:.1f}")
+        for factor in (2, 4):
+            size = valid_at_most(configuration, factor * sizes[-1])
+            counts = configuration.sizes(size, 1, model)
+            predicted = model.predict(counts)
+            measured = probe_point(configuration, size).peak_bytes
+            part = (predicted - model.baseline_bytes) / max(measured - model.baseline_bytes, 1)
+            ratio = predicted / measured
+            verdicts.append((f"{name} at {size}", ratio, abs(ratio - 1) <= TARGET))
+            print(f"{name:10} {size:5}  {gib(predicted):>13} {gib(measured):>12} "
+                  f"{ratio:6.3f} {part:15.3f}  {model.dominant(counts)}", flush=True)
+        largest = largest_fitting(configuration, model, 1, budget)
+        if largest is None:
+            print(f"{name:10} nothing fits {args.budget}")
+            continue
+        measured = probe_point(configuration, largest).peak_bytes
+        step = next(size for size in range(largest + 1, 2 * largest + 2)
+                    if configuration.valid(size))
+        above = model.predict(configuration.sizes(step, 1, model))
+        verdicts.append((f"{name} largest {largest} within {args.budget}", measured / budget,
+                         measured <= budget))
+        verdicts.append((f"{name} next size {step} predicted above {args.budget}",
+                         above / budget, above > budget))
+        print(f"{name:10} budget {args.budget}: largest {largest}, measured "
+              f"{gib(measured).strip()} GiB; next size {step} predicted {gib(above).strip()} "
+              f"GiB", flush=True)
+    for label, value, met in verdicts:
+        print(f"target {label}: {value:.3f} {'met' if met else 'NOT met'}")
+    return 0 if all(met for _, _, met in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
