@@ -68,6 +68,19 @@ def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
     assert largest_fitting(superres(), model, 4, 2**30) == alone  # every rank holds it all
 
 
+def test_a_calibration_that_does_not_grow_gives_no_largest_size():
+    from scalebench.capacity.command import answer
+
+    points = tuple(CalibrationPoint(size, size * size, 0, size * size, 2**30)
+                   for size in (32, 64, 96, 128))
+    flat = MemoryModel((2**30, 0.0, 0.0, 0.0), 0.0, 0.0, points)
+    line = answer(superres(), "flat", 1, 4 * 2**30, flat, False)
+    assert line.largest_size is None
+    assert line.text() == ("flat  1 rank: no answer: the probed peaks do not grow with "
+                           "image_size; calibrate at larger sizes (--calibration-size) "
+                           "(calibrated at 32, 64, 96, 128)")
+
+
 def test_probe_sizes_are_valid_and_below_the_largest():
     assert probe_sizes(superres(), 128) == [32, 64, 96, 128]
     assert probe_sizes(superres(), 70) == [16, 32, 52, 68]

@@ -59,7 +59,7 @@ def main() -> int:
         probe_sizes,
         valid_at_most,
     )
-    from scalebench.capacity.command import parse_bytes
+    from scalebench.capacity.command import grows, parse_bytes
 
     budget = parse_bytes(args.budget)
     verdicts = []
@@ -84,6 +84,10 @@ def main() -> int:
             verdicts.append((f"{name} at {size}", ratio, abs(ratio - 1) <= TARGET))
             print(f"{name:10} {size:5}  {gib(predicted):>13} {gib(measured):>12} "
                   f"{ratio:6.3f} {part:15.3f}  {model.dominant(counts)}", flush=True)
+        if not grows(configuration, model, 1):
+            verdicts.append((f"{name}: the calibration grows with the size", 0.0, False))
+            print(f"{name:10} no budget answer: the probed peaks do not grow with the size")
+            continue
         largest = largest_fitting(configuration, model, 1, budget)
         if largest is None:
             print(f"{name:10} nothing fits {args.budget}")

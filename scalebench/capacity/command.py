@@ -50,6 +50,7 @@ class CapacityLine:
     calibration_sizes: list[int]
     cached: bool
     measured_peak_bytes: int | None = None
+    reason: str = ""  # why there is no largest size
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -59,7 +60,7 @@ class CapacityLine:
         calibrated = f"calibrated at {', '.join(map(str, self.calibration_sizes))}" + \
             (", cached" if self.cached else "")
         if self.largest_size is None:
-            return f"{self.label}  {who}: no size fits ({calibrated})"
+            return f"{self.label}  {who}: {self.reason} ({calibrated})"
         line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}, "
                 f"predicted {gib(self.predicted_peak_bytes)} per rank, dominated by "
                 f"{self.dominant_term} ({calibrated})")
@@ -112,16 +113,30 @@ def configurations(config: Path, nproc: int, size_parameter: str,
     return found
 
 
+def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
+    """Whether the fitted model's peak grows with the size: a model whose size terms all
+    fitted to zero would call every size fitting."""
+    first, last = model.points[0].size, model.points[-1].size
+    return model.predict(configuration.sizes(last, ranks, model)) > \
+        model.predict(configuration.sizes(first, ranks, model))
+
+
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
            model: MemoryModel, cached: bool) -> CapacityLine:
     if budget < model.baseline_bytes:
         raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
                               f"{gib(model.baseline_bytes)} measured for {label}")
-    size = largest_fitting(configuration, model, ranks, budget)
     sizes = [point.size for point in model.points]
+    if not grows(configuration, model, ranks):
+        return CapacityLine(label, ranks, configuration.size_parameter, None, None, None, {},
+                            sizes, cached, reason=(
+                                f"no answer: the probed peaks do not grow with "
+                                f"{configuration.size_parameter}; calibrate at larger sizes "
+                                f"(--calibration-size)"))
+    size = largest_fitting(configuration, model, ranks, budget)
     if size is None:
         return CapacityLine(label, ranks, configuration.size_parameter, None, None, None, {},
-                            sizes, cached)
+                            sizes, cached, reason="no size fits")
     counts = configuration.sizes(size, ranks, model)
     return CapacityLine(label, ranks, configuration.size_parameter, size,
                         model.predict(counts), model.dominant(counts), model.terms(counts),
