@@ -69,7 +69,7 @@ class HostPeakMemory:
             _CLEAR_REFS.write_text("5")
 
     @staticmethod
-    def _status_mib(field: str) -> float:
+    def status_mib(field: str) -> float:
         for line in _STATUS.read_text().splitlines():
             if line.startswith(field):
                 return int(line.split()[1]) * 1024 / MIB
@@ -78,13 +78,13 @@ class HostPeakMemory:
     def current_mib(self) -> float:
         """Resident set size now (0 where /proc is unavailable)."""
         try:
-            return self._status_mib("VmRSS:")
+            return self.status_mib("VmRSS:")
         except OSError:
             return 0.0
 
     def read_mib(self) -> float:
         if self.resettable:
-            return self._status_mib("VmHWM:")
+            return self.status_mib("VmHWM:")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / MIB if sys.platform == "darwin" else peak * 1024 / MIB
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scalebench.capacity.calibration import (
@@ -164,6 +164,6 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
         line = answer(configuration, label, ranks, budget, model, cached)
         if verify and ranks == 1 and line.largest_size is not None:
             measured = probe_point(configuration, line.largest_size).peak_bytes
-            line = CapacityLine(**{**line.__dict__, "measured_peak_bytes": measured})
+            line = replace(line, measured_peak_bytes=measured)
         lines.append(line)
     return lines

@@ -61,19 +61,12 @@ def _values(y: Any) -> int:
     return sum(_values(part) for part in y)
 
 
-def _vmhwm_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise OSError("VmHWM missing from /proc/self/status")
-
-
 def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
               iterations: int) -> ProbeResult:
     """The experiment's short run in this process (a fresh one: peaks are the process's)."""
     import torch
 
-    from scalebench.profiling import StepProfiler
+    from scalebench.profiling import MIB, HostPeakMemory, StepProfiler
 
     StepProfiler.reset_peaks = False
     folder = REPO / INFERENCE_BENCHMARK
@@ -89,7 +82,8 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     objective.evaluate_result(**run.get_result())
     cuda = run.device.type == "cuda"
     measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
-    return ProbeResult(_vmhwm_bytes(), torch.cuda.max_memory_reserved(run.device) if cuda
+    host_peak = round(HostPeakMemory.status_mib("VmHWM:") * MIB)
+    return ProbeResult(host_peak, torch.cuda.max_memory_reserved(run.device) if cuda
                        else None, objective.problem.x_true.numel(), measurements)
 
 
