@@ -7,7 +7,8 @@
 - ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
 - ``scalebench plan CONFIG [--parallel-config P] [--format json]``: every job of the
   experiment with its resources, memory estimate and command; every problem, one line each.
-- ``scalebench capacity CONFIG --memory 80GiB [--device cuda] [--nproc N] [--verify]``: the
+- ``scalebench capacity CONFIG --memory 80GiB [--device cuda] [--nproc N | --parallel-config
+  P] [--verify]``: the
   largest size of each configuration whose predicted per-rank peak fits the budget, from a
   memory model calibrated by short real runs (scalebench.capacity).
 - ``scalebench report RESULTS... [-o report.html] [--png DIR]``: merge result files into one
@@ -117,8 +118,12 @@ def _parser() -> argparse.ArgumentParser:
                           "host memory on the CPU)")
     capacity.add_argument("--device", choices=("cpu", "cuda"), default=None,
                           help="device of the runs (default: each solver's own)")
-    capacity.add_argument("--nproc", type=_positive, default=1,
-                          help="ranks of experiments that set none (default 1)")
+    ranks = capacity.add_mutually_exclusive_group()
+    ranks.add_argument("--nproc", type=_positive, default=1,
+                       help="ranks of experiments that set none (default 1)")
+    ranks.add_argument("--parallel-config", type=Path, default=None,
+                       help="benchopt submitit parallel config: ranks as the jobs would ask "
+                       "for them (its slurm_nodes x slurm_ntasks_per_node under the solver's)")
     capacity.add_argument("--size-parameter", default="image_size",
                           help="the dataset parameter that sets the size (default image_size)")
     capacity.add_argument("--calibration-size", type=_positive, default=128,
@@ -134,6 +139,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="HTML file to write (default: report.html)")
     report.add_argument("--png", type=Path, default=None,
                         help="also write every figure as a PNG file into this folder")
+    report.add_argument("--capacity", type=Path, action="append", default=[], metavar="FILE",
+                        help="answers of `scalebench capacity --format json` for the capacity "
+                        "view (repeatable)")
     check = commands.add_parser("check", help="check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = commands.add_parser("replay", help="re-run archived results, compare bit for bit")
@@ -255,11 +263,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    from scalebench.capacity.command import capacity, parse_bytes
+    from scalebench.capacity.command import capacity
+    from scalebench.plan import memory_bytes
 
-    budget = parse_bytes(args.memory)
+    budget = memory_bytes(args.memory, "--memory", bare_unit="B")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
-                     args.calibration_size, args.verify)
+                     args.calibration_size, args.verify, args.parallel_config)
     if args.format == "json":
         print(json.dumps([line.to_json() for line in lines], indent=1))
     else:
@@ -272,7 +281,7 @@ def _capacity(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from scalebench.report import write_report
 
-    summary = write_report(args.results, args.output, args.png)
+    summary = write_report(args.results, args.output, args.png, args.capacity)
     print(summary)
     return EXIT_OK
 

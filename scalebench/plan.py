@@ -31,8 +31,9 @@ FLOAT_BYTES = 4
 # Images every rank holds whatever the problem: the ground truth and the estimate.
 CERTAIN_IMAGES = 2
 _SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
-_MEMORY_UNITS = {"": 2**20, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?$", re.IGNORECASE)
+_ZERO_MEMORY = re.compile(r"^0*(\.0*)?\s*[KMGT]?(I?B)?$", re.IGNORECASE)
+_MEMORY_UNITS = {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 # Parallel-config keys besides submitit's own: benchopt's backend switch and worker count.
 BENCHOPT_PARALLEL_KEYS = ("backend", "n_jobs")
 
@@ -57,7 +58,8 @@ class Job:
     node_memory_bytes: int | None  # what one node offers (None: unknown)
     command: list[str]
     problems: list[str] = field(default_factory=list)
-    memory_model: str = "none"  # "calibrated" (scalebench capacity), "lower bound" or "none"
+    # "calibrated" (scalebench capacity), "uncalibrated" (a lower bound) or "none"
+    memory_model: str = "none"
 
     @property
     def gpu_hours(self) -> float:
@@ -127,13 +129,27 @@ def timeout_seconds(value: str | int | float) -> float:
     return float(text.rstrip("smh")) * scale
 
 
-def memory_bytes(value: str | int, where: str, unit: str = "M") -> int:
-    """A SLURM memory amount ('64G', '500M', 64000 = MiB) in bytes."""
+def memory_bytes(value: str | int | float, where: str, bare_unit: str = "M") -> int:
+    """A memory amount in bytes: a positive number with a binary unit, K, M, G or T (also
+    written KiB, KB, ..., all 1024-based as SLURM counts them) or B; a bare number counts
+    ``bare_unit`` (SLURM's --mem: 'M'; a byte budget: 'B'). The rule of SLURM's memory
+    requests and of ``scalebench capacity --memory`` alike."""
     match = _MEMORY.match(str(value).strip())
-    if not match or isinstance(value, bool):
-        raise ConfigError(f"{where}: memory {value!r} must be a number with an optional unit "
-                          f"K, M, G or T (SLURM's --mem)")
-    return int(float(match.group(1)) * _MEMORY_UNITS[(match.group(2) or unit).upper()])
+    if not match or isinstance(value, bool) or float(match.group(1)) <= 0:
+        bare = "MiB" if bare_unit == "M" else "bytes"
+        raise ConfigError(f"{where}: {value!r} is not a memory size: give a positive number "
+                          f"with a unit K, M, G or T (binary, e.g. 80GiB, 512M), or bare "
+                          f"{bare}")
+    unit = match.group(2).upper() or ("B" if match.group(3) else bare_unit)
+    return int(float(match.group(1)) * _MEMORY_UNITS[unit])
+
+
+def node_memory_bytes(mem: str | int | float | None, where: str) -> int | None:
+    """What a node offers a job asking for ``slurm_mem``; None when unknown: no request, or
+    SLURM's 0 (the node's whole memory)."""
+    if mem is None or _ZERO_MEMORY.match(str(mem).strip()):
+        return None
+    return memory_bytes(mem, where)
 
 
 def gres_gpus(gres: str | None) -> int:
@@ -219,7 +235,7 @@ class MemoryEstimate:
 
     @property
     def model(self) -> str:
-        return "calibrated" if self.calibrated else "lower bound"
+        return "calibrated" if self.calibrated else "uncalibrated"
 
 
 def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
@@ -249,8 +265,9 @@ def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int |
     if estimate is None or available is None or estimate.bytes * ranks <= available:
         return None
     rank_bytes = estimate.bytes
+    model = "calibrated" if estimate.calibrated else "uncalibrated lower bound"
     return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
-            f"x {rank_bytes / 2**30:.1f} GiB, {estimate.model}) is above {holder}'s "
+            f"x {rank_bytes / 2**30:.1f} GiB, {model}) is above {holder}'s "
             f"{available / 2**30:.1f} GiB")
 
 
@@ -281,7 +298,7 @@ def _uses_cuda_here(device: str) -> bool:
     return device == "cuda"
 
 
-def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
+def job_resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
     """Nodes, tasks, GPUs, CPUs and the time limit of a job (solver over parallel config)."""
     given = {key: value for key, value in solver_params.items()
              if key.startswith("slurm_") and value is not None}
@@ -298,6 +315,12 @@ def _resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
             "ntasks_per_node": merged.get("slurm_ntasks_per_node") or 1,
             "gpus_per_node": gpus, "cpus_per_task": merged.get("slurm_cpus_per_task") or 1,
             "time": merged.get("slurm_time"), "mem": merged.get("slurm_mem")}
+
+
+def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
+    """The ranks a job runs on (``job_resources``: nodes x tasks per node)."""
+    resources = job_resources(solver_params, parallel, nproc)
+    return resources["nodes"] * resources["ntasks_per_node"]
 
 
 def _job_problems(job: Job, experiment: dict, timeout_s: float,
@@ -353,8 +376,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     from scalebench.launch.steps import expand
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
-    default = _resources({}, parallel, nproc)
-    world = default["nodes"] * default["ntasks_per_node"] if parallel else nproc
+    world = job_ranks({}, parallel, nproc)
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
         experiments = expand(config, world, configs or Path(scratch))
     objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
@@ -374,7 +396,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
          command: list[str], rules: BenchmarkRules) -> Job:
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
-    resources = _resources(solver_params, parallel, nproc)
+    resources = job_resources(solver_params, parallel, nproc)
     ranks = resources["nodes"] * resources["ntasks_per_node"]
     where = f"job {experiment['id']}"
     if parallel is None:  # a local run: the solver timeout bounds it, this machine hosts it
@@ -382,7 +404,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
     else:  # benchopt's submitit default without slurm_time: 1.5 x the solver timeout
         limit = slurm_time_seconds(resources["time"], where) if resources["time"] else \
             1.5 * timeout_s
-        node_memory = memory_bytes(resources["mem"], where) if resources["mem"] else None
+        node_memory = node_memory_bytes(resources["mem"], where)
     estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, ranks)
     job = Job(experiment["id"], experiment["label"], experiment["dataset"],
               experiment["solver"], resources["nodes"], resources["ntasks_per_node"], ranks,
@@ -414,10 +436,9 @@ def format_text(plan: Plan) -> str:
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
-    if any(job.memory_model == "lower bound" for job in plan.jobs):
-        lines.append("memory/rank: '>=' is a lower bound (process and images) where no "
-                     "calibration exists; `scalebench capacity CONFIG --memory BUDGET` "
-                     "calibrates it")
+    if any(job.memory_model == "uncalibrated" for job in plan.jobs):
+        lines.append("memory/rank: '>=' marks an uncalibrated lower bound (process and "
+                     "images); `scalebench capacity CONFIG --memory BUDGET` calibrates it")
     if plan.local and plan.jobs:
         needed = sorted({job.ranks for job in plan.jobs})
         lines.append(f"ranks: {', '.join(map(str, needed))} per job, on this machine "

@@ -1,13 +1,15 @@
 """The calibrated memory model (scalebench.capacity) and `scalebench capacity`."""
 
 import json
+import re
 
 import pytest
 import yaml
 
 from scalebench.capacity.calibration import Configuration, largest_fitting, probe_sizes
-from scalebench.capacity.command import parse_bytes
 from scalebench.capacity.model import TERMS, CalibrationPoint, MemoryModel, Sizes, fit
+from scalebench.errors import ConfigError
+from scalebench.plan import memory_bytes
 from tests.conftest import run_cli
 
 MIB = 2**20
@@ -32,25 +34,73 @@ def points_of(coefficients, sizes, exponent=2.0, scale=3.0):
 def test_fit_recovers_the_terms_of_peaks_it_is_given():
     # Super-resolution without tiling: unknowns and denoised pixels are one column twice
     # over, so their coefficients are recovered as a sum.
-    points = points_of((400 * MIB, 40.0, 12.0, 0.0), [32, 64, 96, 128])
+    points = points_of((400 * MIB, 40.0, 12.0, 0.0, 0.0), [32, 64, 96, 128])
     model = fit(points)
     assert model.measurement_exponent == pytest.approx(2.0, rel=1e-9)
     assert model.measurement_scale == pytest.approx(3.0, rel=1e-6)
     assert model.coefficients[0] == pytest.approx(400 * MIB, rel=1e-6)
     for point in points:
-        counts = Sizes(point.unknowns, point.measurements, point.denoised)
-        assert model.predict(counts) == pytest.approx(point.peak_bytes, rel=1e-9)
+        assert model.predict(point.sizes) == pytest.approx(point.peak_bytes, rel=1e-9)
     assert min(model.coefficients) >= 0
+
+
+def torch_ct() -> Configuration:
+    return Configuration("tomography_2d", {"num_angles": 45, "projector": "torch"}, "pnp",
+                         {"device": "cpu"}, "image_size")
+
+
+def test_the_torch_projectors_workspace_grows_to_its_chunk_limit_then_stays():
+    from scalebench.physics.parallel_beam import CHUNK_ELEMENTS, workspace_elements
+
+    # Below the limit every angle is in one chunk: the adjoint's 4 elements per pixel.
+    assert workspace_elements(64, 45) == 45 * 4 * 64 * 64
+    assert torch_ct().workspace(64) == 45 * 4 * 64 * 64
+    assert torch_ct().sizes(64, 1, None).workspace == 45 * 4 * 64 * 64
+    # Above it, chunks of whole angles stay within the limit; one angle at the least.
+    for size in (1024, 2048):
+        assert CHUNK_ELEMENTS // 2 < workspace_elements(size, 45) <= CHUNK_ELEMENTS
+    assert workspace_elements(4096, 45) == 4 * 4096 * 4096 > CHUNK_ELEMENTS
+    assert workspace_elements(256, 45, chunk_elements=2**20) <= 2**20
+    # ASTRA's projector and the denoiser solver have no chunk term.
+    astra = Configuration("tomography_2d", {"projector": "astra"}, "pnp", {}, "image_size")
+    assert astra.workspace(256) == 0
+    assert Configuration("tomography_2d", {"projector": "torch"}, "denoiser", {},
+                         "image_size").workspace(256) == 0
+
+
+def test_probes_with_cut_chunks_let_the_fit_predict_past_the_chunk_limit():
+    """Peaks made by a known model with a workspace term: probes at the default limit alone
+    grow the workspace like the unknowns, so the fit may give its bytes to the unknowns and
+    overestimate large sizes; with the cut-chunk probes it predicts them."""
+    configuration = torch_ct()
+    truth = MemoryModel((1200 * MIB, 20.0, 8.0, 0.0, 12.0), 0.0, 1.0, ())
+
+    def point(size, limit=None):
+        counts = configuration.sizes(size, 1, None)
+        workspace = configuration.workspace(size, limit)
+        measurements = 45 * (size * 3 // 2)  # the peaks below do not depend on the law
+        peak = truth.predict(Sizes(counts.unknowns, measurements, counts.denoised, workspace))
+        return CalibrationPoint(size, counts.unknowns, measurements, counts.denoised,
+                                round(peak), workspace)
+
+    sizes = [64, 128, 192, 256]
+    cut = [point(size, configuration.workspace(size) // 4) for size in sizes[-2:]]
+    model = fit([point(size) for size in sizes] + cut)
+    for size in (1024, 2048):
+        expected = point(size).peak_bytes
+        counts = configuration.sizes(size, 1, model)
+        counts = Sizes(counts.unknowns, 45 * (size * 3 // 2), counts.denoised, counts.workspace)
+        assert model.predict(counts) == pytest.approx(expected, rel=1e-3)
 
 
 def test_fit_needs_three_sizes():
     with pytest.raises(ValueError, match="three sizes"):
-        fit(points_of((1.0, 1.0, 1.0, 1.0), [32, 64]))
+        fit(points_of((1.0, 1.0, 1.0, 1.0, 0.0), [32, 64]))
 
 
 def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
     configuration = superres()
-    model = MemoryModel((300 * MIB, 64.0, 16.0, 0.0), 0.1875, 2.0, ())
+    model = MemoryModel((300 * MIB, 64.0, 16.0, 0.0, 0.0), 0.1875, 2.0, ())
     budget = 2 * 2**30
     size = largest_fitting(configuration, model, 1, budget)
     assert size % 4 == 0  # super-resolution's images are multiples of the factor
@@ -61,7 +111,7 @@ def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
 
 
 def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
-    model = MemoryModel((100 * MIB, 0.0, 64.0, 0.0), 0.1875, 2.0, ())
+    model = MemoryModel((100 * MIB, 0.0, 64.0, 0.0, 0.0), 0.1875, 2.0, ())
     alone = largest_fitting(superres(), model, 1, 2**30)
     split = largest_fitting(superres(distribute_physics=True), model, 4, 2**30)
     assert split > alone
@@ -73,7 +123,7 @@ def test_a_calibration_that_does_not_grow_gives_no_largest_size():
 
     points = tuple(CalibrationPoint(size, size * size, 0, size * size, 2**30)
                    for size in (32, 64, 96, 128))
-    flat = MemoryModel((2**30, 0.0, 0.0, 0.0), 0.0, 0.0, points)
+    flat = MemoryModel((2**30, 0.0, 0.0, 0.0, 0.0), 0.0, 0.0, points)
     line = answer(superres(), "flat", 1, 4 * 2**30, flat, False)
     assert line.largest_size is None
     assert line.text() == ("flat  1 rank: no answer: the probed peaks do not grow with "
@@ -86,10 +136,19 @@ def test_probe_sizes_are_valid_and_below_the_largest():
     assert probe_sizes(superres(), 70) == [16, 32, 52, 68]
 
 
-@pytest.mark.parametrize(("text", "expected"), [("80GiB", 80 * 2**30), ("512MiB", 512 * MIB),
-                                                ("1.5G", int(1.5 * 2**30))])
-def test_memory_budgets_parse(text, expected):
-    assert parse_bytes(text) == expected
+@pytest.mark.parametrize(("text", "bare_unit", "expected"), [
+    ("80GiB", "B", 80 * 2**30), ("512MiB", "B", 512 * MIB), ("1.5G", "B", int(1.5 * 2**30)),
+    ("1073741824", "B", 2**30), ("64000", "M", 64000 * MIB), ("64G", "M", 64 * 2**30),
+    ("100B", "M", 100)])
+def test_memory_amounts_parse_by_one_rule_for_budgets_and_slurm(text, bare_unit, expected):
+    assert memory_bytes(text, "--memory", bare_unit) == expected
+
+
+@pytest.mark.parametrize("text", ["lots", "0G", "-1G", "1.5Q", "G"])
+def test_a_memory_amount_that_is_not_one_is_a_one_line_error(text):
+    with pytest.raises(ConfigError, match=f"--memory: '{re.escape(text)}' is not a memory "
+                                          f"size: give a positive number"):
+        memory_bytes(text, "--memory", "B")
 
 
 # --- real probes ------------------------------------------------------------------------------
@@ -166,8 +225,9 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    (("--memory", "lots"), "--memory 'lots' is not a memory size: give a positive number "
-                           "with a unit, e.g. 80GiB, 512MiB, 16G"),
+    (("--memory", "lots"), "--memory: 'lots' is not a memory size: give a positive number "
+                           "with a unit K, M, G or T (binary, e.g. 80GiB, 512M), or bare "
+                           "bytes"),
     (("--memory", "8GiB", "--size-parameter", "image_side"),
      "dataset 'synthetic' has no size parameter 'image_side' (its integer parameters: "
      "image_size, channels, ndim, factor, seed); choose one with --size-parameter"),
@@ -208,3 +268,90 @@ def test_ranks_as_a_parameter_give_a_line_per_rank_count_from_one_calibration(tm
     assert lines[1]["largest_size"] >= lines[0]["largest_size"]
     text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64")
     assert "  with 4 ranks: up to image_size " in text.stdout, text.stderr
+
+
+def test_a_parallel_config_gives_the_ranks_its_jobs_ask_for(tmp_path):
+    config = tmp_path / "split.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"num_angles": 32, "num_operators": 4,
+                                       "projector": "astra"}}],
+        "solver": [{"pnp": {"device": "cpu", "distribute_physics": True}}]}))
+    parallel = tmp_path / "submitit.yml"
+    parallel.write_text(yaml.safe_dump({"backend": "submitit", "slurm_nodes": 2,
+                                        "slurm_ntasks_per_node": 2}))
+    result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                     "--parallel-config", parallel, "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line, = json.loads(result.stdout)
+    assert line["ranks"] == 4 and line["largest_size"] > 0
+    both = run_cli("capacity", config, "--memory", "8GiB", "--nproc", "2",
+                   "--parallel-config", parallel)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+# --- the report's capacity view -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def capacity_report(calibrated, tmp_path_factory):
+    """Real DnCNN runs at two sizes of the calibrated configuration, and their report with
+    the capacity answers."""
+    from scalebench.report.data import load_results
+    from scalebench.report.capacity import load_capacity
+
+    folder = tmp_path_factory.mktemp("capacity-report")
+    config = folder / "runs.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": [32, 64]}}],
+        "solver": [{"denoiser": {"denoiser": "dncnn", "pretrained": "none", "device": "cpu",
+                                 "max_iter": 2}}]}))
+    run = run_cli("run", config, "--no-html", "--output", "runs", "--outputs", folder)
+    assert run.returncode == 0, run.stderr[-2000:]
+    answers = folder / "capacity.json"
+    answers.write_text(json.dumps(calibrated))
+    page = run_cli("report", folder / "runs.parquet", "--capacity", answers, "-o",
+                   folder / "report.html")
+    assert page.returncode == 0, page.stderr[-2000:]
+    results = load_results([folder / "runs.parquet"])
+    results.capacity = load_capacity([answers])
+    return results, (folder / "report.html").read_text(), answers
+
+
+def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capacity_report):
+    from scalebench.report.capacity import capacity
+    from tests.figure_layout import layout_problems
+
+    results, page, _ = capacity_report
+    view = capacity(results)
+    assert "Capacity: peak memory vs size, model and budget" in page
+    tv, dncnn = view.summary.rows
+    assert dncnn[-1] == "32, 64" and tv[-1] == "-"  # the runs found for each configuration
+    answer = results.capacity[1]
+    assert dncnn[4] == str(answer["largest_size"])
+    axis = view.figure.axes[1]
+    model, = [line for line in axis.get_lines() if line.get_label() == "model: predicted peak"]
+    assert list(model.get_xdata()) == [size for size, _ in answer["curve"]]
+    budget, = [line for line in axis.get_lines() if line.get_label().startswith("memory")]
+    assert budget.get_ydata()[0] == pytest.approx(answer["budget_bytes"] / 2**30)
+    largest, = [line for line in axis.get_lines() if line.get_label() == "largest fitting size"]
+    assert largest.get_xdata()[0] == answer["largest_size"]
+    runs, = [c for c in axis.collections if c.get_label().startswith("runs of these")]
+    assert sorted(x for x, _ in runs.get_offsets()) == [32, 64]
+    probes, = [c for c in axis.collections if c.get_label().startswith("calibration")]
+    assert len(probes.get_offsets()) == len(answer["calibration_sizes"])
+    assert layout_problems(view.figure) == []
+
+
+def test_a_file_that_is_not_a_capacity_answer_is_refused_in_one_line(capacity_report,
+                                                                    tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"label": "x"}]))
+    results = tmp_path.parent
+    result = run_cli("report", capacity_report[2].parent / "runs.parquet", "--capacity", bad,
+                     "-o", results / "never.html")
+    assert result.returncode == 2 and not (results / "never.html").exists()
+    assert result.stderr.strip() == (f"scalebench: error: {bad}: not a capacity file (an "
+                                     f"answer has no 'ranks'); give what `scalebench capacity "
+                                     f"CONFIG --memory M --format json` prints")

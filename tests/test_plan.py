@@ -230,13 +230,14 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
     plan = _plan(_config(tmp_path, dataset=large, solver=_pnp()))
     assert plan.problems == []
     job, = plan.jobs
-    assert job.memory_model == "lower bound"
+    assert job.memory_model == "uncalibrated"
     assert job.rank_memory_bytes == PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * 8192**2 * \
         FLOAT_BYTES
-    assert ">=1." in format_text(plan) and "'>=' is a lower bound" in format_text(plan)
+    text = format_text(plan)
+    assert ">=1." in text and "'>=' marks an uncalibrated lower bound" in text
     huge = [{"synthetic": {"image_size": 100000}}]
     refused = _plan(_config(tmp_path, dataset=huge, solver=_pnp()))
-    assert len(refused.problems) == 1 and "lower bound) is above the node's" in \
+    assert len(refused.problems) == 1 and "uncalibrated lower bound) is above the node's" in \
         refused.problems[0]
 
 
@@ -250,7 +251,7 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     dataset = {"image_size": 8192, "num_angles": 2048}
     solver = {"max_iter": 2, "device": "cpu"}
     configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
-    model = MemoryModel((2**30, 400.0, 0.0, 0.0), 0.0, 0.0, ())
+    model = MemoryModel((2**30, 400.0, 0.0, 0.0, 0.0), 0.0, 0.0, ())
     path = cache_path(configuration, probe_sizes(configuration))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(model.to_json()))

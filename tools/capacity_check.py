@@ -59,9 +59,10 @@ def main() -> int:
         probe_sizes,
         valid_at_most,
     )
-    from scalebench.capacity.command import grows, parse_bytes
+    from scalebench.capacity.command import grows
+    from scalebench.plan import memory_bytes
 
-    budget = parse_bytes(args.budget)
+    budget = memory_bytes(args.budget, "--budget", bare_unit="B")
     verdicts = []
     print(f"{'case':10} {'size':>5}  {'predicted GiB':>13} {'measured GiB':>12} "
           f"{'ratio':>6} {'size part ratio':>15}  dominant")
@@ -73,7 +74,8 @@ def main() -> int:
         model, _ = calibrate(configuration, sizes)
         print(f"{name:10} calibrated at {sizes}: baseline {gib(model.baseline_bytes).strip()}"
               f" GiB, bytes per unknown {model.coefficients[1]:.1f}, per measurement "
-              f"{model.coefficients[2]:.1f}, per denoised pixel {model.coefficients[3]:.1f}")
+              f"{model.coefficients[2]:.1f}, per denoised pixel {model.coefficients[3]:.1f}, "
+              f"per workspace element {model.coefficients[4]:.1f}")
         for factor in (2, 4):
             size = valid_at_most(configuration, factor * sizes[-1])
             counts = configuration.sizes(size, 1, model)

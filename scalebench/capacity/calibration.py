@@ -25,6 +25,8 @@ from scalebench.errors import ConfigError
 PROBE_ITERATIONS = 2
 # Default probed sizes: the largest, and three steps below it down to a quarter of it.
 DEFAULT_LARGEST, PROBE_FRACTIONS = 128, (0.25, 0.5, 0.75, 1.0)
+# Workspace probes cut an operator's chunk to this fraction of its workspace at the size.
+WORKSPACE_CUT = 4
 # Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
 # the model's): calibrations are shared across them.
 NOT_MEMORY = ("max_iter", "eval_every")
@@ -114,7 +116,18 @@ class Configuration:
             share = operator_share(spec.num_operators(**values), ranks,
                                    solver["distribute_physics"])
             measurements = model.measurements(size) * share
-        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks))
+        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
+                     self.workspace(size))
+
+    def workspace(self, size: int, chunk_elements: int | None = None) -> int:
+        """Elements of an operator's largest chunk at ``size`` (0: no chunked operator; the
+        denoiser solver builds none)."""
+        from scalebench.problems import PROBLEMS
+
+        if self.solver != "pnp":
+            return 0
+        return PROBLEMS[self.dataset].workspace(self.at(size).resolved_dataset(),
+                                                chunk_elements)
 
 
 def probe_sizes(configuration: Configuration, largest: int = DEFAULT_LARGEST) -> list[int]:
@@ -180,25 +193,41 @@ def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_para
     return model.predict(configuration.sizes(size, ranks, model))
 
 
-def probe_point(configuration: Configuration, size: int) -> CalibrationPoint:
-    """One probe of ``configuration`` at ``size`` on one rank."""
+def probe_point(configuration: Configuration, size: int,
+                chunk_elements: int | None = None) -> CalibrationPoint:
+    """One probe of ``configuration`` at ``size`` on one rank (chunked operators with chunks
+    of at most ``chunk_elements``; None: their own limit)."""
     sized = configuration.at(size)
     one_rank = {key: value for key, value in sized.solver_params.items()
                 if not key.startswith("slurm_")}
     result = probe(sized.dataset, sized.dataset_params, sized.solver, one_rank,
-                   PROBE_ITERATIONS)
+                   PROBE_ITERATIONS, chunk_elements=chunk_elements)
     counts = configuration.sizes(size, 1, None)
     return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
-                            result.peak_bytes(configuration.device))
+                            result.peak_bytes(configuration.device),
+                            configuration.workspace(size, chunk_elements))
+
+
+def workspace_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:
+    """Probes at the two largest ``sizes`` with chunks cut to a quarter of their workspace.
+    Below the chunk limit an operator's workspace grows like the unknowns, so probes at the
+    default limit alone cannot tell the two terms apart; above it the workspace stops
+    growing, and a prediction there needs each term's own bytes. None without workspace."""
+    if configuration.workspace(sizes[-1]) == 0:
+        return []
+    return [probe_point(configuration, size, max(configuration.workspace(size) // WORKSPACE_CUT,
+                                                 1))
+            for size in sizes[-2:]]
 
 
 def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryModel, bool]:
-    """The model of ``configuration`` fitted to probes at ``sizes``, and whether it came
-    from the cache (else it is probed now and cached)."""
+    """The model of ``configuration`` fitted to probes at ``sizes`` (and ``workspace_points``),
+    and whether it came from the cache (else it is probed now and cached)."""
     model = cached_model(configuration, sizes)
     if model is not None:
         return model, True
-    model = fit([probe_point(configuration, size) for size in sizes])
+    model = fit([*(probe_point(configuration, size) for size in sizes),
+                 *workspace_points(configuration, sizes)])
     path = cache_path(configuration, sizes)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")

@@ -4,7 +4,6 @@ experiment grid whose predicted per-rank peak fits the budget."""
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,18 +18,6 @@ from scalebench.capacity.calibration import (
 from scalebench.capacity.model import MemoryModel
 from scalebench.errors import ScalebenchError
 
-UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30,
-         "GIB": 2**30, "T": 2**40, "TIB": 2**40}
-
-
-def parse_bytes(text: str) -> int:
-    """'80GiB', '80G', '512MiB', '1.5TiB' as bytes; anything else is a one-line error."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if not match or match.group(2).upper() not in UNITS or float(match.group(1)) <= 0:
-        raise ScalebenchError(f"--memory {text!r} is not a memory size: give a positive "
-                              f"number with a unit, e.g. 80GiB, 512MiB, 16G")
-    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
-
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.2f} GiB"
@@ -38,7 +25,8 @@ def gib(value: float) -> str:
 
 @dataclass(frozen=True)
 class CapacityLine:
-    """The answer for one configuration on ``ranks`` ranks."""
+    """The answer for one configuration on ``ranks`` ranks, with what the report's capacity
+    view draws: the probes, the model's curve and the budget."""
 
     label: str
     ranks: int
@@ -49,6 +37,11 @@ class CapacityLine:
     terms: dict
     calibration_sizes: list[int]
     cached: bool
+    budget_bytes: int
+    device: str  # 'cpu' (host memory) or 'cuda' (the caching allocator's reserved memory)
+    configuration: dict  # Configuration.key_record(): every parameter but the size
+    probes: list[list]  # [size, measured peak bytes, chunks cut (workspace probe)]
+    curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
     measured_peak_bytes: int | None = None
     reason: str = ""  # why there is no largest size
 
@@ -71,22 +64,24 @@ class CapacityLine:
         return line
 
 
-def configurations(config: Path, nproc: int, size_parameter: str,
-                   device: str | None) -> list[tuple[Configuration, str, int]]:
+def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
+                   parallel_config: Path | None = None) -> list[tuple[Configuration, str, int]]:
     """(configuration, label, ranks) of every experiment of ``config``, those that differ
-    only by the size once."""
+    only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
+    over the parallel config's, else ``nproc``."""
     from scalebench.benchmarks import INFERENCE_OBJECTIVE, config_objective
     from scalebench.config import read_yaml
-    from scalebench.launch.runner import experiment_ranks
     from scalebench.launch.steps import component_label, expand
+    from scalebench.plan import job_ranks, read_parallel_config
     from scalebench.problems import PROBLEMS
 
     objective = config_objective(read_yaml(config, "config"))
     if objective != INFERENCE_OBJECTIVE:
         raise ScalebenchError(f"scalebench capacity covers the inference benchmark's "
                               f"experiments ({INFERENCE_OBJECTIVE}), not {objective}")
+    parallel = read_parallel_config(parallel_config) if parallel_config else None
     with tempfile.TemporaryDirectory(prefix="scalebench-capacity-") as scratch:
-        experiments = expand(config, nproc, Path(scratch))
+        experiments = expand(config, job_ranks({}, parallel, nproc), Path(scratch))
     found, seen = [], set()
     for experiment in experiments:
         (dataset, dataset_params), = experiment["dataset"].items()
@@ -98,11 +93,11 @@ def configurations(config: Path, nproc: int, size_parameter: str,
                                   f"'{size_parameter}' (its integer parameters: "
                                   f"{', '.join(sizes) or 'none'}); choose one with "
                                   f"--size-parameter")
+        ranks = job_ranks(solver_params, parallel, nproc)
         if device is not None:
             solver_params = {**solver_params, "device": device}
         configuration = Configuration(dataset, dataset_params, solver, solver_params,
                                       size_parameter)
-        ranks = experiment_ranks(experiment, nproc)
         key = (json.dumps(configuration.key_record(), sort_keys=True, default=str), ranks)
         if key in seen:
             continue
@@ -116,9 +111,26 @@ def configurations(config: Path, nproc: int, size_parameter: str,
 def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
     """Whether the fitted model's peak grows with the size: a model whose size terms all
     fitted to zero would call every size fitting."""
-    first, last = model.points[0].size, model.points[-1].size
-    return model.predict(configuration.sizes(last, ranks, model)) > \
-        model.predict(configuration.sizes(first, ranks, model))
+    sizes = [point.size for point in model.points]
+    return model.predict(configuration.sizes(max(sizes), ranks, model)) > \
+        model.predict(configuration.sizes(min(sizes), ranks, model))
+
+
+# Sizes of the model's curve (the report's capacity view), spaced evenly on a log axis.
+CURVE_POINTS = 40
+
+
+def curve(configuration: Configuration, model: MemoryModel, ranks: int,
+          largest: int | None) -> list[list]:
+    """[size, predicted peak] from the smallest probe to half again past the largest fitting
+    size (or four times the largest probe), at valid sizes."""
+    from scalebench.capacity.calibration import valid_at_most
+
+    low = min(point.size for point in model.points)
+    high = max(largest or 0, 4 * max(point.size for point in model.points)) * 3 // 2
+    sizes = sorted({valid_at_most(configuration, round(low * (high / low) ** (k / (
+        CURVE_POINTS - 1)))) for k in range(CURVE_POINTS)} - {None})
+    return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
 
 
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
@@ -126,25 +138,35 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
     if budget < model.baseline_bytes:
         raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
                               f"{gib(model.baseline_bytes)} measured for {label}")
-    sizes = [point.size for point in model.points]
+    sizes = sorted({point.size for point in model.points})
+    default_workspace = {point.size: configuration.workspace(point.size)
+                         for point in model.points}
+    common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
+              "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
+              "device": configuration.device, "configuration": configuration.key_record(),
+              "probes": [[point.size, point.peak_bytes,
+                          point.workspace != default_workspace[point.size]]
+                         for point in model.points]}
     if not grows(configuration, model, ranks):
-        return CapacityLine(label, ranks, configuration.size_parameter, None, None, None, {},
-                            sizes, cached, reason=(
+        return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
+                            dominant_term=None, terms={}, curve=[], reason=(
                                 f"no answer: the probed peaks do not grow with "
                                 f"{configuration.size_parameter}; calibrate at larger sizes "
                                 f"(--calibration-size)"))
     size = largest_fitting(configuration, model, ranks, budget)
+    line = curve(configuration, model, ranks, size)
     if size is None:
-        return CapacityLine(label, ranks, configuration.size_parameter, None, None, None, {},
-                            sizes, cached, reason="no size fits")
+        return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
+                            dominant_term=None, terms={}, curve=line, reason="no size fits")
     counts = configuration.sizes(size, ranks, model)
-    return CapacityLine(label, ranks, configuration.size_parameter, size,
-                        model.predict(counts), model.dominant(counts), model.terms(counts),
-                        sizes, cached)
+    return CapacityLine(**common, largest_size=size, predicted_peak_bytes=model.predict(counts),
+                        dominant_term=model.dominant(counts), terms=model.terms(counts),
+                        curve=line)
 
 
 def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device: str | None,
-             largest_probe: int, verify: bool) -> list[CapacityLine]:
+             largest_probe: int, verify: bool,
+             parallel_config: Path | None = None) -> list[CapacityLine]:
     """One line per configuration and rank count of ``config``; ``verify``: the largest
     predicted size of each one-rank line run once, its peak measured."""
     if device == "cuda":
@@ -154,7 +176,8 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
             raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
                                   "host memory)")
     lines = []
-    for configuration, label, ranks in configurations(config, nproc, size_parameter, device):
+    for configuration, label, ranks in configurations(config, nproc, size_parameter, device,
+                                                      parallel_config):
         sizes = probe_sizes(configuration, largest_probe)
         if len(sizes) < 3:
             raise ScalebenchError(f"{label}: fewer than three valid {size_parameter} values "

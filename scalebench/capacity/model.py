@@ -1,11 +1,15 @@
 """Peak memory of one rank as a sum of terms, fitted to measured peaks.
 
 peak = baseline + c_u * unknowns + c_m * measurements held + c_d * pixels per denoiser call
+       + c_w * workspace elements
 
 The terms are read off the experiment without building it: unknowns from the problem's image
 shape, the measurements from a power law in the size parameter fitted to the calibration runs
 (exact for the problems here: sinogram values grow as the detector, super-resolution's frames
-as the image, the radio visibilities not at all), the denoiser's pixels from its tiling. Each
+as the image, the radio visibilities not at all), the denoiser's pixels from its tiling, the
+workspace from the chunk rule of operators that work in chunks (the torch projector's chunk
+grows with angles x N^2 up to a limit, then stays: a per-unknown term fitted below the limit
+would keep growing above it). Each
 coefficient is fitted by non-negative least squares, so a predicted peak never falls as the
 size grows. With ``distribute_physics`` a rank holds its share of the operators' measurements,
 with ``distribute_denoiser`` its share of the tiles.
@@ -16,7 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-TERMS = ("process baseline", "per unknown", "per measurement", "per denoised pixel")
+TERMS = ("process baseline", "per unknown", "per measurement", "per denoised pixel",
+         "per workspace element")
 
 
 @dataclass(frozen=True)
@@ -26,9 +31,11 @@ class Sizes:
     unknowns: int
     measurements: float
     denoised: int
+    workspace: int = 0  # elements of an operator's largest chunk (ProblemSpec.workspace)
 
     def features(self) -> tuple[float, ...]:
-        return 1.0, float(self.unknowns), float(self.measurements), float(self.denoised)
+        return (1.0, float(self.unknowns), float(self.measurements), float(self.denoised),
+                float(self.workspace))
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,11 @@ class CalibrationPoint:
     measurements: int
     denoised: int
     peak_bytes: int
+    workspace: int = 0
+
+    @property
+    def sizes(self) -> Sizes:
+        return Sizes(self.unknowns, self.measurements, self.denoised, self.workspace)
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,8 @@ class MemoryModel:
 
     @classmethod
     def from_json(cls, data: dict) -> MemoryModel:
+        if len(data["coefficients"]) != len(TERMS):
+            raise ValueError(f"a memory model has {len(TERMS)} coefficients")
         return cls(tuple(data["coefficients"]), data["measurement_scale"],
                    data["measurement_exponent"],
                    tuple(CalibrationPoint(**point) for point in data["points"]))
@@ -108,8 +122,7 @@ def fit(points: list[CalibrationPoint]) -> MemoryModel:
 
     if len({point.size for point in points}) < 3:
         raise ValueError("a memory model needs probes at three sizes at least")
-    design = np.array([Sizes(p.unknowns, p.measurements, p.denoised).features()
-                       for p in points])
+    design = np.array([point.sizes.features() for point in points])
     peaks = np.array([float(point.peak_bytes) for point in points])
     scale = design.max(axis=0)
     scale[scale == 0] = 1.0

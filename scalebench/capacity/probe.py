@@ -62,13 +62,17 @@ def _values(y: Any) -> int:
 
 
 def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
-              iterations: int) -> ProbeResult:
-    """The experiment's short run in this process (a fresh one: peaks are the process's)."""
+              iterations: int, chunk_elements: int | None = None) -> ProbeResult:
+    """The experiment's short run in this process (a fresh one: peaks are the process's);
+    ``chunk_elements``: the chunk limit of the operators that work in chunks."""
     import torch
 
+    from scalebench.physics import parallel_beam
     from scalebench.profiling import MIB, HostPeakMemory, StepProfiler
 
     StepProfiler.reset_peaks = False
+    if chunk_elements is not None:
+        parallel_beam.CHUNK_ELEMENTS = chunk_elements
     folder = REPO / INFERENCE_BENCHMARK
     data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
     solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
@@ -88,12 +92,13 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
 
 
 def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
-          iterations: int = 2, timeout_s: float = 3600) -> ProbeResult:
+          iterations: int = 2, timeout_s: float = 3600,
+          chunk_elements: int | None = None) -> ProbeResult:
     """``run_probe`` in a fresh process on one rank; a failure is a ScalebenchError naming
     the run and the last line the process printed."""
     request = json.dumps({"dataset": dataset, "dataset_params": dataset_params,
                           "solver": solver, "solver_params": solver_params,
-                          "iterations": iterations})
+                          "iterations": iterations, "chunk_elements": chunk_elements})
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}
     done = subprocess.run([sys.executable, "-m", "scalebench.capacity.probe", request],
@@ -109,7 +114,8 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
 def main(argv: list[str]) -> int:
     request = json.loads(argv[0])
     result = run_probe(request["dataset"], request["dataset_params"], request["solver"],
-                       request["solver_params"], request["iterations"])
+                       request["solver_params"], request["iterations"],
+                       request["chunk_elements"])
     print(json.dumps(result.__dict__))
     return 0
 

@@ -33,7 +33,8 @@ from deepinv.physics import LinearPhysics
 from scalebench.physics.host import per_item_on_host
 
 # Elements of the largest temporary per chunk of angles (samples x batch x channels):
-# 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors.
+# 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors. Read at each
+# application: scalebench.capacity's probes lower it to tell the chunk's memory apart.
 CHUNK_ELEMENTS = 2**24
 PROJECTORS = ("torch", "astra")
 
@@ -52,9 +53,34 @@ def rotation_centre(image_size: int) -> tuple[float, float]:
     return detector_centre, detector_centre - pad_before
 
 
+def _angles_per_chunk(per_angle: int, chunk_elements: int | None = None) -> int:
+    return max(1, (chunk_elements or CHUNK_ELEMENTS) // max(1, per_angle))
+
+
 def _chunks(num_angles: int, per_angle: int) -> list[slice]:
-    step = max(1, CHUNK_ELEMENTS // max(1, per_angle))
+    step = _angles_per_chunk(per_angle)
     return [slice(s, min(s + step, num_angles)) for s in range(0, num_angles, step)]
+
+
+def _forward_per_angle(image_size: int, batch_channels: int) -> int:
+    return detector_count(image_size) * image_size * batch_channels
+
+
+def _adjoint_per_angle(image_size: int, batch_channels: int) -> int:
+    # Several temporaries per pixel and angle (coordinate, weights, int64 indices): counted
+    # as at least 4 elements, so that both directions' chunks take alike memory.
+    return image_size * image_size * max(4, batch_channels)
+
+
+def workspace_elements(image_size: int, num_angles: int, batch_channels: int = 1,
+                       chunk_elements: int | None = None) -> int:
+    """Elements of the largest chunk one application of the torch projector over
+    ``num_angles`` angles works on (forward or adjoint), with chunks of at most
+    ``chunk_elements`` (default ``CHUNK_ELEMENTS``): it grows with angles x N^2 until the
+    chunk limit, then stays near it."""
+    return max(min(num_angles, _angles_per_chunk(per_angle, chunk_elements)) * per_angle
+               for per_angle in (_forward_per_angle(image_size, batch_channels),
+                                 _adjoint_per_angle(image_size, batch_channels)))
 
 
 class TorchParallelBeam:
@@ -103,7 +129,7 @@ class TorchParallelBeam:
         """Sinogram (B, C, W, angles) of images x (B, C, N, N)."""
         batch, channels = x.shape[:2]
         parts = []
-        for chunk in _chunks(len(self.cos), self.width * self.size * batch * channels):
+        for chunk in _chunks(len(self.cos), _forward_per_angle(self.size, batch * channels)):
             grid = self._sample_grid(chunk, x.device).expand(batch, -1, -1, -1)
             samples = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros",
                                     align_corners=True)
@@ -118,7 +144,7 @@ class TorchParallelBeam:
         offsets = torch.arange(n, dtype=torch.float32, device=device) - self.img_centre
         flat = y.reshape(batch * channels, self.width, -1)
         image = torch.zeros(batch * channels, n * n, dtype=y.dtype, device=device)
-        for chunk in _chunks(len(self.cos), n * n * max(4, batch * channels)):
+        for chunk in _chunks(len(self.cos), _adjoint_per_angle(n, batch * channels)):
             cos = self.cos[chunk, None, None].to(device=device, dtype=torch.float32)
             sin = self.sin[chunk, None, None].to(device=device, dtype=torch.float32)
             inv = 1.0 / self.step[chunk, None].to(device=device, dtype=torch.float32)

@@ -151,6 +151,16 @@ class ProblemSpec:
     # Number of operators A_k for these parameters (what distribute_physics splits).
     num_operators: Callable[..., int]
     description: str
+    # Elements of the largest temporary one application of an operator makes, for these
+    # parameters and a chunk limit (``chunk_elements=None``: the operator's own), where its
+    # operators work in chunks (scalebench.capacity fits its bytes); None: no such term.
+    workspace_elements: Callable[..., int] | None = None
+
+    def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
+        """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""
+        if self.workspace_elements is None:
+            return 0
+        return self.workspace_elements(**values, chunk_elements=chunk_elements)
 
 
 def stack(operators: list[LinearPhysics]) -> StackedLinearPhysics:

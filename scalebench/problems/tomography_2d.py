@@ -15,6 +15,7 @@ import torch
 from deepinv.physics import LinearPhysics, Tomography
 
 from scalebench.params import Param
+from scalebench.physics import parallel_beam
 from scalebench.physics.parallel_beam import ParallelBeam2D, astra_available
 from scalebench.problems.base import ProblemSetup, ProblemSpec
 from scalebench.problems.images import shepp_logan
@@ -75,6 +76,16 @@ def operator_count(num_operators: int, **_) -> int:
     return num_operators
 
 
+def workspace_elements(image_size: int, num_angles: int, num_operators: int, projector: str,
+                       chunk_elements: int | None = None, **_) -> int:
+    """The torch projector's largest chunk over one operator's angles (the largest group);
+    the other projectors' temporaries are not chunked here (0)."""
+    if resolve_projector(projector) != "torch":
+        return 0
+    angles = -(-num_angles // num_operators)
+    return parallel_beam.workspace_elements(image_size, angles, chunk_elements=chunk_elements)
+
+
 def make_projector(angles: torch.Tensor, image_size: int, projector: str) -> LinearPhysics:
     """One parallel-beam operator over ``angles`` (degrees) with a resolved projector name."""
     if projector == "deepinv":
@@ -104,4 +115,4 @@ def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
 
 
 SPEC = ProblemSpec("tomography_2d", PARAMS, setup, image_shape, operator_count,
-                   "2D parallel-beam CT of a phantom")
+                   "2D parallel-beam CT of a phantom", workspace_elements)

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from provenance.results import atomic_path
 from scalebench.errors import ScalebenchError
+from scalebench.report.capacity import load_capacity
 from scalebench.report.data import Results, estimate_images, load_results
+from scalebench.report.figures import View
 from scalebench.report.page import render_page
-from scalebench.report.views import View, all_views
+from scalebench.report.views import all_views
 
 FIGURE_DPI = 110
 
@@ -39,10 +41,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise ScalebenchError(f"cannot write {path}: {error.strerror or error}") from None
 
 
-def write_report(paths: list[Path], output: Path, png_folder: Path | None = None) -> str:
-    """Write the report of ``paths`` to ``output`` (and every figure into ``png_folder``);
-    return a one-line summary."""
+def write_report(paths: list[Path], output: Path, png_folder: Path | None = None,
+                 capacity: list[Path] = ()) -> str:
+    """Write the report of ``paths`` to ``output`` (and every figure into ``png_folder``),
+    with the capacity view of the ``capacity`` files; return a one-line summary."""
+    answers = load_capacity([Path(p) for p in capacity])
     results: Results = load_results([Path(p) for p in paths])
+    results.capacity = answers
     views = [(view, _png(view)) for view in all_views(results)]
     _write_atomically(output, render_page(results, views, estimate_images(results)).encode())
     written = [view.slug for view, png in views if png is not None]

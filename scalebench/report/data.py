@@ -41,6 +41,7 @@ def headline_metric(dataset_name: str) -> tuple[str, str]:
     """(column, label) of the headline metric of a dataset (benchopt's name, any parameters)."""
     return HEADLINE_METRICS.get(str(dataset_name).split("[")[0], DEFAULT_HEADLINE)
 SOURCE = "source_file"  # column added here: the file a row came from
+STEPS = ("grad", "denoise")  # the steps an iteration's figures are recorded for
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Results:
     files: list[dict] = field(default_factory=list)  # path, rows, status, failures
     dropped: list[dict] = field(default_factory=list)  # superseded duplicate experiments
     labels: dict[str, str] = field(default_factory=dict)  # experiment -> short label
+    # Answers of `scalebench capacity` (report.capacity.load_capacity) for the capacity view.
+    capacity: list[dict] = field(default_factory=list)
 
     def experiments(self) -> list[str]:
         return list(dict.fromkeys(self.rows[EXPERIMENT]))
@@ -218,3 +221,43 @@ def estimate_images(results: Results) -> list[dict]:
             found.append({"experiment": experiment, "label": results.labels[experiment],
                           "images": images, "first": first, "last": last})
     return found
+
+
+def measured(rows: pd.DataFrame, base: str, over_ranks: str = "max") -> str | None:
+    """The column of a per-step figure: its ``over_ranks`` statistic (max or mean) when
+    recorded, else rank 0's."""
+    for name in (f"{base}_{over_ranks}", base):
+        if name in rows and rows[name].notna().any():
+            return name
+    return None
+
+
+def per_experiment(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per experiment: its first row's parameters and provenance, with the mean of
+    every measured figure (objective_*) over its iterations (stop_val > 0) and its time per
+    iteration (benchopt's solver time at the last row over the iterations done)."""
+    first = rows.groupby(EXPERIMENT, sort=False).first()
+    iterations = rows[rows["stop_val"] > 0]
+    numeric = [c for c in iterations.select_dtypes("number").columns
+               if c.startswith("objective_")]
+    means = iterations.groupby(EXPERIMENT, sort=False)[list(numeric)].mean()
+    table = first.drop(columns=[c for c in means.columns if c in first]).join(means)
+    last = rows.sort_values("stop_val").groupby(EXPERIMENT, sort=False).last()
+    done = last["stop_val"].where(last["stop_val"] > 0)
+    table["time_per_iteration_s"] = (last["time"] / done) if "time" in last else float("nan")
+    for column in table.columns:  # peaks: the largest over the run, not the mean
+        if "peak" in column and column in rows:
+            table[column] = rows.groupby(EXPERIMENT, sort=False)[column].max()
+    return table
+
+
+def step_peaks(table: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per ``per_experiment`` row, the largest peak of any step and any rank, by memory:
+    'host_rss' (resident set) and 'cuda_alloc' (CUDA allocated), those recorded."""
+    peaks = {}
+    for kind in ("host_rss", "cuda_alloc"):
+        columns = [c for step in STEPS
+                   for c in [measured(table, f"objective_{step}_peak_{kind}_mib")] if c]
+        if columns:
+            peaks[kind] = table[columns].max(axis=1)
+    return peaks

@@ -17,7 +17,7 @@ from scalebench.report.data import (
     headline_metric,
     run_resources,
 )
-from scalebench.report.views import View
+from scalebench.report.figures import View
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }

@@ -8,32 +8,41 @@ provenance (``prov_world_size``), never from the requested resources.
 
 from __future__ import annotations
 
-import re
-import textwrap
-from dataclasses import dataclass
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from scalebench.metric_names import QUALITY_METRICS, metric_column  # noqa: E402
-from scalebench.report.data import (  # noqa: E402
+from scalebench.metric_names import QUALITY_METRICS, metric_column
+from scalebench.report.capacity import capacity
+from scalebench.report.data import (
     EXPERIMENT,
+    STEPS,
     Results,
     configuration_columns,
     experiment_labels,
     headline_metric,
+    measured,
     parameter_text,
+    per_experiment,
+    step_peaks,
+)
+from scalebench.report.figures import (
+    FIGURE_WIDTH,
+    SMALL_FONT,
+    Table,
+    View,
+    bar_height,
+    headroom,
+    legend_below,
+    legend_height,
+    new_figure,
+    number,
+    skip,
+    wrap,
 )
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
                 for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
-STEPS = ("grad", "denoise")
 WORLD = "prov_world_size"
 # Parameters whose growth is more work, and the power the work grows with: counts of views,
 # frames, time steps, channels or patches grow it linearly, image and patch sides
@@ -42,78 +51,6 @@ WORK_PARAMETERS = {"p_dataset_num_angles": 1, "p_dataset_num_frames": 1,
                    "p_dataset_num_projections": 1, "p_dataset_num_times": 1,
                    "p_dataset_num_channels": 1, "p_dataset_image_size": 2,
                    "p_solver_batch_size": 1, "p_solver_patch_size": 2}
-
-
-@dataclass
-class View:
-    slug: str  # file name of its PNG
-    title: str
-    figure: Figure | None
-    rows: pd.DataFrame | None = None  # the rows the figure compares (environment check)
-    note: str = ""  # what is plotted, or why nothing is
-    summary: Table | None = None  # the figures the plot shows, as a short table
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-def _skip(slug: str, title: str, reason: str) -> View:
-    return View(slug, title, None, None, reason)
-
-
-# Label endings kept on one line: "4 ranks", "rep 1".
-UNBROKEN = re.compile(r"(\d+) (ranks)$|(rep) (\d+)")
-
-
-def wrap(label: str, width: int = 48) -> str:
-    kept = UNBROKEN.sub(lambda m: "\xa0".join(filter(None, m.groups())), label)
-    return "\n".join(textwrap.wrap(kept, width)).replace("\xa0", " ")
-
-
-def number(value, digits: int = 3) -> str:
-    """A measured figure for a table: ``digits`` significant digits, '-' when missing."""
-    if value is None or pd.isna(value):
-        return "-"
-    return f"{float(value):.{digits}g}"
-
-
-# Figure text: tick labels and legends at this size (points); figures are at most
-# FIGURE_WIDTH inches wide, the page's width at the report's resolution.
-SMALL_FONT = 7
-FIGURE_WIDTH = 10.0
-LINE_HEIGHT_IN = 1.3 * SMALL_FONT / 72  # one line of small text
-
-
-def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
-    """A figure whose layout engine keeps labels, titles and outside legends inside it."""
-    return plt.subplots(rows, columns, squeeze=False, figsize=(width, height),
-                        layout="constrained")
-
-
-def _legend_columns(labels: list[str], width: float) -> int:
-    """Columns of a legend below the plots: as many as the widest entry lets fit."""
-    widest = max(len(line) for label in labels for line in label.split("\n"))
-    column_in = (widest * 0.6 * SMALL_FONT + 40) / 72  # text, handle and spacing
-    return max(1, min(len(labels), int(0.95 * width / column_in)))
-
-
-def legend_height(labels: list[str], width: float) -> float:
-    """Inches a legend of ``labels`` takes below the plots of a ``width``-inch figure."""
-    columns = _legend_columns(labels, width)
-    lines = max(label.count("\n") + 1 for label in labels)
-    return 0.25 + -(-len(labels) // columns) * lines * LINE_HEIGHT_IN * 1.45
-
-
-def _legend(figure: Figure, axis) -> None:
-    """The legend of ``axis``'s lines below every plot of ``figure``, never over the data."""
-    handles, labels = axis.get_legend_handles_labels()
-    if handles:
-        width = figure.get_figwidth()
-        figure.legend(handles, labels, loc="outside lower center", fontsize=SMALL_FONT,
-                      ncol=_legend_columns(labels, width), frameon=False)
 
 
 def line_styles(results: Results) -> dict[str, dict]:
@@ -131,61 +68,20 @@ def line_styles(results: Results) -> dict[str, dict]:
             for e in first.index}
 
 
-def headroom(values: pd.Series) -> float | None:
-    """The top of an axis from 0: a tenth above the largest value (None: matplotlib's own
-    choice, when there is nothing positive to show)."""
-    top = values.max()
-    return float(top) * 1.1 if pd.notna(top) and top > 0 else None
-
-
-def _bar_height(labels: list[str]) -> float:
-    """Inches per bar: room for its (wrapped) label's lines."""
-    lines = max(label.count("\n") + 1 for label in labels)
-    return max(0.3, lines * LINE_HEIGHT_IN * 1.25 + 0.08)
-
-
-def measured(rows: pd.DataFrame, base: str, over_ranks: str = "max") -> str | None:
-    """The column of a per-step figure: its ``over_ranks`` statistic (max or mean) when
-    recorded, else rank 0's."""
-    for name in (f"{base}_{over_ranks}", base):
-        if name in rows and rows[name].notna().any():
-            return name
-    return None
-
-
-def per_experiment(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per experiment: its first row's parameters and provenance, with the mean of
-    every measured figure (objective_*) over its iterations (stop_val > 0) and its time per
-    iteration (benchopt's solver time at the last row over the iterations done)."""
-    first = rows.groupby(EXPERIMENT, sort=False).first()
-    iterations = rows[rows["stop_val"] > 0]
-    numeric = [c for c in iterations.select_dtypes("number").columns
-               if c.startswith("objective_")]
-    means = iterations.groupby(EXPERIMENT, sort=False)[list(numeric)].mean()
-    table = first.drop(columns=[c for c in means.columns if c in first]).join(means)
-    last = rows.sort_values("stop_val").groupby(EXPERIMENT, sort=False).last()
-    done = last["stop_val"].where(last["stop_val"] > 0)
-    table["time_per_iteration_s"] = (last["time"] / done) if "time" in last else float("nan")
-    for column in table.columns:  # peaks: the largest over the run, not the mean
-        if "peak" in column and column in rows:
-            table[column] = rows.groupby(EXPERIMENT, sort=False)[column].max()
-    return table
-
-
 def quality(results: Results) -> View:
     rows = results.rows
     headline_columns = {headline_metric(name)[0] for name in rows["dataset_name"].unique()}
     metrics = sorted([(c, name) for c, name in QUALITY if c in rows and rows[c].notna().any()],
                      key=lambda metric: metric[0] not in headline_columns)  # headlines first
     if not metrics:
-        return _skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
+        return skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
     axes_x = [("stop_val", "iteration")] + ([("time", "solver time (s)")] if "time" in rows
                                           else [])
     random = random_weight_experiments(rows)
     labels = [wrap(results.labels[e] + (RANDOM_MARK if e in random else ""), 60)
               for e in results.experiments()]
     width = min(FIGURE_WIDTH, 3.4 * len(metrics))
-    figure, axes = _figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
+    figure, axes = new_figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
                            len(axes_x), len(metrics))
     summary = []
     styles = line_styles(results)
@@ -208,7 +104,7 @@ def quality(results: Results) -> View:
             axes[i][j].tick_params(labelsize=SMALL_FONT)
             if x_name == "iteration":
                 axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
-    _legend(figure, axes[0][0])
+    legend_below(figure, axes[0][0])
     header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
                                              for when in ("initial", "final"))]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
@@ -264,11 +160,11 @@ def step_breakdown(results: Results) -> View:
         if comm:
             parts[f"{step} (communication)"] = communication
     if not parts:
-        return _skip("steps", "Per-step time", "no per-step time column "
+        return skip("steps", "Per-step time", "no per-step time column "
                      "(objective_grad_time_s, objective_denoise_time_s)")
     frame = pd.DataFrame(parts).fillna(0.0)
     labels = [wrap(results.labels[e]) for e in frame.index]
-    figure, axes = _figure(FIGURE_WIDTH, 0.9 + _bar_height(labels) * len(frame)
+    figure, axes = new_figure(FIGURE_WIDTH, 0.9 + bar_height(labels) * len(frame)
                            + legend_height(list(parts), FIGURE_WIDTH))
     axis = axes[0][0]
     plotted = frame.set_axis(labels)
@@ -278,7 +174,7 @@ def step_breakdown(results: Results) -> View:
     axis.invert_yaxis()
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(axis="x", alpha=0.3)
-    _legend(figure, axis)
+    legend_below(figure, axis)
     busy = {step: column for step in STEPS
             for column in [measured(table, f"objective_{step}_cpu_utilization", "mean")]
             if column}
@@ -303,15 +199,12 @@ def _pixels_axis(axis, pixels: pd.Series) -> None:
 
 def memory(results: Results) -> View:
     table = reading_order(per_experiment(results.rows), results.rows)
-    peaks = [c for base in ("host_rss", "cuda_alloc") for step in STEPS
-             for c in [measured(table, f"objective_{step}_peak_{base}_mib")] if c]
-    if not peaks or "p_dataset_image_size" not in table:
-        return _skip("memory", "Peak memory vs problem size", "needs peak-memory columns and "
-                     "p_dataset_image_size")
-    kinds = {kind: [c for c in peaks if kind in c] for kind in ("host_rss", "cuda_alloc")}
-    kinds = {kind: columns for kind, columns in kinds.items() if columns}
-    for kind, columns in kinds.items():
-        table[f"peak_{kind}"] = table[columns].max(axis=1)
+    kinds = step_peaks(table)
+    if not kinds or "p_dataset_image_size" not in table:
+        return skip("memory", "Peak memory vs problem size", "needs peak-memory columns and "
+                    "p_dataset_image_size")
+    for kind, peak in kinds.items():
+        table[f"peak_{kind}"] = peak
     # One line per configuration and world size: the image size is the axis.
     series = [c for c in configuration_columns(results.rows, ("p_dataset_image_size",))
               if c in table] + [c for c in (WORLD,) if c in table]
@@ -320,7 +213,7 @@ def memory(results: Results) -> View:
     where = {"host_rss": "host", "cuda_alloc": "GPU"}
     labels = [wrap(f"{names[group.index[0]]} ({where[kind]})", 60) for kind in kinds
               for _, group in groups]
-    figure, axes = _figure(8, 3.6 + legend_height(labels, 8))
+    figure, axes = new_figure(8, 3.6 + legend_height(labels, 8))
     axis = axes[0][0]
     styles = line_styles(results)
     for kind in kinds:
@@ -334,7 +227,7 @@ def memory(results: Results) -> View:
     axis.set(xlabel="image pixels (image_size²)", ylabel="peak memory (MiB)")
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
-    _legend(figure, axis)
+    legend_below(figure, axis)
     summary = [[results.labels[e], parameter_text(row["p_dataset_image_size"]),
                 *(number(row[f"peak_{kind}"], 5) for kind in kinds)]
                for e, row in table.iterrows()]
@@ -355,7 +248,7 @@ def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame)
 def strong_scaling(results: Results) -> View:
     table = per_experiment(results.rows)
     if WORLD not in table or table["time_per_iteration_s"].isna().all():
-        return _skip("strong_scaling", "Strong scaling", "needs prov_world_size and timed "
+        return skip("strong_scaling", "Strong scaling", "needs prov_world_size and timed "
                      "iterations")
     curves = []
     for _, group in _series(table, (), results.rows):
@@ -364,11 +257,11 @@ def strong_scaling(results: Results) -> View:
         if len(by_ranks) >= 2:
             curves.append((group, by_ranks))
     if not curves:
-        return _skip("strong_scaling", "Strong scaling", "no configuration was measured on "
+        return skip("strong_scaling", "Strong scaling", "no configuration was measured on "
                      "two or more world sizes")
     names = experiment_labels(results.rows, (WORLD,))
     labels = [wrap(names[group.index[0]], 60) for group, _ in curves] + ["ideal"]
-    figure, axes = _figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
+    figure, axes = new_figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
     speed, efficiency = axes[0]
     compared, summary = [], []
     for (group, by_ranks), label in zip(curves, labels, strict=False):
@@ -395,7 +288,7 @@ def strong_scaling(results: Results) -> View:
         axis.grid(alpha=0.3)
         axis.tick_params(labelsize=SMALL_FONT)
         axis.set_xticks(sorted({r for _, by_ranks in curves for r in by_ranks.index}))
-    _legend(figure, speed)
+    legend_below(figure, speed)
     return View("strong_scaling", "Strong scaling: speedup and parallel efficiency", figure,
                 pd.concat(compared), "time per iteration of the same configuration on each "
                 "world size; efficiency = speedup x base ranks / ranks",
@@ -406,7 +299,7 @@ def strong_scaling(results: Results) -> View:
 def weak_scaling(results: Results) -> View:
     table = per_experiment(results.rows)
     if WORLD not in table or table["time_per_iteration_s"].isna().all():
-        return _skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
+        return skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
                      "iterations")
     found = []  # (label, by_ranks, experiments)
     sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
@@ -424,11 +317,11 @@ def weak_scaling(results: Results) -> View:
                     label = f"{names[series.index[0]]}: {label}"
                 found.append((label, by_ranks, series))
     if not found:
-        return _skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
+        return skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
                      "(views, frames, batch or pixels / world size) on two or more world "
                      "sizes")
     labels = [wrap(label, 60) for label, _, _ in found]
-    figure, axes = _figure(8, 3.6 + legend_height(labels, 8))
+    figure, axes = new_figure(8, 3.6 + legend_height(labels, 8))
     axis = axes[0][0]
     compared, summary = [], []
     for (label, by_ranks, series), shown in zip(found, labels, strict=True):
@@ -442,7 +335,7 @@ def weak_scaling(results: Results) -> View:
     axis.set_xticks(sorted({r for _, by_ranks, _ in found for r in by_ranks.index}))
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
-    _legend(figure, axis)
+    legend_below(figure, axis)
     return View("weak_scaling", "Weak scaling efficiency", figure, pd.concat(compared),
                 "efficiency = time per iteration on the fewest ranks / time on N ranks, at "
                 "constant work per rank (a count, or a side squared, over the ranks)",
@@ -453,7 +346,7 @@ def compile_speedup(results: Results) -> View:
     table = per_experiment(results.rows)
     denoise = measured(table, "objective_denoise_time_s")
     if "p_solver_compile" not in table or denoise is None:
-        return _skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
+        return skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
     bars, compared, summary = {}, [], []
     names = experiment_labels(results.rows, ("p_solver_compile",))
     for _, group in _series(table, ("p_solver_compile",), results.rows):
@@ -466,9 +359,9 @@ def compile_speedup(results: Results) -> View:
                             number(bars[wrap(name)])])
             compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
     if not bars:
-        return _skip("compile", "Compile speedup", "no configuration was run both with and "
+        return skip("compile", "Compile speedup", "no configuration was run both with and "
                      "without compile")
-    figure, axes = _figure(8, 0.9 + _bar_height(list(bars)) * len(bars))
+    figure, axes = new_figure(8, 0.9 + bar_height(list(bars)) * len(bars))
     axis = axes[0][0]
     axis.barh(list(bars), list(bars.values()), color="tab:green", height=0.7)
     axis.axvline(1.0, color="grey", linestyle=":")
@@ -487,7 +380,7 @@ def training(results: Results) -> View:
     throughput = next((c for c in rows.columns if "throughput" in c
                        and pd.api.types.is_numeric_dtype(rows[c])), None)
     if throughput is None:
-        return _skip("training", "Training throughput", "no training results (no throughput "
+        return skip("training", "Training throughput", "no training results (no throughput "
                      "column)")
     table = per_experiment(rows)
     # The mode that ran ('auto' resolves to one), and what a step itself needs: its peak
@@ -498,8 +391,8 @@ def training(results: Results) -> View:
                               for kind in ("cuda_alloc_mib", "host_rss_mib"))), None)
     panels = 2 if checkpointing and peak else 1
     labels = [wrap(results.labels[e]) for e in table.index]
-    figure, axes = _figure(min(FIGURE_WIDTH, 5 * panels),
-                           1.2 + _bar_height(labels) * len(labels), 1, panels)
+    figure, axes = new_figure(min(FIGURE_WIDTH, 5 * panels),
+                           1.2 + bar_height(labels) * len(labels), 1, panels)
     axes[0][0].barh(labels, table[throughput], height=0.7)
     axes[0][0].set(xlabel=throughput)
     axes[0][0].invert_yaxis()
@@ -512,7 +405,7 @@ def training(results: Results) -> View:
         axes[0][1].set_xlim(0, headroom(table[peak]))
         axes[0][1].set_ylim(0, headroom(table[throughput]))
         axes[0][1].tick_params(labelsize=SMALL_FONT)
-        _legend(figure, axes[0][1])
+        legend_below(figure, axes[0][1])
     summary = [[results.labels[e], number(row[throughput]),
                 *([number(row[peak])] if panels == 2 else [])] for e, row in table.iterrows()]
     return View("training", "Training throughput and checkpointing trade-off", figure, rows,
@@ -520,8 +413,8 @@ def training(results: Results) -> View:
                               summary))
 
 
-VIEWS = (quality, step_breakdown, memory, strong_scaling, weak_scaling, compile_speedup,
-         training)
+VIEWS = (quality, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
+         compile_speedup, training)
 
 
 def all_views(results: Results) -> list[View]:
