@@ -38,13 +38,13 @@ SIF ?= scalebench.sif
 .PHONY: image-docker image-apptainer image-definitions
 
 image-docker: $(STAMP)
-	$(BIN)/python -m scalebench.images build --engine "$(ENGINE)" --tag $(IMAGE)
+	$(BIN)/python containers/build.py build --engine "$(ENGINE)" --tag $(IMAGE)
 
 # SIF_OPTIONS: apptainer build options, e.g. --fakeroot (on some hosts, such as the test
 # machines, even root builds a definition with %post only with it).
 SIF_OPTIONS ?=
 image-apptainer: $(STAMP)
-	$(BIN)/python -m scalebench.images build-sif $(SIF) -- $(SIF_OPTIONS)
+	$(BIN)/python containers/build.py build-sif $(SIF) -- $(SIF_OPTIONS)
 
 # Regenerates containers/Dockerfile, containers/scalebench.def and containers/weights/manifest.txt
 # after a change of the pins or of scalebench/data/manifest.toml.

@@ -2,13 +2,14 @@
 
 from benchopt import BaseObjective
 
-from scalebench.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
-from scalebench.stamping import OBJECTIVE_NAME, row_provenance
+from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE
+from scalebench.runtime.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
+from scalebench.runtime.stamping import row_provenance
 
 
 class Objective(BaseObjective):
     # Name shown in results and reports.
-    name = OBJECTIVE_NAME
+    name = INFERENCE_OBJECTIVE
     # Everything is installed by the scalebench distribution (pyproject.toml); nothing here.
     requirements = []
     # Oldest benchopt whose callback and output format this benchmark relies on.
@@ -29,21 +30,21 @@ class Objective(BaseObjective):
         # Solvers receive the whole problem; they move it to their own device.
         return dict(problem=self.problem)
 
-    def evaluate_result(self, x_hat, step_stats, run_record):
+    def evaluate_result(self, x_hat, step_stats, run_provenance):
         # x_hat: the current estimate; step_stats: the profiler's figures of the latest
-        # iteration and the run's set-up figures; run_record: the run's fixed provenance
-        # (scalebench.stamping.run_record). Metrics are computed on x_hat's device in bounded
-        # memory (scalebench.metrics); a non-finite x_hat gives NaN metrics and diverged true,
-        # which ends the run. "value" (what benchopt plots by default) is the MSE;
-        # asinh_dynamic_range records the range the asinh-PSNR covered. Provenance
+        # iteration and the run's set-up figures; run_provenance: the run's fixed provenance
+        # (scalebench.runtime.stamping.run_provenance). Metrics are computed on x_hat's device
+        # in bounded memory (scalebench.runtime.metrics); a non-finite x_hat gives NaN metrics
+        # and diverged true, which ends the run. "value" (what benchopt plots by default) is
+        # the MSE; asinh_dynamic_range records the range the asinh-PSNR covered. Provenance
         # fields (prov_*) are stamped here, in the process that computed the row.
         if self.truth_on_device.device != x_hat.device:
             self.truth_on_device = self.problem.x_true.to(x_hat.device)
         dynamic_range = self.problem.metric_dynamic_range or DEFAULT_DYNAMIC_RANGE
         metrics = quality_metrics(x_hat, self.truth_on_device, dynamic_range)
         return dict(value=metrics["mse"], **metrics, asinh_dynamic_range=dynamic_range,
-                    **step_stats, **row_provenance(run_record, x_hat))
+                    **step_stats, **row_provenance(run_provenance, x_hat))
 
     def get_one_result(self):
         # A valid result for benchopt's own checks: the zero image, no step measured yet.
-        return dict(x_hat=self.problem.x_true * 0, step_stats={}, run_record={})
+        return dict(x_hat=self.problem.x_true * 0, step_stats={}, run_provenance={})

@@ -4,14 +4,14 @@ import math
 
 from benchopt import BaseObjective
 
-from scalebench.metrics import METRIC_NAMES
-from scalebench.stamping import row_provenance
-from scalebench.training import OBJECTIVE_NAME
+from scalebench.experiment.benchmarks import TRAINING_OBJECTIVE
+from scalebench.runtime.metrics import METRIC_NAMES
+from scalebench.runtime.stamping import row_provenance
 
 
 class Objective(BaseObjective):
     # Name shown in results and reports; configs name it under `objective`.
-    name = OBJECTIVE_NAME
+    name = TRAINING_OBJECTIVE
     # Everything is installed by the scalebench distribution (pyproject.toml); nothing here.
     requirements = []
     # Oldest benchopt whose callback and output format this benchmark relies on.
@@ -30,19 +30,19 @@ class Objective(BaseObjective):
         # Solvers receive the whole problem.
         return dict(problem=self.problem)
 
-    def evaluate_result(self, quality, step_stats, checkpointing, parameters, run_record):
+    def evaluate_result(self, quality, step_stats, checkpointing, parameters, run_provenance):
         # quality: validation PSNR/SSIM/MSE/asinh-PSNR of this iteration (NaN where not
         # evaluated); step_stats: the latest step's figures with their max and mean over
-        # ranks (scalebench.training.step.Trainer.figures); checkpointing: the mode used;
+        # ranks (scalebench.loops.training.step.Trainer.figures); checkpointing: the mode used;
         # parameters: every trained parameter flattened (its digest is the row's result);
-        # run_record: the run's fixed provenance. "value" is the training loss.
+        # run_provenance: the run's fixed provenance. "value" is the training loss.
         loss = step_stats.get("loss", math.nan)
         return dict(value=loss, **quality, **step_stats, checkpointing_used=checkpointing,
-                    **row_provenance(run_record, parameters))
+                    **row_provenance(run_provenance, parameters))
 
     def get_one_result(self):
         # A valid result for benchopt's own checks: nothing trained or measured yet.
         import torch
 
         return dict(quality=dict.fromkeys(METRIC_NAMES, math.nan), step_stats={},
-                    checkpointing="none", parameters=torch.zeros(1), run_record={})
+                    checkpointing="none", parameters=torch.zeros(1), run_provenance={})

@@ -10,7 +10,7 @@
 - ``scalebench capacity CONFIG --memory 80GiB [--device cuda] [--nproc N | --parallel-config
   P] [--verify]``: the
   largest size of each configuration whose predicted per-rank peak fits the budget, from a
-  memory model calibrated by short real runs (scalebench.capacity).
+  memory model calibrated by short real runs (scalebench.experiment.capacity).
 - ``scalebench report RESULTS... [-o report.html] [--png DIR]``: merge result files into one
   self-contained HTML page (no network request) with scaling plots, images and provenance.
 - ``scalebench check RESULTS``: compliance of every row's provenance (0 good, 1 findings,
@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
                              "this interpreter), e.g. 'slurm_templates/task-python.sh'")
     interpreter.add_argument("--runtime", choices=("apptainer", "docker", "podman"),
                              help="run the steps and every rank inside --image (GPUs, binds "
-                             "and engine options: the SB_* variables of scalebench.runtimes)")
+                             "and engine options: the SB_* variables of "
+                             "scalebench.launch.containers)")
     run_parser.add_argument("--image", help="SIF file (apptainer) or image (docker, podman)")
     run_parser.add_argument("--srun-args", default="",
                             help="extra srun options for every experiment's step")
@@ -218,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _in_container(args: argparse.Namespace) -> list[str]:
     """The runtimes helper as the ranks' Python; its variables go to every child."""
-    from scalebench.runtimes import get_runtime, launcher_python
+    from scalebench.launch.containers import get_runtime, launcher_python
 
     if not (args.runtime and args.image):
         raise ScalebenchError("--runtime and --image go together: --runtime apptainer|docker|"
@@ -239,16 +240,16 @@ def _validate(config: Path, nproc: int) -> int:
         experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder, "--check-memory",
                                           "local"))
-    from scalebench.launch.runner import experiment_ranks
+    from scalebench.launch.resources import experiment_solver_params, requested_ranks
 
-    counts = sorted({experiment_ranks(e, nproc) for e in experiments})
+    counts = sorted({requested_ranks(experiment_solver_params(e), nproc) for e in experiments})
     print(f"{config}: valid ({len(experiments)} experiment(s); ranks per experiment: "
           f"{', '.join(map(str, counts))})")
     return EXIT_OK
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from scalebench.plan import format_text, make_plan
+    from scalebench.experiment.plan import format_text, make_plan
 
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
                      args.configs)
@@ -263,8 +264,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    from scalebench.capacity.command import capacity
-    from scalebench.plan import memory_bytes
+    from scalebench.experiment.capacity.command import capacity
+    from scalebench.experiment.plan import memory_bytes
 
     budget = memory_bytes(args.memory, "--memory", bare_unit="B")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
@@ -279,7 +280,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from scalebench.report import write_report
+    from scalebench.results.report import write_report
 
     summary = write_report(args.results, args.output, args.png, args.capacity)
     print(summary)
@@ -300,7 +301,7 @@ def _check(results: Path) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from scalebench.replay import replay
+    from scalebench.results.replay import replay
 
     benchmark = args.benchmark.resolve() if args.benchmark else None
     verdicts = replay(args.results, args.rows, args.force, benchmark)
@@ -310,7 +311,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _verify_image(args: argparse.Namespace) -> int:
-    from scalebench.images import ImageMismatch, verify_image
+    from scalebench.launch.containers import ImageMismatch, verify_image
 
     try:
         print(verify_image(args.image, args.digest, args.engine))

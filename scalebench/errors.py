@@ -1,13 +1,31 @@
-"""Errors caused by user input. The CLI prints them as one line and exits non-zero."""
+"""Errors the user sees, and the exit statuses of every scalebench command.
+
+A ``ScalebenchError`` is bad input (exit 2): the message names what is wrong and what is
+allowed. A ``CommandFailed`` is work that failed on good input (exit 1): a run with a failed
+experiment, a download that does not match its manifest, an image that is another one. The
+CLI, the launcher's steps and the container helpers print either as ``scalebench: error:``
+lines (``error_lines``) and exit with ``exit_status``.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
 
 class ScalebenchError(Exception):
     """A user-facing error: the message names what is wrong and what is allowed."""
+
+
+class CommandFailed(ScalebenchError):
+    """The input was valid but the work failed; the message says what happened."""
+
+
+def exit_status(error: ScalebenchError) -> int:
+    """The exit status of a command that ended with ``error``."""
+    return EXIT_FAILED if isinstance(error, CommandFailed) else EXIT_BAD_INPUT
 
 
 class ConfigError(ScalebenchError):

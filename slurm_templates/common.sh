@@ -38,18 +38,18 @@ sb_main() {
   SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
   SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
   SB_LAUNCHER_PYTHON=${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}
-  # Read by scalebench/runtimes.py, which builds every container command line.
+  # Read by scalebench/launch/containers.py, which builds every container command line.
   export SB_REPO SB_RUNTIME SB_ENGINE SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON \
     SB_OUTPUTS SB_BENCHMARK SB_CONFIG SB_LAUNCHER_PYTHON
   if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
     if [ -z "${SB_IMAGE_DIGEST:-}" ]; then  # every rank runs the image the tag names now
       local identity
-      identity=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.runtimes identity)
+      identity=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
       SB_IMAGE_DIGEST=${identity%%$'\n'*} SB_IMAGE_LABELS_JSON=${identity#*$'\n'}
     fi
     export SB_IMAGE_DIGEST SB_IMAGE_LABELS_JSON
   elif [ "$SB_RUNTIME" = apptainer ] && [ -z "${SB_IMAGE_DIGEST:-}" ] && [ -r "${SB_IMAGE:-}" ]; then
-    SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.runtimes identity)
+    SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
     export SB_IMAGE_DIGEST
   fi
   export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
@@ -64,7 +64,7 @@ sb_main() {
   # Pre-flight: topology and a short all-reduce across every rank, before the benchmark.
   MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 + 1000 )) SB_TASK_RANKS=1 sb_run_or_print \
     srun --kill-on-bad-exit=1 --export=ALL "${srun_args[@]}" "$task" \
-    -m scalebench.preflight --output "$SCALEBENCH_PREFLIGHT"
+    -m scalebench.runtime.preflight --output "$SCALEBENCH_PREFLIGHT"
 
   local launcher=("$SB_LAUNCHER_PYTHON" -m scalebench run "$SB_CONFIG"
                   --benchmark "$SB_BENCHMARK" --outputs "$SB_OUTPUTS" --launcher srun

@@ -3,7 +3,7 @@
 # `python ARGS...` on the host's venv (SB_RUNTIME=none), inside an Apptainer image
 # (apptainer) or inside a Docker / podman image (docker, podman).
 #
-# The command line comes from scalebench/runtimes.py (standard library, run with the host's
+# The command line comes from scalebench/launch/containers.py (standard library, run with the host's
 # SB_LAUNCHER_PYTHON, default python3), the one place that builds it for the launcher, the
 # launch helper and these templates; its docstring lists the variables it reads (SB_RUNTIME,
 # SB_ENGINE, SB_IMAGE, SB_GPUS, SB_PYTHON, SB_BINDS, SB_DATA, SB_WEIGHTS...). Inside an srun
@@ -17,4 +17,4 @@ SB_REPO=${SB_REPO:?SB_REPO must name the repository folder}
 mode=exec
 [ "${SB_DRY_RUN:-0}" = 1 ] && mode=argv
 export PYTHONPATH=$SB_REPO${PYTHONPATH:+:$PYTHONPATH}
-exec "${SB_LAUNCHER_PYTHON:-python3}" -m scalebench.runtimes "$mode" -- "$@"
+exec "${SB_LAUNCHER_PYTHON:-python3}" -m scalebench.launch.containers "$mode" -- "$@"

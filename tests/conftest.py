@@ -279,8 +279,8 @@ def sif_build_options(folder: Path) -> tuple[str, ...]:
 
 def build_test_sif(output: Path, base: ContainerBase, weights: Path,
                    options: tuple[str, ...]) -> str:
-    """scalebench.images.build_sif from the stand-in base's archive; returns the digest."""
-    from scalebench.images import build_sif
+    """containers/build.py's build_sif from the stand-in base's archive; returns the digest."""
+    from containers.build import build_sif
 
     with pytest.MonkeyPatch.context() as patch:  # read by apptainer for %post only
         patch.setenv("APPTAINERENV_PIP_CONFIG_FILE", f"{APPTAINER_BUILD_MOUNT}/pip.conf")

@@ -48,8 +48,8 @@ def sif_labels(sif: Path) -> dict[str, str]:
 
 
 def test_sif_carries_the_docker_labels_and_build_info(scalebench_sif):
+    from containers.build import build_arguments
     from provenance.environment import code_state
-    from scalebench.images import build_arguments
 
     labels = sif_labels(scalebench_sif.path)
     arguments = build_arguments(scalebench_sif.base.reference)

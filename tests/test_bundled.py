@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-from scalebench.bundled import HELD_OUT, RECIPES, WEIGHTS_DIR, load_record, skimage_file
 from scalebench.data.fetch import accept_file, file_digest
 from scalebench.data.manifest import load_manifest
-from scalebench.denoisers import build_denoiser, load_denoiser, resolve_weights
+from scalebench.denoisers.bundled import HELD_OUT, RECIPES, WEIGHTS_DIR, load_record, skimage_file
+from scalebench.denoisers.networks import build_denoiser, load_denoiser, resolve_weights
 from scalebench.errors import ConfigError
-from scalebench.metrics import psnr
+from scalebench.loops.denoising import noisy_copy
+from scalebench.loops.pnp import PnPLoop
 from scalebench.problems import build_problem
-from scalebench.profiling import StepProfiler
-from scalebench.solvers.denoising import noisy_copy
-from scalebench.solvers.pnp import PnPLoop
+from scalebench.runtime.metrics import psnr
+from scalebench.runtime.profiling import StepProfiler
 from tests.conftest import copy_benchmark, run_cli, tiny_experiment
 
 CPU = torch.device("cpu")
@@ -153,8 +153,8 @@ def test_rows_record_the_weights_that_ran_and_random_ones_warn_once(tmp_path, wr
 
 
 def test_report_marks_the_quality_curves_of_random_weight_rows():
-    from scalebench.report.data import EXPERIMENT, Results
-    from scalebench.report.views import RANDOM_MARK, quality
+    from scalebench.results.report.data import EXPERIMENT, Results
+    from scalebench.results.report.views import RANDOM_MARK, quality
 
     rows = pd.DataFrame({EXPERIMENT: ["a", "a", "b", "b"], "stop_val": [0, 1, 0, 1],
                          "time": [0.0, 1.0, 0.0, 1.0], "objective_psnr_db": [20.0, 24, 20, 5],

@@ -1,4 +1,4 @@
-"""The calibrated memory model (scalebench.capacity) and `scalebench capacity`."""
+"""The calibrated memory model (scalebench.experiment.capacity) and `scalebench capacity`."""
 
 import json
 import re
@@ -6,10 +6,10 @@ import re
 import pytest
 import yaml
 
-from scalebench.capacity.calibration import Configuration, largest_fitting, probe_sizes
-from scalebench.capacity.model import TERMS, CalibrationPoint, MemoryModel, Sizes, fit
 from scalebench.errors import ConfigError
-from scalebench.plan import memory_bytes
+from scalebench.experiment.capacity.calibration import Configuration, largest_fitting, probe_sizes
+from scalebench.experiment.capacity.model import TERMS, CalibrationPoint, MemoryModel, Sizes, fit
+from scalebench.experiment.plan import memory_bytes
 from tests.conftest import run_cli
 
 MIB = 2**20
@@ -119,7 +119,7 @@ def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
 
 
 def test_a_calibration_that_does_not_grow_gives_no_largest_size():
-    from scalebench.capacity.command import answer
+    from scalebench.experiment.capacity.command import answer
 
     points = tuple(CalibrationPoint(size, size * size, 0, size * size, 2**30)
                    for size in (32, 64, 96, 128))
@@ -297,8 +297,8 @@ def test_a_parallel_config_gives_the_ranks_its_jobs_ask_for(tmp_path):
 def capacity_report(calibrated, tmp_path_factory):
     """Real DnCNN runs at two sizes of the calibrated configuration, and their report with
     the capacity answers."""
-    from scalebench.report.data import load_results
-    from scalebench.report.capacity import load_capacity
+    from scalebench.results.report.capacity import load_capacity
+    from scalebench.results.report.data import load_results
 
     folder = tmp_path_factory.mktemp("capacity-report")
     config = folder / "runs.yml"
@@ -320,7 +320,7 @@ def capacity_report(calibrated, tmp_path_factory):
 
 
 def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capacity_report):
-    from scalebench.report.capacity import capacity
+    from scalebench.results.report.capacity import capacity
     from tests.figure_layout import layout_problems
 
     results, page, _ = capacity_report

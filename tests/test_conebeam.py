@@ -14,12 +14,11 @@ import pytest
 import torch
 
 from scalebench.data import walnut
+from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError, MissingFileError
-from scalebench.metrics import psnr
+from scalebench.loops.pnp import PNP_PARAMS, PnPLoop
 from scalebench.params import resolved_parameters
-from scalebench.physics.parallel_beam import astra_available
-from scalebench.problems import build_problem, setup_problem
-from scalebench.problems.conebeam import (
+from scalebench.physics.conebeam import (
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
@@ -27,9 +26,10 @@ from scalebench.problems.conebeam import (
     circular_vectors,
     rtk_available,
 )
-from scalebench.profiling import StepProfiler
-from scalebench.solvers.common import make_denoiser
-from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop
+from scalebench.physics.parallel_beam import astra_available
+from scalebench.problems import build_problem, setup_problem
+from scalebench.runtime.metrics import psnr
+from scalebench.runtime.profiling import StepProfiler
 from tests import walnut_fixture
 from tests.conftest import BENCHMARK
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
-from scalebench.config import BENCHMARKS, load_experiment
 from scalebench.errors import ConfigError
+from scalebench.experiment.benchmarks import FOLDER_BY_OBJECTIVE
+from scalebench.experiment.config import BENCHMARKS, load_experiment
 from tests.conftest import REPO, run_cli, tiny_experiment
 
 

@@ -183,7 +183,7 @@ def test_production_build_uses_the_recorded_base_digest_or_stops():
         assert f"ARG BASE_DIGEST={base['digest']}" in DOCKERFILE.read_text()
         assert base["digest"] in (REPO / "containers/scalebench.def").read_text()
         return
-    result = run("-m", "scalebench.images", "build", "--engine", "podman")
+    result = run("containers/build.py", "build", "--engine", "podman")
     assert result.returncode == 2
     assert "containers/base-image.toml records no digest" in result.stderr
     assert "unrecorded-see-containers-base-image.toml" in DOCKERFILE.read_text()
@@ -197,7 +197,7 @@ def image(container_base, tmp_path_factory):
     """The Dockerfile built with podman from the session's stand-in base: (podman, image ID)."""
     folder = tmp_path_factory.mktemp("image")
     podman = container_base.podman
-    from scalebench.images import build
+    from containers.build import build
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CONTAINERS_CONF", str(podman.conf))  # read by the podman build() calls
@@ -228,7 +228,8 @@ def rows_of_the_image(podman: Podman, digest: str, results: Path) -> tuple[pd.Da
 
 def in_image(podman: Podman, digest: str, results: Path, *command: str):
     """Run ``command`` through the launch helper, results folder bound at /results."""
-    return run("-m", "scalebench.images", "run", digest, "--engine", " ".join(podman.command),
+    return run("-m", "scalebench.launch.containers", "run", digest, "--engine",
+               " ".join(podman.command),
                "--no-gpus", "--bind", f"{results}:/results", "--", *command, timeout=900,
                env=podman.environment())
 
@@ -262,7 +263,7 @@ def test_image_runs_the_benchmark_and_replays_it_bit_for_bit(image, tmp_path):
 @pytest.mark.slow
 def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
     """``scalebench run --runtime podman``: two local ranks, each in its own container
-    (scalebench.runtimes' command line), rows recording the image's ID and labels."""
+    (scalebench.launch.containers' command line), rows recording the image's ID and labels."""
     podman, digest = image
     results = tmp_path / "results"
     results.mkdir()
@@ -353,13 +354,13 @@ def test_verify_image_by_id(image):
     podman, digest = image
     engine = " ".join(podman.command)
     env = podman.environment()
-    ok = run("-m", "scalebench.images", "verify", "localhost/scalebench:test", "--digest",
+    ok = run("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
              digest, "--engine", engine, env=env)
     assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
-    other = run("-m", "scalebench.images", "verify", "localhost/scalebench:test", "--digest",
+    other = run("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
                 "sha256:" + "2" * 64, "--engine", engine, env=env)
     assert other.returncode == 1 and "another image" in other.stderr
-    missing = run("-m", "scalebench.images", "verify", "localhost/absent:1", "--digest",
+    missing = run("-m", "scalebench", "verify-image", "localhost/absent:1", "--digest",
                   digest, "--engine", engine, env=env)
     assert missing.returncode == 2 and "cannot inspect image" in missing.stderr
 
@@ -375,5 +376,5 @@ def test_verify_image_refuses_a_file_that_is_not_a_sif(tmp_path):
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("scalebench: error: ")
         assert len(result.stderr.strip().splitlines()) == 1
-    assert "is not a SIF file" in run("-m", "scalebench.images", "verify", str(fake),
+    assert "is not a SIF file" in run("-m", "scalebench", "verify-image", str(fake),
                                       "--digest", "sha256:" + "0" * 64).stderr

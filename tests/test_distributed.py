@@ -313,9 +313,9 @@ def _check_ranks(rank: int, port: int, differ: bool, outcome) -> None:
     """Runs in each spawned rank: the start-up check of data and weights."""
     import torch
 
-    from scalebench.distributed.context import run_context
-    from scalebench.distributed.ranks import check_same_on_every_rank
     from scalebench.errors import ScalebenchError
+    from scalebench.runtime.context import run_context
+    from scalebench.runtime.rank_checks import check_same_on_every_rank
 
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": str(port), "LOCAL_RANK": str(rank)})
@@ -333,7 +333,7 @@ def _check_ranks(rank: int, port: int, differ: bool, outcome) -> None:
 def test_ranks_check_that_they_start_from_identical_weights(differ):
     import torch.multiprocessing as mp
 
-    from scalebench.launch.ranks import free_port
+    from scalebench.launch.processes import free_port
 
     context = mp.get_context("spawn")
     outcome = context.Queue()
@@ -354,7 +354,7 @@ def test_ranks_check_that_they_start_from_identical_weights(differ):
 def test_nvtx_ranges_carry_the_rank(monkeypatch):
     import torch
 
-    from scalebench.profiling import StepProfiler
+    from scalebench.runtime.profiling import StepProfiler
 
     names = []
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", names.append)

@@ -25,7 +25,7 @@ from scalebench.data.fetch import (
     require_file,
 )
 from scalebench.data.manifest import Entry, load_manifest
-from scalebench.denoisers import build_denoiser, hub_weights_entry
+from scalebench.denoisers.networks import build_denoiser, hub_weights_entry
 from scalebench.errors import ConfigError, MissingFileError
 from tests import walnut_fixture
 from tests.conftest import REPO

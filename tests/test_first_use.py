@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalebench.config import load_experiment
 from scalebench.data.fetch import FetchError, fetch
 from scalebench.data.manifest import Entry
 from scalebench.errors import ConfigError
-from scalebench.plan import Job, Plan
+from scalebench.experiment.config import load_experiment
+from scalebench.experiment.plan import Job, Plan
 from tests.conftest import REPO, run_cli, tiny_experiment
 
 ERROR = "scalebench: error: "

@@ -23,9 +23,10 @@ from scalebench.launch.progress import Reporter
 from tests.conftest import REPO, copy_benchmark, descendants, tiny_experiment
 
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
-LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.ranks",
+LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.processes",
                  "scalebench.launch.rank_entry", "scalebench.launch.progress",
-                 "scalebench.runtimes", "scalebench.images", "scalebench.errors", "provenance",
+                 "scalebench.launch.containers", "scalebench.launch.rank_env",
+                 "scalebench.launch.resources", "scalebench.errors", "provenance",
                  "provenance.environment", "provenance.sif")
 ESCAPE = "\x1b"
 STAGES = ("set-up: loading the problem", "set-up: building the operator",
@@ -42,7 +43,7 @@ def test_launcher_modules_import_only_the_standard_library():
 
 @pytest.mark.parametrize(("command", "message"), [
     (["-m", "scalebench", "run", "no/such.yml"], "cannot read config no/such.yml"),
-    (["-m", "scalebench.images", "verify", "no/such.sif", "--digest", "sha256:" + "0" * 64],
+    (["-m", "scalebench", "verify-image", "no/such.sif", "--digest", "sha256:" + "0" * 64],
      "no/such.sif"),
 ])
 def test_launcher_paths_run_on_a_python_without_site_packages(command, message):

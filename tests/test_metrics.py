@@ -9,10 +9,10 @@ import pytest
 import torch
 from skimage.metrics import structural_similarity
 
-from scalebench import metrics
 from scalebench.errors import ConfigError
 from scalebench.problems import PROBLEMS, setup_problem
-from scalebench.profiling import HostPeakMemory
+from scalebench.runtime import metrics
+from scalebench.runtime.profiling import HostPeakMemory
 
 
 def test_mse_and_psnr_match_hand_computation():

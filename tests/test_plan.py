@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.plan import format_text, make_plan
+from scalebench.experiment.plan import format_text, make_plan
 from tests.conftest import BENCHMARK, REPO, run_cli, tiny_experiment
 
 CONFIGS = REPO / "configs"
@@ -223,7 +223,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
         tmp_path, monkeypatch):
     """Without a calibration a rank counts its process baseline and two images: CT at 8192²
     plans (a rank holds a few GiB), a synthetic image of 10^10 pixels is refused."""
-    from scalebench.plan import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
+    from scalebench.experiment.plan import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
@@ -244,8 +244,8 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
 def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypatch):
     """A calibration in the cache (the file `scalebench capacity` writes) gives the job its
     predicted peak, which refuses what the model says cannot fit."""
-    from scalebench.capacity.calibration import Configuration, cache_path, probe_sizes
-    from scalebench.capacity.model import MemoryModel
+    from scalebench.experiment.capacity.calibration import Configuration, cache_path, probe_sizes
+    from scalebench.experiment.capacity.model import MemoryModel
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     dataset = {"image_size": 8192, "num_angles": 2048}

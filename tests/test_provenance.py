@@ -13,7 +13,7 @@ import torch
 import provenance
 from provenance.environment import code_state
 from provenance.schema import FIELDS
-from scalebench.determinism import DETERMINISTIC_ENV, apply_determinism
+from scalebench.runtime.determinism import DETERMINISTIC_ENV, apply_determinism
 from tests.conftest import REPO
 
 RUN_FIELDS = {"rank_hosts", "profiler_mode", "deterministic_mode", "seeds", "data_sha256",

@@ -8,10 +8,12 @@ import pytest
 import torch
 import yaml
 
-from scalebench.benchmarks import REPO
+from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError
-from scalebench.metrics import asinh_psnr, quality_metrics
+from scalebench.experiment.benchmarks import REPO
+from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
 from scalebench.params import resolved_parameters
+from scalebench.physics.radio import VisibilityOperator, resolve_backend
 from scalebench.problems import PROBLEMS, build_problem, setup_problem
 from scalebench.problems.radio_interferometry import (
     antenna_positions,
@@ -21,11 +23,9 @@ from scalebench.problems.radio_interferometry import (
     observation_uv,
     visibility_weights,
 )
-from scalebench.problems.radio_operator import VisibilityOperator, resolve_backend
-from scalebench.profiling import StepProfiler
-from scalebench.report.data import headline_metric
-from scalebench.solvers.common import make_denoiser
-from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
+from scalebench.results.report.data import headline_metric
+from scalebench.runtime.metrics import asinh_psnr, quality_metrics
+from scalebench.runtime.profiling import StepProfiler
 
 CPU = torch.device("cpu")
 SMALL = dict(image_size=64, num_times=8, num_channels=2)

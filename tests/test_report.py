@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from provenance.results import UnreadableResults
-from scalebench.report import write_report
+from scalebench.results.report import write_report
 from tests.browser import visit
 from tests.conftest import copy_benchmark, edited_results, run_cli, tiny_experiment
 
@@ -90,8 +90,8 @@ def test_report_page_shows_plots_offline_without_console_errors(campaign, chromi
 
 
 def test_scaling_axes_come_from_the_measured_world_size(campaign):
-    from scalebench.report.data import load_results
-    from scalebench.report.views import per_experiment, strong_scaling
+    from scalebench.results.report.data import load_results
+    from scalebench.results.report.views import per_experiment, strong_scaling
 
     results = load_results([campaign[0]])
     table = per_experiment(results.rows)
@@ -104,8 +104,8 @@ def test_scaling_axes_come_from_the_measured_world_size(campaign):
 def test_weak_scaling_counts_work_per_rank_not_seeds(campaign, tmp_path):
     """12 angles on 1 rank and 24 on 2 are one series; a seed growing with the ranks is not
     work, so the same runs with a constant angle count give no series."""
-    from scalebench.report.data import load_results
-    from scalebench.report.views import weak_scaling
+    from scalebench.results.report.data import load_results
+    from scalebench.results.report.views import weak_scaling
 
     results, _ = campaign
     view = weak_scaling(load_results([results]))
@@ -152,7 +152,7 @@ def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_p
         return f
 
     edited_results(results, later, rerun)
-    from scalebench.report.data import EXPERIMENT, load_results
+    from scalebench.results.report.data import EXPERIMENT, load_results
 
     merged = load_results([later, first, second])  # the later run is given first
     assert merged.rows[EXPERIMENT].nunique() == 4 and len(merged.rows) == len(frame)
@@ -177,7 +177,7 @@ def test_one_config_on_other_rank_counts_is_not_a_duplicate(campaign, tmp_path):
         return f
 
     edited_results(results, two_ranks, on_two_ranks)
-    from scalebench.report.data import EXPERIMENT, load_results
+    from scalebench.results.report.data import EXPERIMENT, load_results
 
     merged = load_results([results, two_ranks])
     assert merged.dropped == [] and len(merged.rows) == len(frame) + (
@@ -256,7 +256,7 @@ def test_an_output_that_cannot_be_written_is_a_one_line_error(campaign, tmp_path
 def test_labels_leave_out_slurm_resources_and_name_a_changed_network():
     """A strong-scaling campaign (slurm_ntasks_per_node 1, 2) is one configuration on two
     world sizes; 'pretrained: auto' that ran another network is another configuration."""
-    from scalebench.report.data import configuration_columns, experiment_labels
+    from scalebench.results.report.data import configuration_columns, experiment_labels
 
     rows = pd.DataFrame({
         "experiment": ["a", "b", "c"], "solver_name": ["pnp[x]"] * 3,

@@ -15,9 +15,9 @@ import re
 import pytest
 import yaml
 
-from scalebench.report import FIGURE_DPI, write_report
-from scalebench.report.data import load_results
-from scalebench.report.views import all_views
+from scalebench.results.report import FIGURE_DPI, write_report
+from scalebench.results.report.data import load_results
+from scalebench.results.report.views import all_views
 from tests.browser import WIDTH, box_overlaps, visit
 from tests.conftest import copy_benchmark, edited_results, run_cli
 from tests.figure_layout import layout_problems

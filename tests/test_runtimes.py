@@ -1,4 +1,4 @@
-"""Container command lines (scalebench.runtimes): the exact argv of every runtime with and
+"""Container command lines (scalebench.launch.containers): the exact argv of every runtime with and
 without GPUs, the templates' variables turned into a launch, and a real run per engine."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scalebench.errors import ScalebenchError
-from scalebench.runtimes import (
+from scalebench.launch.containers import (
     Apptainer,
     Docker,
     Host,
@@ -34,7 +34,7 @@ IDENTITY = ImageIdentity("sha256:" + "a" * 64, {"org.scalebench.torch": "2.14.1"
 LABELS_JSON = '{"org.scalebench.torch":"2.14.1"}'
 RANKS = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1",
          "MASTER_PORT": "20042", "CUDA_VISIBLE_DEVICES": "1,3"}
-LAUNCH = {"command": ["python", "-m", "scalebench.preflight"], "workdir": "/repo",
+LAUNCH = {"command": ["python", "-m", "scalebench.runtime.preflight"], "workdir": "/repo",
           "env": RANKS, "binds": ["/repo:/repo", "/data:/in:ro"], "devices": ["1", "3"]}
 RANK_FLAGS = ["RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "MASTER_ADDR=10.0.0.1",
               "MASTER_PORT=20042"]
@@ -49,13 +49,13 @@ ENGINE_TAIL = [*flags("--env", RANK_FLAGS),
                "--env", f"SCALEBENCH_IMAGE_DIGEST={IDENTITY.digest}",
                "--env", f"SCALEBENCH_IMAGE_LABELS_JSON={LABELS_JSON}",
                *flags("--volume", ["/repo:/repo", "/data:/in:ro"]), IDENTITY.digest,
-               "python", "-m", "scalebench.preflight"]
+               "python", "-m", "scalebench.runtime.preflight"]
 APPTAINER_TAIL = [*flags("--env", [*RANK_FLAGS, "CUDA_VISIBLE_DEVICES=1,3"]),
                   *flags("--bind", ["/repo:/repo", "/data:/in:ro"]), "/img/sb.sif", "python",
-                  "-m", "scalebench.preflight"]
+                  "-m", "scalebench.runtime.preflight"]
 GOLDEN = {
-    ("none", False): ["python", "-m", "scalebench.preflight"],
-    ("none", True): ["python", "-m", "scalebench.preflight"],
+    ("none", False): ["python", "-m", "scalebench.runtime.preflight"],
+    ("none", True): ["python", "-m", "scalebench.runtime.preflight"],
     ("apptainer", False): ["apptainer", "exec", "--cleanenv", "--pwd", "/repo",
                            *APPTAINER_TAIL],
     ("apptainer", True): ["apptainer", "exec", "--cleanenv", "--pwd", "/repo", "--nv",
@@ -179,7 +179,8 @@ def test_docker_and_podman_get_the_identity_and_start_the_image_by_id():
      "line 1 column 2 (char 1)"),
 ])
 def test_bad_variables_are_one_line_errors(env, message):
-    done = subprocess.run([sys.executable, "-m", "scalebench.runtimes", "argv", "--", "-V"],
+    done = subprocess.run([sys.executable, "-m", "scalebench.launch.containers", "argv", "--",
+                           "-V"],
                           env={"PATH": os.environ["PATH"], **env}, cwd=REPO,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and done.stdout == ""

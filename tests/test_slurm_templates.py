@@ -48,37 +48,37 @@ IDENTITY = f"--env SCALEBENCH_IMAGE_DIGEST=sha256:abc --env 'SCALEBENCH_IMAGE_LA
 ENGINE = "run --rm --network host --ipc host --workdir /repo"
 APPTAINER = "apptainer exec --cleanenv --pwd /repo"
 GOLDEN_TASK = {
-    ("none", "0"): "/repo/.venv/bin/python -m scalebench.preflight",
-    ("none", "1"): "/repo/.venv/bin/python -m scalebench.preflight",
+    ("none", "0"): "/repo/.venv/bin/python -m scalebench.runtime.preflight",
+    ("none", "1"): "/repo/.venv/bin/python -m scalebench.runtime.preflight",
     ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --env "
                         "SCALEBENCH_IMAGE_DIGEST=sha256:abc --bind /repo:/repo /img/sb.sif "
-                        "python -m scalebench.preflight",
+                        "python -m scalebench.runtime.preflight",
     ("apptainer", "1"): f"{APPTAINER} --nv {flags('--env', RANK_ENV)} --env "
                         "CUDA_VISIBLE_DEVICES=1 --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                        "--bind /repo:/repo /img/sb.sif python -m scalebench.preflight",
+                        "--bind /repo:/repo /img/sb.sif python -m scalebench.runtime.preflight",
     ("docker", "0"): f"docker {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
-                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+                     "--volume /repo:/repo sha256:abc python -m scalebench.runtime.preflight",
     ("docker", "1"): f"docker {ENGINE} --gpus '\"device=1\"' {flags('--env', RANK_ENV)} "
                      f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
-                     "scalebench.preflight",
+                     "scalebench.runtime.preflight",
     ("podman", "0"): f"podman {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
-                     "--volume /repo:/repo sha256:abc python -m scalebench.preflight",
+                     "--volume /repo:/repo sha256:abc python -m scalebench.runtime.preflight",
     ("podman", "1"): f"podman {ENGINE} --device nvidia.com/gpu=1 {flags('--env', RANK_ENV)} "
                      f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
-                     "scalebench.preflight",
+                     "scalebench.runtime.preflight",
 }
 
 
 @pytest.mark.parametrize(("runtime", "gpus"), list(GOLDEN_TASK))
 def test_task_command_line_for_each_runtime(runtime, gpus):
-    """task-python.sh prints what scalebench.runtimes builds; the rows of docker / podman
+    """task-python.sh prints what scalebench.launch.containers builds; the rows of docker / podman
     ranks get the image's digest and labels, and the image starts by its ID."""
     image = "/img/sb.sif" if runtime == "apptainer" else "sb:1"
     env = {**SLURM_TASK, "SB_RUNTIME": runtime, "SB_GPUS": gpus, "SB_IMAGE": image,
            "SB_IMAGE_DIGEST": "sha256:abc", "SB_IMAGE_LABELS_JSON": LABELS}
     if gpus == "1":
         env["CUDA_VISIBLE_DEVICES"] = "1"
-    line = dry_run([str(TASK), "-m", "scalebench.preflight"], **env).strip()
+    line = dry_run([str(TASK), "-m", "scalebench.runtime.preflight"], **env).strip()
     assert line == GOLDEN_TASK[(runtime, gpus)]
 
 
@@ -110,7 +110,7 @@ def test_batch_template_commands():
         "[scalebench] job 42: 4 task(s) on n[1-2] (master 10.0.0.1), runtime apptainer, "
         f"config {REPO}/configs/default.yml",
         "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
-        f"{REPO}/slurm_templates/task-python.sh -m scalebench.preflight --output "
+        f"{REPO}/slurm_templates/task-python.sh -m scalebench.runtime.preflight --output "
         "/scratch/results/default_42.preflight.json ",
         f"python3 -m scalebench run {REPO}/configs/default.yml --benchmark "
         f"{REPO}/benchmark_inference --outputs /scratch/results --launcher srun --output "
@@ -120,7 +120,7 @@ def test_batch_template_commands():
 
 
 def test_srun_step_of_one_experiment():
-    from scalebench.launch.ranks import srun_command
+    from scalebench.launch.processes import srun_command
 
     command = srun_command(["/repo/slurm_templates/task-python.sh"], Path("/o/e1"),
                            Path("/repo/benchmark_inference"), Path("/o/e1.yml"),

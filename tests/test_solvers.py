@@ -9,24 +9,21 @@ import pytest
 import torch
 
 from scalebench.data.fetch import accept_file
-from scalebench.denoisers import (
+from scalebench.denoisers.build import check_denoiser_fits, make_denoiser
+from scalebench.denoisers.networks import (
     RECEPTIVE_RADIUS,
     TV_ITERATIONS,
     IndependentTV,
-    TiledDenoiser,
     build_denoiser,
-    dealt_batch_count,
-    tile_windows,
 )
-from scalebench.distributed.tiling import dealt_tiles
+from scalebench.denoisers.tiling import TiledDenoiser, dealt_batch_count, dealt_tiles, tile_windows
 from scalebench.errors import ConfigError, MissingFileError
-from scalebench.metrics import psnr
+from scalebench.loops.denoising import DENOISING_PARAMS, DenoisingLoop
+from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
 from scalebench.params import resolved_parameters
 from scalebench.problems import build_problem
-from scalebench.profiling import StepProfiler
-from scalebench.solvers.common import check_denoiser_fits, make_denoiser
-from scalebench.solvers.denoising import DENOISING_PARAMS, DenoisingLoop
-from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
+from scalebench.runtime.metrics import psnr
+from scalebench.runtime.profiling import StepProfiler
 
 CPU = torch.device("cpu")
 
@@ -59,7 +56,7 @@ def test_cached_norm_key_holds_for_the_same_code_at_another_path(tomography, tmp
     import inspect
     import shutil
 
-    from scalebench import operator_norm
+    from scalebench.runtime import operator_norm
 
     here = operator_norm.code_digest(tomography.physics)
     real = inspect.getsourcefile
@@ -145,7 +142,8 @@ def test_host_peak_memory_sees_a_large_temporary_allocation():
 
 
 def test_host_memory_method_falls_back_to_the_lifetime_peak(monkeypatch, tmp_path):
-    monkeypatch.setattr("scalebench.profiling._CLEAR_REFS", tmp_path / "absent" / "clear_refs")
+    monkeypatch.setattr("scalebench.runtime.profiling._CLEAR_REFS",
+                        tmp_path / "absent" / "clear_refs")
     profiler = StepProfiler(CPU)
     with profiler.step("any"):
         torch.ones(10).sum()

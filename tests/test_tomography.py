@@ -10,18 +10,18 @@ import pytest
 import torch
 from deepinv.physics import Downsampling, Tomography
 
-from scalebench import operator_norm
-from scalebench.denoisers import build_denoiser
+from scalebench.denoisers.build import check_denoiser_fits
+from scalebench.denoisers.networks import build_denoiser
 from scalebench.errors import ConfigError
-from scalebench.metrics import psnr
+from scalebench.loops.pnp import PnPLoop
 from scalebench.physics import parallel_beam
 from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.physics.parallel_beam import ParallelBeam2D
 from scalebench.problems import build_problem, setup_problem
 from scalebench.problems import tomography_2d as tomography
-from scalebench.profiling import StepProfiler
-from scalebench.solvers.common import check_denoiser_fits
-from scalebench.solvers.pnp import PnPLoop
+from scalebench.runtime import operator_norm
+from scalebench.runtime.metrics import psnr
+from scalebench.runtime.profiling import StepProfiler
 
 PROJECTORS = ["torch", "astra"]
 
@@ -177,11 +177,11 @@ def _problem_with_norm(projector: str = "torch"):
 
 def test_operator_norm_is_cached_per_configuration_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
-    first = operator_norm.operator_norm_squared(_problem_with_norm())
+    first = operator_norm.estimate_operator_norm(_problem_with_norm())
     assert first.source == "computed" and 1 < first.iterations < operator_norm.MAX_ITERATIONS
-    again = operator_norm.operator_norm_squared(_problem_with_norm())
+    again = operator_norm.estimate_operator_norm(_problem_with_norm())
     assert (again.source, again.value, again.iterations) == ("cache", first.value, 0)
-    other = operator_norm.operator_norm_squared(_problem_with_norm("astra"))
+    other = operator_norm.estimate_operator_norm(_problem_with_norm("astra"))
     assert other.source == "computed"  # another projector is another configuration
     assert len(list((tmp_path / "operator_norms").glob("*.json"))) == 2
     # the estimate bounds ||A x||^2 / ||x||^2 from above up to the tolerance
@@ -231,7 +231,7 @@ def test_ct_start_operator_keeps_every_8th_to_16th_angle_of_groups_of_64_or_more
 @pytest.mark.parametrize("damage", ["garbage", "negative", "other key"])
 def test_corrupt_norm_cache_entry_is_recomputed_not_trusted(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
-    computed = operator_norm.operator_norm_squared(_problem_with_norm())
+    computed = operator_norm.estimate_operator_norm(_problem_with_norm())
     (path,) = (tmp_path / "operator_norms").glob("*.json")
     entry = json.loads(path.read_text())
     if damage == "garbage":
@@ -241,7 +241,7 @@ def test_corrupt_norm_cache_entry_is_recomputed_not_trusted(tmp_path, monkeypatc
     else:
         path.write_text(json.dumps({**entry, "key": {**entry["key"], "code": "old"},
                                     "norm_squared": 123.0}))
-    again = operator_norm.operator_norm_squared(_problem_with_norm())
+    again = operator_norm.estimate_operator_norm(_problem_with_norm())
     assert again.source == "computed" and again.value == computed.value
     assert json.loads(path.read_text())["norm_squared"] == computed.value  # rewritten
 

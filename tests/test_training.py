@@ -8,16 +8,16 @@ import math
 import pytest
 import torch
 
-from scalebench.config import load_experiment
-from scalebench.distributed.context import run_context
 from scalebench.errors import ConfigError
+from scalebench.experiment.config import load_experiment
+from scalebench.loops.training.network import build_network
+from scalebench.loops.training.params import TRAINING_PARAMS
+from scalebench.loops.training.patches import TrainingData
+from scalebench.loops.training.step import Trainer, build_model, choose_checkpointing
 from scalebench.params import resolved_parameters
-from scalebench.profiling import StepProfiler
-from scalebench.training.data import TrainingData
-from scalebench.training.model import build_network
-from scalebench.training.params import TRAINING_PARAMS
-from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
-from scalebench.training.step import Trainer, build_model, choose_checkpointing
+from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
+from scalebench.runtime.context import run_context
+from scalebench.runtime.profiling import StepProfiler
 from tests.conftest import REPO, run_cli
 
 TINY = {"num_stages": 2, "denoiser_width": 8, "denoiser_depth": 3, "patch_size": 16,

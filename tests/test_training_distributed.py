@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from scalebench.launch.ranks import free_port
-from scalebench.report.data import load_results
-from scalebench.report.views import training
+from scalebench.launch.processes import free_port
+from scalebench.results.report.data import load_results
+from scalebench.results.report.views import training
 from tests.conftest import REPO, run_cli
 from tests.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
@@ -32,14 +32,14 @@ STEPS = 2
 def train_and_dump(runs_json: str, folder: str) -> None:
     """In each rank: train every run of ``runs_json`` for STEPS steps; save the gradients of
     the first step, the parameters after the last and the step figures."""
-    from scalebench.determinism import apply_determinism, set_threads
-    from scalebench.distributed.context import run_context
+    from scalebench.loops.training.params import TRAINING_PARAMS
+    from scalebench.loops.training.patches import TrainingData
+    from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
     from scalebench.params import resolved_parameters
-    from scalebench.profiling import StepProfiler
-    from scalebench.training.data import TrainingData
-    from scalebench.training.params import TRAINING_PARAMS
-    from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
-    from scalebench.training.step import Trainer, build_model, set_checkpointing
+    from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
+    from scalebench.runtime.context import run_context
+    from scalebench.runtime.determinism import apply_determinism, set_threads
+    from scalebench.runtime.profiling import StepProfiler
 
     for name, (dataset, solver) in json.loads(runs_json).items():
         params = resolved_parameters(solver, TRAINING_PARAMS)

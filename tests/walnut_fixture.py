@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from scalebench.problems.conebeam import circular_vectors
+from scalebench.physics.conebeam import circular_vectors
 
 SIZE = 32  # reference volume: SIZE^3 voxels of 0.1 mm
 VIEWS = 16  # per orbit (the geometry file has one more row, repeating the first angle)

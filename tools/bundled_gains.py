@@ -26,14 +26,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scalebench.metrics import psnr  # noqa: E402
+from scalebench.loops import SOLVERS  # noqa: E402
+from scalebench.loops.denoising import noisy_copy  # noqa: E402
+from scalebench.loops.params import make_denoiser  # noqa: E402
+from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.params import resolved_parameters  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
-from scalebench.profiling import StepProfiler  # noqa: E402
-from scalebench.solvers import SOLVERS  # noqa: E402
-from scalebench.solvers.common import make_denoiser  # noqa: E402
-from scalebench.solvers.denoising import noisy_copy  # noqa: E402
-from scalebench.solvers.pnp import PnPLoop  # noqa: E402
+from scalebench.runtime.metrics import psnr  # noqa: E402
+from scalebench.runtime.profiling import StepProfiler  # noqa: E402
 
 CPU = torch.device("cpu")
 # (label, example file, solver of the example, dataset and solver overrides). Synthetic

@@ -2,7 +2,7 @@
 
 For CT (ASTRA's and the torch projector), super-resolution, radio interferometry and
 synthetic denoising (DnCNN), each calibrated at sizes up to ``--calibration-size``
-(scalebench.capacity, a fresh cache): the predicted and the measured peak (host memory,
+(scalebench.experiment.capacity, a fresh cache): the predicted and the measured peak (host memory,
 fresh processes) at the sizes of 4x and 16x the unknowns of the largest calibration size
 (twice and four times its side), their ratio, and the ratio of their size-dependent parts
 (peak less the fitted process baseline). Then, with ``--budget``: the largest size predicted
@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--only", choices=tuple(CASES), nargs="*", default=None)
     args = parser.parse_args()
     os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
-    from scalebench.capacity.calibration import (
+    from scalebench.experiment.capacity.calibration import (
         Configuration,
         calibrate,
         largest_fitting,
@@ -59,8 +59,8 @@ def main() -> int:
         probe_sizes,
         valid_at_most,
     )
-    from scalebench.capacity.command import grows
-    from scalebench.plan import memory_bytes
+    from scalebench.experiment.capacity.command import grows
+    from scalebench.experiment.plan import memory_bytes
 
     budget = memory_bytes(args.budget, "--budget", bare_unit="B")
     verdicts = []

@@ -2,11 +2,12 @@
 
     python tools/check_bundled_denoisers.py [--only NAME ...] [--tolerance-db 0.2]
 
-Retrains each recipe (scalebench.bundled.RECIPES) into a temporary folder, then denoises the
-held-out astronaut photograph at each noise level of scalebench.bundled.EVAL_SIGMAS with the
-shipped and the retrained network, and prints both PSNRs and their difference, and whether the
-two files are identical. Exit 1 when a difference exceeds the tolerance, 0 otherwise. Minutes
-per model on the CPU; run it with `nice` on a shared machine.
+Retrains each recipe (scalebench.denoisers.bundled.RECIPES) into a temporary folder, then
+denoises the held-out astronaut photograph at each noise level of
+scalebench.denoisers.bundled.EVAL_SIGMAS with the shipped and the retrained network, and
+prints both PSNRs and their difference, and whether the two files are identical. Exit 1 when
+a difference exceeds the tolerance, 0 otherwise. Minutes per model on the CPU; run it with
+`nice` on a shared machine.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scalebench.bundled import (  # noqa: E402
+from scalebench.denoisers.bundled import (  # noqa: E402
     EVAL_SIGMAS,
     RECIPES,
     WEIGHTS_DIR,

@@ -30,15 +30,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scalebench.physics.parallel_beam import astra_available  # noqa: E402
-from scalebench.problems.conebeam import (  # noqa: E402
+from scalebench.physics.conebeam import (  # noqa: E402
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
     TorchConeBeam,
     circular_vectors,
 )
-from scalebench.profiling import HostPeakMemory  # noqa: E402
+from scalebench.physics.parallel_beam import astra_available  # noqa: E402
+from scalebench.runtime.profiling import HostPeakMemory  # noqa: E402
 
 # Walnut scanner proportions (mm): source 66 mm from the axis, detector 133 mm beyond it.
 SOURCE_MM, DETECTOR_MM = 66.0, 133.0

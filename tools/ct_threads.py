@@ -5,9 +5,9 @@ follow it: ASTRA's angle blocks, ducc0, finufft):
 
 - CT (tomography_2d, ASTRA's CPU projector, as many angles as pixels per side): the median
   gradient step ``A^T (A x - y)`` over ``--iterations`` with the step's CPU utilisation, on
-  every core and on one; the set-up (||A||^2 by scalebench.operator_norm, computed, never read
-  from a cache, then the adjoint initial estimate) on every core, against the set-up before
-  the angle blocks and the warm-started Lanczos: the power iteration that stops at a 1e-4
+  every core and on one; the set-up (||A||^2 by scalebench.runtime.operator_norm, computed,
+  never read from a cache, then the adjoint initial estimate) on every core, against the set-up
+  before the angle blocks and the warm-started Lanczos: the power iteration that stops at a 1e-4
   relative change from a random start, on one core ("legacy": the one-core child's set-up;
   ``--legacy-sizes`` picks where it runs, at 2048² it takes most of an hour; elsewhere the
   one-core child sets up as the benchmark does).
@@ -43,10 +43,10 @@ def ct(size: int, iterations: int, legacy: bool) -> dict:
     """Gradient step and set-up of CT at ``size`` in this process."""
     import torch
 
-    from scalebench import operator_norm
+    from scalebench.loops.pnp import initial_estimate
     from scalebench.problems import build_problem
-    from scalebench.profiling import StepProfiler
-    from scalebench.solvers.pnp import initial_estimate
+    from scalebench.runtime import operator_norm
+    from scalebench.runtime.profiling import StepProfiler
 
     problem = build_problem("tomography_2d", image_size=size, num_angles=size,
                             projector="astra", noise_level=0.01)
@@ -74,10 +74,10 @@ def radio(iterations: int) -> dict:
     """Median PnP-TV iteration of the radio example's problem in this process."""
     import torch
 
-    from scalebench.denoisers import build_denoiser
+    from scalebench.denoisers.networks import build_denoiser
+    from scalebench.loops.pnp import PnPLoop
     from scalebench.problems import build_problem
-    from scalebench.profiling import StepProfiler
-    from scalebench.solvers.pnp import PnPLoop
+    from scalebench.runtime.profiling import StepProfiler
 
     problem = build_problem("radio_interferometry", **RADIO)
     profiler = StepProfiler(torch.device("cpu"))

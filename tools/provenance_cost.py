@@ -39,13 +39,13 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     import torch
 
     from provenance.results import finalize
+    from scalebench.loops.pnp import PNP_PARAMS
     from scalebench.params import resolved_parameters
     from scalebench.problems import build_problem
-    from scalebench.solvers.pnp import PNP_PARAMS
-    from scalebench.stamping import row_provenance, run_record
+    from scalebench.runtime.stamping import row_provenance, run_provenance
 
     problem = build_problem("synthetic", image_size=16, task="denoising")
-    record = run_record(problem, "pnp", resolved_parameters({}, PNP_PARAMS))
+    record = run_provenance(problem, "pnp", resolved_parameters({}, PNP_PARAMS))
     estimate = torch.zeros(1, 1, 16, 16)
     start = time.perf_counter()
     fields = [row_provenance(record, estimate) for _ in range(rows)]

@@ -1,7 +1,7 @@
 """The radio interferometry visibility transform in every library, side by side in one run.
 
 For each size (image N x N, MeerKAT observation of T time steps x C channels x 2016
-baselines, natural weights), every library of scalebench.problems.radio_operator computes
+baselines, natural weights), every library of scalebench.physics.radio computes
 A and A^T on the same float32 inputs. Printed per library: set-up time (plans, tables),
 median time of A and of A^T, the relative error of A x and of A^T y against the exact direct
 sums (float64) on a random subset of visibilities (A x: those rows; A^T y: a y supported on
@@ -21,8 +21,8 @@ import time
 import numpy as np
 import torch
 
+from scalebench.physics.radio import BACKENDS, VisibilityOperator
 from scalebench.problems.radio_interferometry import observation_uv
-from scalebench.problems.radio_operator import BACKENDS, VisibilityOperator
 
 ACCURACY = 1e-4  # relative error that counts as accurate (far below any noise level used)
 SUBSET = 2000  # visibilities checked against the direct sums

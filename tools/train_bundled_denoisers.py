@@ -1,4 +1,5 @@
-"""Train the bundled denoisers (scalebench.bundled.RECIPES) and write their weights and records.
+"""Train the bundled denoisers (scalebench.denoisers.bundled.RECIPES), write their weights and
+records.
 
     python tools/train_bundled_denoisers.py [--only NAME ...] [--out DIR]
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scalebench.bundled import RECIPES, WEIGHTS_DIR, train_and_save  # noqa: E402
+from scalebench.denoisers.bundled import RECIPES, WEIGHTS_DIR, train_and_save  # noqa: E402
 
 
 def manifest_entry(document: dict) -> str:

@@ -32,14 +32,14 @@ def measure(config: dict) -> dict:
     """Run in a child: train ``config`` for its steps; the median time and worst memory."""
     import torch
 
-    from scalebench.determinism import apply_determinism
-    from scalebench.distributed.context import run_context
+    from scalebench.loops.training.params import TRAINING_PARAMS
+    from scalebench.loops.training.patches import TrainingData
+    from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
     from scalebench.params import resolved_parameters
-    from scalebench.profiling import StepProfiler
-    from scalebench.training.data import TrainingData
-    from scalebench.training.params import TRAINING_PARAMS
-    from scalebench.training.problems import TRAINING_PROBLEMS, training_problem
-    from scalebench.training.step import Trainer, build_model, set_checkpointing
+    from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
+    from scalebench.runtime.context import run_context
+    from scalebench.runtime.determinism import apply_determinism
+    from scalebench.runtime.profiling import StepProfiler
 
     params = resolved_parameters(config["solver"], TRAINING_PARAMS)
     apply_determinism(True, 0)

@@ -1,7 +1,7 @@
 """MeerKAT radio interferometry of a high-dynamic-range sky
 (scalebench.problems.radio_interferometry)."""
 
-from scalebench.benchopt_support import ProblemDataset
+from scalebench.benchopt_glue.base import ProblemDataset
 from scalebench.params import benchopt_parameters
 from scalebench.problems import PROBLEMS
 

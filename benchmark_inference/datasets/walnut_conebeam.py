@@ -2,7 +2,7 @@
 
 import sys
 
-from scalebench.benchopt_support import ProblemDataset
+from scalebench.benchopt_glue.base import ProblemDataset
 from scalebench.params import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
@@ -28,7 +28,7 @@ class Dataset(ProblemDataset):
         # Installed means its packages and the fetched walnut (`benchopt install --prepare`
         # or `scalebench fetch --data walnut`): benchopt's suite skips it otherwise, and
         # `benchopt run` says "not installed" after the line printed here.
-        from scalebench.cache import cache_root
+        from scalebench.data.cache import cache_root
         from scalebench.data.walnut import is_unpacked, not_fetched_message
 
         if not super().is_installed(**kwargs):

@@ -1,14 +1,14 @@
-"""Plug-and-play proximal gradient reconstruction (scalebench.solvers.pnp)."""
+"""Plug-and-play proximal gradient reconstruction (scalebench.loops.pnp)."""
 
-from scalebench.benchopt_support import InferenceSolver
+from scalebench.benchopt_glue.inference import InferenceSolver
+from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, build_physics
 from scalebench.params import benchopt_parameters
-from scalebench.solvers.pnp import PNP_PARAMS, PnPLoop, build_physics
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "pnp"
-    # Contract of every parameter (type, range, meaning): scalebench.solvers.pnp.PNP_PARAMS.
+    # Contract of every parameter (type, range, meaning): scalebench.loops.pnp.PNP_PARAMS.
     param_specs = PNP_PARAMS
     # Default grid: each parameter at its default.
     parameters = benchopt_parameters(PNP_PARAMS)
@@ -18,7 +18,7 @@ class Solver(InferenceSolver):
     def setup_problem(self, problem):
         # This rank's operators and measurements (all of them unless distribute_physics).
         self.problem = build_physics(problem, self.params["distribute_physics"], self.context)
-        self.source, self.data_sha256 = problem.source, self.problem.data_sha256
+        return self.problem.data_sha256
 
     def make_loop(self, profiler):
         p = self.params

@@ -1,12 +1,12 @@
 """2D parallel-beam CT of the Shepp-Logan phantom: training patches."""
 
+from scalebench.benchopt_glue.training import TrainingDataset
 from scalebench.params import benchopt_parameters
-from scalebench.training.problems import TRAINING_PROBLEMS
-from scalebench.training.solver import TrainingDataset
+from scalebench.problems.training import TRAINING_PROBLEMS
 
 
 class Dataset(TrainingDataset):
-    # Key of the problem in scalebench.training.problems.TRAINING_PROBLEMS; also the dataset
+    # Key of the problem in scalebench.problems.training.TRAINING_PROBLEMS; also the dataset
     # name in results.
     name = "tomography_2d"
     # Default grid: one value per parameter; each parameter's contract (type, range, meaning)

@@ -1,8 +1,8 @@
-"""Supervised training of an unrolled PnP proximal-gradient network (scalebench.training)."""
+"""Supervised training of an unrolled PnP proximal-gradient network (scalebench.loops.training)."""
 
+from scalebench.benchopt_glue.training import TrainingSolver
+from scalebench.loops.training.params import TRAINING_PARAMS
 from scalebench.params import benchopt_parameters
-from scalebench.training.params import TRAINING_PARAMS
-from scalebench.training.solver import TrainingSolver
 
 
 class Solver(TrainingSolver):

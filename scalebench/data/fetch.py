@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from provenance.results import atomic_path
-from scalebench.cache import cache_root, offline
+from scalebench.data.cache import cache_root, offline
 from scalebench.data.manifest import Entry
 from scalebench.errors import ConfigError, MissingFileError, ScalebenchError
 

@@ -1,11 +1,15 @@
-"""Launching experiments: the light launcher (standard library only, so the process that waits
-for a run holds no copy of the stack), rank processes, and the short-lived steps that need it.
+"""Launching experiments, with the standard library only: the process that waits for a run
+holds no torch, deepinv or problem data, and the batch templates run it with any host Python.
 
 - ``runner``: ``scalebench run``: one experiment after the other, each on its ranks, results
   published after each, resumable, stopped cleanly by SIGTERM / SIGINT.
-- ``ranks``: starting the ranks of one experiment, locally or with ``srun``.
+- ``processes``: starting the rank processes of one experiment, locally or with ``srun``.
 - ``rank_entry``: what each rank runs: benchopt on the experiment, its log, its failure note.
+- ``rank_env``: RANK & co. from SLURM's task variables, the job's MASTER_ADDR and MASTER_PORT.
+- ``resources``: the ranks and srun options a run asks for (its ``slurm_*`` parameters).
+- ``containers``: the command line of each container platform (host, Apptainer, Docker,
+  podman) and image identities.
 - ``progress``: the set-up stages and iterations a rank reports, and how they are shown.
-- ``steps``: expanding and validating a config, publishing results, rendering the report;
-  these import the whole stack and run in children of the launcher.
+- ``steps``: the steps that need the whole stack (expanding a config, publishing results,
+  rendering the report), each run in a short-lived child.
 """

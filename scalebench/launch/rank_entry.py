@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from scalebench.launch import progress
+from scalebench.launch.rank_env import slurm_ranks
 
 LOG_TAIL_LINES = 80
 TICK_S = 1.0  # the terminal's status line moves on at least this often
@@ -50,14 +51,6 @@ def end_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def slurm_ranks(env: dict[str, str]) -> dict[str, str]:
-    """RANK & co. from SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NTASKS_PER_NODE."""
-    per_node = env.get("SLURM_NTASKS_PER_NODE", "") or env.get("SLURM_TASKS_PER_NODE", "1")
-    return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env["SLURM_NTASKS"],
-            "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
-            "LOCAL_WORLD_SIZE": per_node.split("(")[0].split(",")[0]}
 
 
 def result_path(folder: Path, rank: int) -> Path:

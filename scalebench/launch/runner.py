@@ -29,9 +29,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scalebench.benchmarks import choose_benchmark
 from scalebench.errors import ScalebenchError
-from scalebench.launch import ranks
+from scalebench.experiment.benchmarks import choose_benchmark
+from scalebench.launch import processes
+from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
+from scalebench.launch.resources import (
+    experiment_solver_params,
+    requested_ranks,
+    srun_resources,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
@@ -40,7 +46,6 @@ RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
 ERROR_PREFIX = "scalebench: error: "  # how steps print each problem (errors.error_lines)
-PORT_BASE = 20000  # srun steps: MASTER_PORT = PORT_BASE + job id mod 20000 + experiment
 
 
 class RunFailed(ScalebenchError):
@@ -71,7 +76,7 @@ class RunState:
     failures: list[dict] = field(default_factory=list)
     finished: int = 0  # experiments of this launch published
     stopped_by: int | None = None  # signal number
-    group: ranks.RankGroup | None = None
+    group: processes.RankGroup | None = None
 
 
 def run_step(request: RunRequest, *args: str) -> str:
@@ -209,14 +214,14 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
           flush=True)
     if request.launcher == "srun":
         index = int(position.split("/")[0]) - 1
-        port = PORT_BASE + int(os.environ.get("SLURM_JOB_ID", "0")) % 20000 + index % 1000
-        state.group = ranks.start_srun(request.python, folder, request.benchmark, config,
-                                       [*request.srun_args, *srun_resources(experiment)],
-                                       port, position)
+        port = master_port(os.environ.get("SLURM_JOB_ID"), index % EXPERIMENT_PORT_SPAN)
+        resources = srun_resources(experiment_solver_params(experiment))
+        state.group = processes.start_srun(request.python, folder, request.benchmark, config,
+                                           [*request.srun_args, *resources], port, position)
     else:
-        state.group = ranks.start_local(request.python, experiment_ranks(experiment,
-                                                                         request.nproc),
-                                        folder, request.benchmark, config, position)
+        ranks = requested_ranks(experiment_solver_params(experiment), request.nproc)
+        state.group = processes.start_local(request.python, ranks, folder, request.benchmark,
+                                            config, position)
     group, statuses = state.group, state.group.wait()
     state.group = None
     logs = state.final.with_suffix("") / "logs"
@@ -238,38 +243,17 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
               flush=True)
 
 
-def names_slurm_resources(experiment: dict) -> bool:
-    """Whether the experiment sets slurm_nodes or slurm_ntasks_per_node."""
-    return experiment["nodes"] is not None or experiment["ntasks_per_node"] is not None
-
-
-def experiment_ranks(experiment: dict, default: int) -> int:
-    """Ranks an experiment asks for (slurm_nodes x slurm_ntasks_per_node), else ``default``."""
-    if not names_slurm_resources(experiment):
-        return default
-    return (experiment["nodes"] or 1) * (experiment["ntasks_per_node"] or 1)
-
-
-def srun_resources(experiment: dict) -> list[str]:
-    """srun options that give an experiment its own share of the allocation."""
-    if not names_slurm_resources(experiment):
-        return []
-    nodes, per_node = experiment["nodes"] or 1, experiment["ntasks_per_node"] or 1
-    return [f"--nodes={nodes}", f"--ntasks={nodes * per_node}",
-            f"--ntasks-per-node={per_node}"]
-
-
 def _check_allocation(request: RunRequest, experiments: list[dict]) -> None:
     """Refuse experiments that need more ranks than the allocation has."""
     available = world_size(request)
     for experiment in experiments:
-        needed = experiment_ranks(experiment, available)
+        needed = requested_ranks(experiment_solver_params(experiment), available)
         if request.launcher == "srun" and needed > available:
             raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
                                   f"the allocation has {available} tasks")
 
 
-def _failure(folder: Path, experiment: dict, group: ranks.RankGroup,
+def _failure(folder: Path, experiment: dict, group: processes.RankGroup,
              per_rank: bool) -> dict:
     """The rank that failed first, its host and how (``error``): from the ranks' notes and,
     when ``per_rank`` (local ranks: process r is rank r), from the processes that ended

@@ -34,7 +34,7 @@ from scalebench.physics.host import per_item_on_host
 
 # Elements of the largest temporary per chunk of angles (samples x batch x channels):
 # 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors. Read at each
-# application: scalebench.capacity's probes lower it to tell the chunk's memory apart.
+# application: scalebench.experiment.capacity's probes lower it to tell the chunk's memory apart.
 CHUNK_ELEMENTS = 2**24
 PROJECTORS = ("torch", "astra")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from scalebench.errors import ConfigError
-from scalebench.metrics import data_range
 from scalebench.params import resolved_parameters, validate_parameters
 from scalebench.problems import (
     multiframe_superres,
@@ -13,6 +12,7 @@ from scalebench.problems import (
     walnut_conebeam,
 )
 from scalebench.problems.base import Problem, ProblemSetup, ProblemSpec
+from scalebench.runtime.metrics import data_range
 
 PROBLEMS: dict[str, ProblemSpec] = {
     spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC,

@@ -48,7 +48,7 @@ class Problem:
     operator_indices: tuple[int, ...] = ()
     num_operators: int = 0
     data_sha256: str = ""  # digest of x_true and of every y_k of the whole problem
-    # The parameters that determine A (scalebench.operator_norm caches ||A||^2 under them);
+    # The parameters that determine A (scalebench.runtime.operator_norm caches ||A||^2 under them);
     # None: the norm is recomputed by every run.
     operator_key: dict | None = None
     # The local operators over a fraction of their measurements (ProblemSetup.make_norm_start),
@@ -81,11 +81,11 @@ class ProblemSetup:
     # k -> measured data of operator k (real scans); None: y_k = A_k x_true + noise.
     measure: Callable[[int], torch.Tensor] | None = None
     operator_key: dict | None = None  # see Problem.operator_key
-    # Dynamic range the asinh-PSNR covers (scalebench.metrics); None: the metrics' default.
+    # Dynamic range the asinh-PSNR covers (scalebench.runtime.metrics); None: the metrics' default.
     metric_dynamic_range: float | None = None
     # k -> A_k over a fraction of its measurements (a cheap operator whose A^T A has nearly
     # the top eigenvector of the whole one): ||A||^2's Lanczos starts from the leading
-    # vector of their stack (scalebench.operator_norm). None: from a random vector.
+    # vector of their stack (scalebench.runtime.operator_norm). None: from a random vector.
     make_norm_start: Callable[[int], LinearPhysics] | None = None
 
     @property
@@ -153,7 +153,7 @@ class ProblemSpec:
     description: str
     # Elements of the largest temporary one application of an operator makes, for these
     # parameters and a chunk limit (``chunk_elements=None``: the operator's own), where its
-    # operators work in chunks (scalebench.capacity fits its bytes); None: no such term.
+    # operators work in chunks (scalebench.experiment.capacity fits its bytes); None: no such term.
     workspace_elements: Callable[..., int] | None = None
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:

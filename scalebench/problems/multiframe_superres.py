@@ -17,7 +17,7 @@ import torch
 from scalebench.params import Param
 from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.images import astronaut
+from scalebench.problems.phantoms import astronaut
 
 PARAMS = {
     "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image "

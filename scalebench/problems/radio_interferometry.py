@@ -30,8 +30,8 @@ Sky: generated from ``seed`` at the image size (point sources with fluxes log-un
 ``dynamic_range``, the brightest at 1; elliptical Gaussian components; faint diffuse emission)
 or read from the FITS image at ``sky_fits`` (first image HDU, first plane of any extra axes,
 NaN blanks set to 0, central square resampled to the image size). ``dynamic_range`` is also
-the range the asinh-PSNR covers (its softening is the peak over it, scalebench.metrics), for a
-FITS sky too.
+the range the asinh-PSNR covers (its softening is the peak over it,
+scalebench.runtime.metrics), for a FITS sky too.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ import torch
 import torch.nn.functional as F
 
 from scalebench.params import Param
+from scalebench.physics.radio import BACKENDS, VisibilityOperator, check_installed
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.radio_operator import BACKENDS, VisibilityOperator, check_installed
 
 ANTENNA_FILE = "meerkat_antennas.csv"
 LATITUDE_DEG = -(30 + 42 / 60 + 39.8 / 3600)  # MeerKAT's array reference position
@@ -82,7 +82,7 @@ PARAMS = {
 
 def antenna_positions() -> np.ndarray:
     """(64, 3) east, north, up positions of MeerKAT's dishes in metres (package data)."""
-    text = resources.files("scalebench.problems").joinpath("data", ANTENNA_FILE).read_text()
+    text = resources.files("scalebench.data").joinpath("telescopes", ANTENNA_FILE).read_text()
     rows = [line.split(",") for line in text.splitlines()
             if line and not line.startswith("#")][1:]
     return np.array([[float(value) for value in row[1:4]] for row in rows])

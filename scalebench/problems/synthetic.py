@@ -14,7 +14,7 @@ from deepinv.physics import functional as dF
 from scalebench.params import Param
 from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.images import random_ellipses, random_ellipsoids
+from scalebench.problems.phantoms import random_ellipses, random_ellipsoids
 
 PARAMS = {
     "image_size": Param(256, int, minimum=16, doc="side of the square image (cubic volume)"),

@@ -18,7 +18,7 @@ from scalebench.params import Param
 from scalebench.physics import parallel_beam
 from scalebench.physics.parallel_beam import ParallelBeam2D, astra_available
 from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.images import shepp_logan
+from scalebench.problems.phantoms import shepp_logan
 
 PROJECTOR_CHOICES = ("auto", "astra", "torch", "deepinv")
 PARAMS = {
@@ -50,7 +50,7 @@ def resolve_projector(projector: str) -> str:
 
 # ||A||^2 starts from the leading vector of an operator over every 8th to 16th angle of each
 # group (of at least 8 angles): a tenth of the cost per iteration, and Lanczos on the whole
-# A^T A then stops after 2 applications instead of 5 (scalebench.operator_norm). Groups of
+# A^T A then stops after 2 applications instead of 5 (scalebench.runtime.operator_norm). Groups of
 # fewer than 64 angles gain nothing from it and keep the random start.
 NORM_START_STRIDES = (8, 16)
 NORM_START_MIN_ANGLES = 8

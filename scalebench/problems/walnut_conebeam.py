@@ -16,18 +16,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from scalebench.cache import cache_root
 from scalebench.data import walnut
+from scalebench.data.cache import cache_root
 from scalebench.params import Param
-from scalebench.physics.parallel_beam import astra_available
-from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.conebeam import (
+from scalebench.physics.conebeam import (
     PROJECTORS,
     ConeGeometry,
     RtkConeBeam,
     make_projector,
     rtk_available,
 )
+from scalebench.physics.parallel_beam import astra_available
+from scalebench.problems.base import ProblemSetup, ProblemSpec
 
 PARAMS = {
     "orbit": Param(2, int, choices=walnut.ORBITS,

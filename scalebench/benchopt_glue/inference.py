@@ -1,0 +1,41 @@
+"""The inference benchmark's solvers: a reconstruction or denoising loop around one denoiser."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from scalebench.benchopt_glue.base import LoopSolver
+from scalebench.denoisers.build import (
+    check_denoiser_fits,
+    make_denoiser_with_record,
+    warm_up,
+)
+from scalebench.launch import progress
+from scalebench.loops.params import check_distribution
+from scalebench.problems import ProblemSetup
+
+
+class InferenceSolver(LoopSolver):
+    """A reconstruction or denoising loop of the inference benchmark around one denoiser."""
+
+    def build(self, problem: ProblemSetup) -> torch.nn.Module:
+        params, shape = self.params, tuple(problem.x_true.shape[1:])
+        check_denoiser_fits(params, shape)
+        check_distribution(params, shape, problem.num_operators, self.context.world_size)
+        self.source, self.data_sha256 = problem.source, self.setup_problem(problem)
+        self.ground_truth = problem.x_true  # kept for save_estimate
+        progress.stage("building the denoiser")
+        self.denoiser, self.weights_record = make_denoiser_with_record(
+            params, shape, self.device, self.context)
+        if params["compile"]:
+            progress.stage("compiling the denoiser")
+        self.compile_time_s = warm_up(self.denoiser, shape, params["denoiser_sigma"],
+                                      self.device) if params["compile"] else 0.0
+        return self.denoiser  # the same weights on every rank
+
+    @abstractmethod
+    def setup_problem(self, problem: ProblemSetup) -> str:
+        """Build what the loop needs of the problem; return the digest of the data it uses
+        (every rank checks it holds the same)."""

@@ -1,0 +1,3 @@
+"""Denoisers: the networks and their weights (``networks``, with scalebench's own small
+networks in ``bundled``), tiles of their input in one process and across ranks (``tiling``),
+and the configured denoiser of a run (``build``)."""

@@ -1,0 +1,66 @@
+"""The configured denoiser of a run: the network with its weights, tiled in one process or
+its tiles dealt to the ranks, compiled on request."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+from scalebench.denoisers.networks import SIZE_MULTIPLE, load_denoiser, warn_random_weights
+from scalebench.denoisers.tiling import (
+    BatchDealtProcessing,
+    TiledDenoiser,
+    WindowTiling,
+    check_input_size,
+    is_tiled,
+)
+
+
+def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:
+    """Raise ConfigError when the denoiser or the tiling cannot take an image of this shape."""
+    check_input_size(params["denoiser"], tuple(image_shape[1:]), params["patch_size"],
+                     params["overlap"])
+
+
+def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.device,
+                  context=None) -> nn.Module:
+    """The configured denoiser with its tiling, split across ranks when distributed."""
+    return make_denoiser_with_record(params, image_shape, device, context)[0]
+
+
+def make_denoiser_with_record(params: dict, image_shape: tuple[int, ...], device: torch.device,
+                              context=None) -> tuple[nn.Module, dict[str, str]]:
+    """``make_denoiser`` and the provenance of its weights (denoisers.weights_record); warns
+    once (on rank 0) when the weights are random."""
+    model, record = load_denoiser(params["denoiser"], image_shape[0], params["pretrained"],
+                                  device, params["seed"])
+    if record["weights"] == "random" and getattr(context, "rank", 0) == 0:
+        warn_random_weights(params["denoiser"])
+    return _wrap(model, params, image_shape, context), record
+
+
+def _wrap(model: nn.Module, params: dict, image_shape: tuple[int, ...], context) -> nn.Module:
+    if params["compile"]:
+        model = torch.compile(model, dynamic=False)
+    if not params["distribute_denoiser"]:
+        return TiledDenoiser(model, params["patch_size"], params["overlap"],
+                             params["max_batch_size"], SIZE_MULTIPLE[params["denoiser"]])
+    patch = params["patch_size"] if is_tiled(tuple(image_shape[1:]), params["patch_size"]) \
+        else max(image_shape[1:])
+    strategy = WindowTiling((1, *image_shape), patch, params["overlap"],
+                            SIZE_MULTIPLE[params["denoiser"]])
+    return BatchDealtProcessing(context, model, strategy=strategy,
+                                max_batch_size=params["max_batch_size"] or None)
+
+
+def warm_up(denoiser: nn.Module, image_shape: tuple[int, ...], sigma: float,
+            device: torch.device) -> float:
+    """Run the denoiser once on an image-shaped input (compiles it); return the seconds."""
+    start = time.perf_counter()
+    with torch.no_grad():
+        denoiser(torch.zeros((1, *image_shape), device=device), sigma)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start

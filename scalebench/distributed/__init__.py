@@ -1,2 +1,0 @@
-"""Running one experiment on several processes: process group, timed collectives, split
-physics and tiles, per-rank statistics."""

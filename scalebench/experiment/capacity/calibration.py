@@ -1,0 +1,277 @@
+"""Calibrations: probes of one configuration at a few small sizes, the model fitted to them,
+cached by what determines them.
+
+A configuration is an experiment of the inference benchmark with its size parameter left out.
+Its calibration is cached under ``<scalebench cache>/capacity/<key>.json``; the key covers the
+configuration, the size parameter and the probed sizes, the device type, the number of probe
+iterations, the code (commit and uncommitted changes) and the numerical packages, so that a
+change to any of them calibrates again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scalebench.data.cache import cache_root
+from scalebench.errors import ConfigError
+from scalebench.experiment.capacity.model import (
+    CalibrationPoint,
+    MemoryModel,
+    Sizes,
+    fit,
+    operator_share,
+)
+from scalebench.experiment.capacity.probe import probe
+
+# Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
+PROBE_ITERATIONS = 2
+# Default probed sizes: the largest, and three steps below it down to a quarter of it.
+DEFAULT_LARGEST, PROBE_FRACTIONS = 128, (0.25, 0.5, 0.75, 1.0)
+# Workspace probes cut an operator's chunk to this fraction of its workspace at the size.
+WORKSPACE_CUT = 4
+# Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
+# the model's): calibrations are shared across them.
+NOT_MEMORY = ("max_iter", "eval_every")
+# Provenance fields (provenance.collect) that decide a calibration besides the configuration.
+ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """An inference experiment whose ``size_parameter`` varies: its dataset and solver with
+    their given parameters (the size among them or not) and the device it runs on."""
+
+    dataset: str
+    dataset_params: dict
+    solver: str
+    solver_params: dict
+    size_parameter: str
+
+    def at(self, size: int) -> Configuration:
+        return replace(self, dataset_params={**self.dataset_params,
+                                             self.size_parameter: size})
+
+    @property
+    def device(self) -> str:
+        """The device type the runs take ('auto': CUDA where there is one)."""
+        name = self.resolved_solver()["device"]
+        if name == "auto":
+            import torch
+
+            name = "cuda" if torch.cuda.is_available() else "cpu"
+        return name
+
+    def key_record(self) -> dict:
+        """What identifies the configuration: every parameter resolved (defaults filled, the
+        device by its type), the size left out."""
+        dataset = self.resolved_dataset()
+        dataset.pop(self.size_parameter)
+        return {"dataset": self.dataset, "solver": self.solver,
+                "size_parameter": self.size_parameter, "dataset_params": dataset,
+                "solver_params": {**{key: value for key, value in self.resolved_solver().items()
+                                     if key not in NOT_MEMORY and not key.startswith("slurm_")},
+                                  "device": self.device}}
+
+    def without_size(self) -> dict:
+        return {"dataset": self.dataset, "solver": self.solver,
+                "size_parameter": self.size_parameter,
+                "dataset_params": {key: value for key, value in self.dataset_params.items()
+                                   if key != self.size_parameter},
+                "solver_params": self.solver_params}
+
+    def resolved_dataset(self) -> dict:
+        from scalebench.params import resolved_parameters
+        from scalebench.problems import PROBLEMS
+
+        return resolved_parameters(self.dataset_params, PROBLEMS[self.dataset].params)
+
+    def resolved_solver(self) -> dict:
+        from scalebench.loops import SOLVERS
+        from scalebench.params import resolved_parameters
+
+        return resolved_parameters(self.solver_params, SOLVERS[self.solver])
+
+    def valid(self, size: int) -> bool:
+        """Whether the problem accepts ``size`` for the size parameter."""
+        from scalebench.params import validate_parameters
+        from scalebench.problems import PROBLEMS
+
+        spec, sized = PROBLEMS[self.dataset], self.at(size)
+        try:
+            validate_parameters(f"dataset '{self.dataset}'", sized.dataset_params, spec.params)
+            spec.image_shape(**sized.resolved_dataset())
+        except (ConfigError, ValueError):
+            return False
+        return True
+
+    def sizes(self, size: int, ranks: int, model: MemoryModel | None) -> Sizes:
+        """The term counts of one of ``ranks`` ranks at ``size`` (measurements by the model's
+        law; without a model, none)."""
+        from scalebench.denoisers.tiling import denoised_pixels
+        from scalebench.problems import PROBLEMS
+
+        spec, values = PROBLEMS[self.dataset], self.at(size).resolved_dataset()
+        shape = spec.image_shape(**values)
+        solver = self.resolved_solver()
+        measurements = 0.0
+        if model is not None and self.solver == "pnp":
+            share = operator_share(spec.num_operators(**values), ranks,
+                                   solver["distribute_physics"])
+            measurements = model.measurements(size) * share
+        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
+                     self.workspace(size))
+
+    def workspace(self, size: int, chunk_elements: int | None = None) -> int:
+        """Elements of an operator's largest chunk at ``size`` (0: no chunked operator; the
+        denoiser solver builds none)."""
+        from scalebench.problems import PROBLEMS
+
+        if self.solver != "pnp":
+            return 0
+        return PROBLEMS[self.dataset].workspace(self.at(size).resolved_dataset(),
+                                                chunk_elements)
+
+
+def probe_sizes(configuration: Configuration, largest: int = DEFAULT_LARGEST) -> list[int]:
+    """Four sizes from a quarter of ``largest`` up to it, each the nearest valid size below."""
+    sizes = []
+    for fraction in PROBE_FRACTIONS:
+        size = max(int(largest * fraction), 1)
+        while size > 0 and not configuration.valid(size):
+            size -= 1
+        if size > 0 and size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def configuration_key(configuration: Configuration) -> str:
+    """The configuration and what else decides its calibration, the probed sizes aside."""
+    from provenance import canonical_json, collect
+
+    environment = collect()
+    record = {"configuration": configuration.key_record(), "iterations": PROBE_ITERATIONS,
+              "environment": {field: environment.get(field) for field in ENVIRONMENT}}
+    return hashlib.sha256(canonical_json(record).encode()).hexdigest()[:24]
+
+
+def cache_path(configuration: Configuration, sizes: list[int]) -> Path:
+    """``capacity/<configuration key>/<sizes>.json`` in the scalebench cache."""
+    return cache_root() / "capacity" / configuration_key(configuration) / \
+        f"{'-'.join(map(str, sorted(sizes)))}.json"
+
+
+def cached_model(configuration: Configuration, sizes: list[int] | None = None
+                 ) -> MemoryModel | None:
+    """The cached calibration of ``configuration`` at ``sizes`` (None: the one probed up to
+    the largest size), None when there is none. An unreadable entry counts as none."""
+    if sizes is not None:
+        paths = [cache_path(configuration, sizes)]
+    else:
+        folder = cache_root() / "capacity" / configuration_key(configuration)
+        paths = sorted(folder.glob("*.json"),
+                       key=lambda path: max(map(int, path.stem.split("-"))), reverse=True)
+    for path in paths:
+        try:
+            return MemoryModel.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
+                    ranks: int, size_parameter: str = "image_size") -> float | None:
+    """One rank's peak as the cached calibration of this configuration predicts it; None
+    without a calibration (``scalebench capacity`` makes them)."""
+    from scalebench.problems import PROBLEMS
+
+    if size_parameter not in PROBLEMS[dataset].params:
+        return None
+    configuration = Configuration(dataset, dataset_params, solver, solver_params,
+                                  size_parameter)
+    model = cached_model(configuration)
+    if model is None:
+        return None
+    size = configuration.resolved_dataset()[size_parameter]
+    return model.predict(configuration.sizes(size, ranks, model))
+
+
+def probe_point(configuration: Configuration, size: int,
+                chunk_elements: int | None = None) -> CalibrationPoint:
+    """One probe of ``configuration`` at ``size`` on one rank (chunked operators with chunks
+    of at most ``chunk_elements``; None: their own limit)."""
+    sized = configuration.at(size)
+    one_rank = {key: value for key, value in sized.solver_params.items()
+                if not key.startswith("slurm_")}
+    result = probe(sized.dataset, sized.dataset_params, sized.solver, one_rank,
+                   PROBE_ITERATIONS, chunk_elements=chunk_elements)
+    counts = configuration.sizes(size, 1, None)
+    return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
+                            result.peak_bytes(configuration.device),
+                            configuration.workspace(size, chunk_elements))
+
+
+def workspace_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:
+    """Probes at the two largest ``sizes`` with chunks cut to a quarter of their workspace.
+    Below the chunk limit an operator's workspace grows like the unknowns, so probes at the
+    default limit alone cannot tell the two terms apart; above it the workspace stops
+    growing, and a prediction there needs each term's own bytes. None without workspace."""
+    if configuration.workspace(sizes[-1]) == 0:
+        return []
+    return [probe_point(configuration, size, max(configuration.workspace(size) // WORKSPACE_CUT,
+                                                 1))
+            for size in sizes[-2:]]
+
+
+def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryModel, bool]:
+    """The model of ``configuration`` fitted to probes at ``sizes`` (and ``workspace_points``),
+    and whether it came from the cache (else it is probed now and cached)."""
+    model = cached_model(configuration, sizes)
+    if model is not None:
+        return model, True
+    model = fit([*(probe_point(configuration, size) for size in sizes),
+                 *workspace_points(configuration, sizes)])
+    path = cache_path(configuration, sizes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(model.to_json()))
+    partial.replace(path)
+    return model, False
+
+
+def valid_at_most(configuration: Configuration, size: int, search: int = 256) -> int | None:
+    """The largest valid size <= ``size`` (within ``search`` steps), None when there is none."""
+    for candidate in range(size, max(size - search, 0), -1):
+        if configuration.valid(candidate):
+            return candidate
+    return None
+
+
+def largest_fitting(configuration: Configuration, model: MemoryModel, ranks: int,
+                    budget_bytes: float, limit: int = 1 << 20) -> int | None:
+    """The largest valid size whose predicted peak on one of ``ranks`` ranks is within
+    ``budget_bytes`` (None when even the smallest valid size is not). The prediction grows
+    with the size (non-negative terms), so a doubling then a bisection find it, over the
+    valid sizes at most each candidate."""
+    def fits(size: int) -> bool:
+        valid = valid_at_most(configuration, size)
+        return valid is not None and \
+            model.predict(configuration.sizes(valid, ranks, model)) <= budget_bytes
+
+    smallest = next((size for size in range(1, 257) if configuration.valid(size)), None)
+    if smallest is None or not fits(smallest):
+        return None
+    high = smallest
+    while high < limit and fits(min(high * 2, limit)):
+        high = min(high * 2, limit)
+    above = min(high * 2, limit)
+    while above - high > 1:
+        middle = (high + above) // 2
+        if fits(middle):
+            high = middle
+        else:
+            above = middle
+    return valid_at_most(configuration, high)

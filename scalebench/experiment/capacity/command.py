@@ -1,0 +1,192 @@
+"""``scalebench capacity CONFIG --memory BUDGET``: the largest size of each configuration of an
+experiment grid whose predicted per-rank peak fits the budget."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scalebench.errors import ScalebenchError
+from scalebench.experiment.capacity.calibration import (
+    Configuration,
+    calibrate,
+    largest_fitting,
+    probe_point,
+    probe_sizes,
+)
+from scalebench.experiment.capacity.model import MemoryModel
+
+
+def gib(value: float) -> str:
+    return f"{value / 2**30:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class CapacityLine:
+    """The answer for one configuration on ``ranks`` ranks, with what the report's capacity
+    view draws: the probes, the model's curve and the budget."""
+
+    label: str
+    ranks: int
+    size_parameter: str
+    largest_size: int | None
+    predicted_peak_bytes: float | None
+    dominant_term: str | None
+    terms: dict
+    calibration_sizes: list[int]
+    cached: bool
+    budget_bytes: int
+    device: str  # 'cpu' (host memory) or 'cuda' (the caching allocator's reserved memory)
+    configuration: dict  # Configuration.key_record(): every parameter but the size
+    probes: list[list]  # [size, measured peak bytes, chunks cut (workspace probe)]
+    curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
+    measured_peak_bytes: int | None = None
+    reason: str = ""  # why there is no largest size
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+    def text(self) -> str:
+        who = "1 rank" if self.ranks == 1 else f"with {self.ranks} ranks"
+        calibrated = f"calibrated at {', '.join(map(str, self.calibration_sizes))}" + \
+            (", cached" if self.cached else "")
+        if self.largest_size is None:
+            return f"{self.label}  {who}: {self.reason} ({calibrated})"
+        line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}, "
+                f"predicted {gib(self.predicted_peak_bytes)} per rank, dominated by "
+                f"{self.dominant_term} ({calibrated})")
+        if self.measured_peak_bytes is not None:
+            ratio = self.predicted_peak_bytes / self.measured_peak_bytes
+            line += (f"\n    verified: measured {gib(self.measured_peak_bytes)}, predicted/"
+                     f"measured {ratio:.3f}")
+        return line
+
+
+def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
+                   parallel_config: Path | None = None) -> list[tuple[Configuration, str, int]]:
+    """(configuration, label, ranks) of every experiment of ``config``, those that differ
+    only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
+    over the parallel config's, else ``nproc``."""
+    from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE, config_objective
+    from scalebench.experiment.config import read_yaml
+    from scalebench.experiment.expand import component_label, expand
+    from scalebench.experiment.plan import job_ranks, read_parallel_config
+    from scalebench.problems import PROBLEMS
+
+    objective = config_objective(read_yaml(config, "config"))
+    if objective != INFERENCE_OBJECTIVE:
+        raise ScalebenchError(f"scalebench capacity covers the inference benchmark's "
+                              f"experiments ({INFERENCE_OBJECTIVE}), not {objective}")
+    parallel = read_parallel_config(parallel_config) if parallel_config else None
+    with tempfile.TemporaryDirectory(prefix="scalebench-capacity-") as scratch:
+        experiments = expand(config, job_ranks({}, parallel, nproc), Path(scratch))
+    found, seen = [], set()
+    for experiment in experiments:
+        (dataset, dataset_params), = experiment["dataset"].items()
+        (solver, solver_params), = experiment["solver"].items()
+        spec = PROBLEMS[dataset]
+        if size_parameter not in spec.params or spec.params[size_parameter].kind is not int:
+            sizes = [name for name, param in spec.params.items() if param.kind is int]
+            raise ScalebenchError(f"dataset '{dataset}' has no size parameter "
+                                  f"'{size_parameter}' (its integer parameters: "
+                                  f"{', '.join(sizes) or 'none'}); choose one with "
+                                  f"--size-parameter")
+        ranks = job_ranks(solver_params, parallel, nproc)
+        if device is not None:
+            solver_params = {**solver_params, "device": device}
+        configuration = Configuration(dataset, dataset_params, solver, solver_params,
+                                      size_parameter)
+        key = (json.dumps(configuration.key_record(), sort_keys=True, default=str), ranks)
+        if key in seen:
+            continue
+        seen.add(key)
+        label = f"{component_label(dataset, configuration.without_size()['dataset_params'])}" \
+                f" x {component_label(solver, solver_params)}"
+        found.append((configuration, label, ranks))
+    return found
+
+
+def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
+    """Whether the fitted model's peak grows with the size: a model whose size terms all
+    fitted to zero would call every size fitting."""
+    sizes = [point.size for point in model.points]
+    return model.predict(configuration.sizes(max(sizes), ranks, model)) > \
+        model.predict(configuration.sizes(min(sizes), ranks, model))
+
+
+# Sizes of the model's curve (the report's capacity view), spaced evenly on a log axis.
+CURVE_POINTS = 40
+
+
+def curve(configuration: Configuration, model: MemoryModel, ranks: int,
+          largest: int | None) -> list[list]:
+    """[size, predicted peak] from the smallest probe to half again past the largest fitting
+    size (or four times the largest probe), at valid sizes."""
+    from scalebench.experiment.capacity.calibration import valid_at_most
+
+    low = min(point.size for point in model.points)
+    high = max(largest or 0, 4 * max(point.size for point in model.points)) * 3 // 2
+    sizes = sorted({valid_at_most(configuration, round(low * (high / low) ** (k / (
+        CURVE_POINTS - 1)))) for k in range(CURVE_POINTS)} - {None})
+    return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
+
+
+def answer(configuration: Configuration, label: str, ranks: int, budget: int,
+           model: MemoryModel, cached: bool) -> CapacityLine:
+    if budget < model.baseline_bytes:
+        raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
+                              f"{gib(model.baseline_bytes)} measured for {label}")
+    sizes = sorted({point.size for point in model.points})
+    default_workspace = {point.size: configuration.workspace(point.size)
+                         for point in model.points}
+    common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
+              "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
+              "device": configuration.device, "configuration": configuration.key_record(),
+              "probes": [[point.size, point.peak_bytes,
+                          point.workspace != default_workspace[point.size]]
+                         for point in model.points]}
+    if not grows(configuration, model, ranks):
+        return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
+                            dominant_term=None, terms={}, curve=[], reason=(
+                                f"no answer: the probed peaks do not grow with "
+                                f"{configuration.size_parameter}; calibrate at larger sizes "
+                                f"(--calibration-size)"))
+    size = largest_fitting(configuration, model, ranks, budget)
+    line = curve(configuration, model, ranks, size)
+    if size is None:
+        return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
+                            dominant_term=None, terms={}, curve=line, reason="no size fits")
+    counts = configuration.sizes(size, ranks, model)
+    return CapacityLine(**common, largest_size=size, predicted_peak_bytes=model.predict(counts),
+                        dominant_term=model.dominant(counts), terms=model.terms(counts),
+                        curve=line)
+
+
+def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device: str | None,
+             largest_probe: int, verify: bool,
+             parallel_config: Path | None = None) -> list[CapacityLine]:
+    """One line per configuration and rank count of ``config``; ``verify``: the largest
+    predicted size of each one-rank line run once, its peak measured."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
+                                  "host memory)")
+    lines = []
+    for configuration, label, ranks in configurations(config, nproc, size_parameter, device,
+                                                      parallel_config):
+        sizes = probe_sizes(configuration, largest_probe)
+        if len(sizes) < 3:
+            raise ScalebenchError(f"{label}: fewer than three valid {size_parameter} values "
+                                  f"up to {largest_probe} to calibrate at (give a larger "
+                                  f"--calibration-size)")
+        model, cached = calibrate(configuration, sizes)
+        line = answer(configuration, label, ranks, budget, model, cached)
+        if verify and ranks == 1 and line.largest_size is not None:
+            measured = probe_point(configuration, line.largest_size).peak_bytes
+            line = replace(line, measured_peak_bytes=measured)
+        lines.append(line)
+    return lines

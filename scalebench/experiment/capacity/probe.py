@@ -1,0 +1,124 @@
+"""One short run of an inference experiment in a fresh process, and its peak memory.
+
+The run takes the benchmark's own path: the benchmark folder's Dataset, Objective and Solver
+classes, as benchopt calls them (data, set-up with the operator norm and the initial estimate,
+``iterations`` iterations, one evaluation of the result). No step resets the peaks
+(``StepProfiler.reset_peaks``), so the process's high-water marks at the end are the run's peak
+on the host (VmHWM, the process baseline included) and on CUDA (the caching allocator's peak
+reserved memory, what the device gives the process).
+
+    python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from scalebench.errors import ScalebenchError
+from scalebench.experiment.benchmarks import INFERENCE_BENCHMARK, REPO
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe measured: peaks in bytes (``device_peak_bytes`` None off CUDA), and the
+    run's unknowns (ground-truth values) and measurements (values of y, all operators)."""
+
+    host_peak_bytes: int
+    device_peak_bytes: int | None
+    unknowns: int
+    measurements: int
+
+    def peak_bytes(self, device: str) -> int:
+        """The peak that a memory budget of ``device`` ('cpu' or 'cuda') bounds."""
+        if device == "cuda":
+            if self.device_peak_bytes is None:
+                raise ScalebenchError("the probe ran on the CPU: it has no CUDA peak")
+            return self.device_peak_bytes
+        return self.host_peak_bytes
+
+
+def _benchmark_module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"scalebench_probe_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _values(y: Any) -> int:
+    """Number of values of a tensor or of a (nested) list of tensors."""
+    import torch
+
+    if isinstance(y, torch.Tensor):
+        return y.numel()
+    return sum(_values(part) for part in y)
+
+
+def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
+              iterations: int, chunk_elements: int | None = None) -> ProbeResult:
+    """The experiment's short run in this process (a fresh one: peaks are the process's);
+    ``chunk_elements``: the chunk limit of the operators that work in chunks."""
+    import torch
+
+    from scalebench.physics import parallel_beam
+    from scalebench.runtime.profiling import MIB, HostPeakMemory, StepProfiler
+
+    StepProfiler.reset_peaks = False
+    if chunk_elements is not None:
+        parallel_beam.CHUNK_ELEMENTS = chunk_elements
+    folder = REPO / INFERENCE_BENCHMARK
+    data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
+    solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
+    objective = _benchmark_module(folder / "objective.py").Objective.get_instance()
+    objective.set_data(**data_class.get_instance(**dataset_params).get_data())
+    run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
+    run._set_objective(objective)
+    run.pre_run_hook(iterations)
+    for _ in range(iterations):
+        run.loop.iterate()
+    objective.evaluate_result(**run.get_result())
+    cuda = run.device.type == "cuda"
+    measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
+    host_peak = round(HostPeakMemory.status_mib("VmHWM:") * MIB)
+    return ProbeResult(host_peak, torch.cuda.max_memory_reserved(run.device) if cuda
+                       else None, objective.problem.x_true.numel(), measurements)
+
+
+def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
+          iterations: int = 2, timeout_s: float = 3600,
+          chunk_elements: int | None = None) -> ProbeResult:
+    """``run_probe`` in a fresh process on one rank; a failure is a ScalebenchError naming
+    the run and the last line the process printed."""
+    request = json.dumps({"dataset": dataset, "dataset_params": dataset_params,
+                          "solver": solver, "solver_params": solver_params,
+                          "iterations": iterations, "chunk_elements": chunk_elements})
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}
+    done = subprocess.run([sys.executable, "-m", "scalebench.experiment.capacity.probe", request],
+                          capture_output=True, text=True, env=environment, timeout=timeout_s,
+                          check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ScalebenchError(f"the memory probe of {dataset} {dataset_params} x {solver} "
+                              f"failed: {last}")
+    return ProbeResult(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(argv[0])
+    result = run_probe(request["dataset"], request["dataset_params"], request["solver"],
+                       request["solver_params"], request["iterations"],
+                       request["chunk_elements"])
+    print(json.dumps(result.__dict__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,338 @@
+"""Experiment files: loading and whole-grid validation before anything runs.
+
+An experiment is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
+``solver`` lists (a missing one means all; names match regardless of case) whose entries are
+a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
+options. Every combination of the grid is checked (names, types, ranges, whether the
+denoiser can take the image, whether the weights exist, whether ``max-runs`` lets every
+iteration be recorded), so a mistake is reported in one line before any job starts. Whether
+the machine has the device a run asks for is not part of it (a login node without a GPU
+validates a ``device: cuda`` config): ``check_devices_available`` is checked where the ranks
+run, by ``scalebench run`` before it starts them and again by every rank.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalebench.denoisers.build import check_denoiser_fits
+from scalebench.denoisers.networks import resolve_weights
+from scalebench.errors import ConfigError, ScalebenchError, unreadable_file_error
+from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
+from scalebench.launch.resources import requested_ranks
+from scalebench.loops import SOLVERS
+from scalebench.loops.params import check_distribution, evaluations
+from scalebench.loops.training.params import TRAINING_SOLVERS, check_training, training_rows
+from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
+from scalebench.problems import PROBLEMS, ProblemSpec
+from scalebench.problems.training import TRAINING_PROBLEMS
+from scalebench.runtime.context import resolve_device
+
+BENCHOPT_DEFAULT_MAX_RUNS = 100
+RUN_OPTIONS = {
+    "n-repetitions": Param(1, int, minimum=1, doc="repetitions of every run"),
+    "max-runs": Param(BENCHOPT_DEFAULT_MAX_RUNS, int, minimum=1,
+                      doc="evaluations recorded per run; must exceed max_iter"),
+    "timeout": Param("100", str, doc="a number of seconds, or a number followed by s, m or h"),
+}
+# Further `benchopt run` options a config may hold: handed to benchopt unchanged, where the
+# launcher's own command-line options (--no-plot, --no-display, --no-cache, --output) win.
+PASSED_OPTIONS = ("plot", "display", "html", "no-cache", "output", "n-jobs", "profile",
+                  "seed", "no-timeout", "force-solver")
+# Options that would change how benchopt itself is launched, which scalebench does instead.
+LAUNCH_OPTIONS = {
+    "collect": "only collects cached results, and scalebench runs never use benchopt's cache",
+    "pdb": "opens an interactive debugger inside the ranks; use `benchopt run --pdb` directly",
+    "parallel-config": "hands runs to benchopt's parallel backend; scalebench launches the "
+                       "ranks itself (use `benchopt run --parallel-config` directly)",
+    "env": "selects a conda environment; run scalebench inside that environment instead",
+    "env-name": "selects a conda environment; run scalebench inside that environment instead",
+}
+_TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
+
+
+@dataclass
+class Component:
+    """One entry of a list: a name and its parameter grid (every value a list)."""
+
+    name: str
+    grid: dict[str, list] = field(default_factory=dict)
+
+    def combinations(self) -> list[dict]:
+        """Every parameter combination; a key "a, b" zips its values (benchopt's syntax)."""
+        keys = list(self.grid)
+        combos = []
+        for values in itertools.product(*self.grid.values()):
+            combo = {}
+            for key, value in zip(keys, values, strict=True):
+                names = [name.strip() for name in key.split(",")]
+                if len(names) == 1:
+                    combo[key] = value
+                    continue
+                if not isinstance(value, list | tuple) or len(value) != len(names):
+                    raise ConfigError(f"'{key}': each value must be a list of {len(names)} "
+                                      f"values (one per name), got {value!r}")
+                combo.update(zip(names, value, strict=True))
+            combos.append(combo)
+        return combos
+
+
+@dataclass
+class Experiment:
+    path: Path
+    datasets: list[Component]
+    solvers: list[Component]
+    options: dict[str, Any]
+
+
+def _bracketed(section: str, entry: str) -> Component:
+    """'name' or benchopt's 'name[parameter=value,...]' form, parsed as benchopt parses it."""
+    from benchopt.utils.parametrized_name_mixin import _extract_options
+
+    try:
+        name, positional, grid = _extract_options(entry)
+    except (ValueError, SyntaxError) as error:
+        raise ConfigError(f"{section} entry {entry!r}: {error}") from None
+    if positional:
+        raise ConfigError(f"{section} entry {entry!r}: name each parameter "
+                          f"('name[parameter=value]'); positional values are ambiguous")
+    return Component(name, {k: v if isinstance(v, list) else [v] for k, v in grid.items()})
+
+
+def _component(section: str, entry: Any) -> Component:
+    if isinstance(entry, str):
+        return _bracketed(section, entry)
+    if isinstance(entry, dict) and len(entry) == 1:
+        name, grid = next(iter(entry.items()))
+        grid = grid or {}
+        if not isinstance(grid, dict):
+            raise ConfigError(f"{section} '{name}': parameters must be a mapping, got {grid!r}")
+        return Component(str(name), {k: v if isinstance(v, list) else [v]
+                                     for k, v in grid.items()})
+    raise ConfigError(f"{section} entry {entry!r} must be a name or a one-key mapping "
+                      f"'name: {{parameter: value}}'")
+
+
+def _section(raw: dict, section: str, everything: list[str]) -> list[Component]:
+    """The entries of a section; a missing section means all of ``everything``, and a single
+    entry may be given without a list, as benchopt reads them."""
+    if section not in raw:
+        return [Component(name) for name in everything]
+    entries = raw[section]
+    if isinstance(entries, str | dict):
+        entries = [entries]
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"config key '{section}' must be a non-empty list")
+    return [_component(section, entry) for entry in entries]
+
+
+def _solvers(raw: dict, everything: list[str]) -> list[Component]:
+    """'solver' entries plus 'force-solver' ones (benchopt runs both; scalebench never uses
+    benchopt's cache, so forcing changes nothing else); all solvers when neither is given."""
+    forced = raw.get("force-solver") or []
+    forced = [_component("force-solver", entry)
+              for entry in (forced if isinstance(forced, list) else [forced])]
+    if "solver" not in raw and forced:
+        return forced
+    return _section(raw, "solver", everything) + forced
+
+
+def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
+                      kind: str, problems: list[str]) -> list[Component]:
+    """The components whose names and parameters are valid; a line in ``problems`` for each
+    mistake of the others."""
+    valid = []
+    for component in components:
+        # benchopt matches names regardless of case: so does scalebench.
+        known = {name.lower(): name for name in registry}
+        if component.name.lower() not in known:
+            problems.append(f"unknown {kind} '{component.name}' "
+                            f"(allowed: {', '.join(sorted(registry))})")
+            continue
+        component.name = known[component.name.lower()]
+        owner = f"{kind} '{component.name}'"
+        empty = [key for key, values in component.grid.items() if not values]
+        for key in empty:
+            problems.append(f"{owner}: parameter '{key}' has an empty list of values "
+                            f"(give one value or a non-empty list)")
+        if empty:
+            continue
+        found = len(problems)
+        try:
+            combinations = component.combinations()
+        except ConfigError as error:
+            problems.append(str(error))
+            continue
+        for combination in combinations:
+            try:
+                validate_parameters(owner, combination, registry[component.name])
+            except ConfigError as error:
+                problems.append(str(error))
+        if len(problems) == found:
+            valid.append(component)
+    return valid
+
+
+def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
+    options = {}
+    for key, spec in RUN_OPTIONS.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if key == "timeout":
+            value = str(value)
+            if not _TIMEOUT.match(value):
+                problems.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
+                continue
+        try:
+            options[key] = check_value("run options", key, value, spec)
+        except ConfigError as error:
+            problems.append(str(error))
+    return options
+
+
+def _inference_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
+                    ranks: int) -> None:
+    """Checks of a dataset and an inference solver together (and the number of ranks)."""
+    check_denoiser_fits(params, shape)
+    check_distribution(params, shape, spec.num_operators(**values), ranks)
+    resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+
+
+def _training_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
+                   ranks: int) -> None:
+    """Checks of a dataset and a training solver together (and the number of ranks)."""
+    check_training(params, spec, values, ranks)
+
+
+@dataclass(frozen=True)
+class BenchmarkRules:
+    """What a benchmark's configs may name: its datasets, its solvers, the pair checks."""
+
+    problems: dict[str, ProblemSpec]
+    solvers: dict[str, dict[str, Param]]
+    check_pair: Callable[[ProblemSpec, dict, tuple[int, ...], dict, int], None]
+    rows: Callable[[dict], int]  # rows one run records, for its solver parameters
+    row_params: tuple[str, ...]  # the solver parameters ``rows`` depends on
+
+
+# By objective name: the objective a config names selects its benchmark's rules.
+BENCHMARKS = {
+    INFERENCE_OBJECTIVE: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations,
+                                   ("max_iter", "eval_every")),
+    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair,
+                                       training_rows, ("max_iter",)),
+}
+
+
+def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
+                 problems: list[str]) -> None:
+    """Checks that need a dataset and a solver together (and the number of ranks)."""
+    max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
+    for dataset in experiment.datasets:
+        spec = rules.problems[dataset.name]
+        for dataset_values in dataset.combinations():
+            values = resolved_parameters(dataset_values, spec.params)
+            try:
+                shape = spec.image_shape(**values)
+            except ValueError as error:
+                problems.append(f"dataset '{dataset.name}': {error}")
+                continue
+            for solver in experiment.solvers:
+                for solver_values in solver.combinations():
+                    params = resolved_parameters(solver_values, rules.solvers[solver.name])
+                    where = f"solver '{solver.name}' on dataset '{dataset.name}'"
+                    try:
+                        rules.check_pair(spec, values, shape, params,
+                                         requested_ranks(params, world_size))
+                    except ScalebenchError as error:
+                        problems.append(f"{where}: {error}")
+                    rows = rules.rows(params)
+                    if rows > max_runs:
+                        given = " with ".join(f"{name}={params[name]}"
+                                              for name in rules.row_params)
+                        problems.append(f"{where}: {given} records {rows} rows but "
+                                        f"max-runs is {max_runs} (set max-runs >= {rows})")
+
+
+def check_devices_available(experiment: Experiment) -> None:
+    """Raise ConfigError when a solver asks for a device this machine does not have."""
+    for solver in experiment.solvers:
+        for solver_values in solver.combinations():
+            try:
+                resolve_device(solver_values.get("device", "auto"))
+            except ScalebenchError as error:
+                raise ConfigError(f"solver '{solver.name}': {error}") from None
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in ``path``; a ConfigError naming ``what`` (e.g. "config") when the
+    file cannot be read or parsed."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise unreadable_file_error(path, what, error) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{what} {path} is not valid YAML: {str(error).splitlines()[0]}") \
+            from None
+
+
+def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
+    """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
+    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every problem,
+    one line each (a file that cannot be read or parsed: that alone)."""
+    path = Path(path)
+    raw = read_yaml(path, "config")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
+    problems: list[str] = []
+    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
+    for key in sorted(set(raw) - allowed - set(LAUNCH_OPTIONS)):
+        problems.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
+    for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
+        problems.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
+    known = {name.lower(): name for name in BENCHMARKS}
+    # An unknown objective is reported and the rest is checked against the default one.
+    objective_name = INFERENCE_OBJECTIVE
+    try:
+        objectives = _section(raw, "objective", [INFERENCE_OBJECTIVE])
+    except ConfigError as error:
+        problems.append(str(error))
+        objectives = []
+    for objective in objectives:
+        if objective.name.lower() not in known or objective.grid or len(objectives) > 1:
+            names = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
+            problems.append(f"objective must be {names} (one, without parameters), got "
+                            f"'{objective.name}'")
+            break
+        objective_name = known[objective.name.lower()]
+    rules = BENCHMARKS[objective_name]
+    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
+    solvers = _listed(problems, lambda: _solvers(raw, sorted(rules.solvers)))
+    options = _check_options(raw, problems)
+    datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
+                                    "dataset", problems)
+    solvers_ok = _check_components(solvers, rules.solvers, "solver", problems)
+    experiment = Experiment(path, datasets, solvers, options)
+    # Pairs of the valid datasets and solvers (the others have been reported already).
+    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
+                 problems)
+    if problems:
+        raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order
+    return experiment
+
+
+def _listed(problems: list[str], read: Callable[[], list[Component]]) -> list[Component]:
+    """The components ``read`` returns; none (and a line in ``problems``) when it fails."""
+    try:
+        return read()
+    except ConfigError as error:
+        problems.append(str(error))
+        return []

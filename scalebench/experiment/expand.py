@@ -1,0 +1,84 @@
+"""An experiment file expanded into its experiments: one benchopt config per dataset x solver
+parameter combination, in benchopt's order, each named by the hash of its combination.
+
+``expand`` validates the whole grid first (scalebench.experiment.config) and can refuse, before
+any rank starts, a device this machine does not have and experiments too large for its
+memory; ``scalebench run``, ``validate``, ``plan`` and ``capacity`` all expand through it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from provenance.canonical import canonical_json, config_hash
+from scalebench.errors import ConfigError
+from scalebench.experiment.benchmarks import FOLDER_BY_OBJECTIVE, config_objective
+from scalebench.experiment.config import check_devices_available, load_experiment, read_yaml
+from scalebench.launch.resources import (
+    experiment_solver_params,
+    names_slurm_resources,
+    requested_ranks,
+)
+
+
+def component_label(name: str, params: dict) -> str:
+    inside = ",".join(f"{key}={value}" for key, value in params.items())
+    return f"{name}[{inside}]" if inside else name
+
+
+def expand(config: Path, world_size: int, folder: Path,
+           check_devices: bool = False, check_memory: str = "") -> list[dict]:
+    """One benchopt config per experiment of ``config``, in benchopt's order, with the
+    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
+    dataset and solver ({name: parameters}) and the run options. ``check_devices``: also
+    refuse a device this machine does not have; ``check_memory``: refuse experiments whose
+    ranks, all on this machine, cannot fit its memory (nothing is written then): "all" of
+    them (a local run), "local" those that name no SLURM resources (the others run on
+    compute nodes this machine knows nothing of), "" none."""
+
+    experiment = load_experiment(config, world_size)
+    if check_devices:
+        check_devices_available(experiment)
+    raw = read_yaml(config, "config")  # load_experiment read it already: it parses
+    options = {key: value for key, value in raw.items()
+               if key not in ("dataset", "solver", "force-solver")}
+    experiments = []
+    for dataset in experiment.datasets:
+        for dataset_params in dataset.combinations():
+            for solver in experiment.solvers:
+                for solver_params in solver.combinations():
+                    key = {"dataset": {dataset.name: dataset_params},
+                           "solver": {solver.name: solver_params}}
+                    identifier = config_hash(canonical_json(key))[:16]
+                    path = folder / f"{identifier}.yml"
+                    label = f"{component_label(dataset.name, dataset_params)} x " \
+                            f"{component_label(solver.name, solver_params)}"
+                    experiments.append({"id": identifier, "label": label,
+                                        "config": str(path), **key, "options": options})
+    if check_memory:
+        from scalebench.experiment.plan import local_memory_problems
+
+        here = [e for e in experiments if check_memory == "all"
+                or not names_slurm_resources(experiment_solver_params(e))]
+        problems = local_memory_problems(
+            here, lambda e: requested_ranks(experiment_solver_params(e), world_size))
+        if problems:
+            raise ConfigError("\n".join(problems))
+    folder.mkdir(parents=True, exist_ok=True)
+    for experiment in experiments:
+        Path(experiment["config"]).write_text(yaml.safe_dump(
+            {**options, "dataset": [experiment["dataset"]], "solver": [experiment["solver"]]},
+            sort_keys=False))
+    return experiments
+
+
+def config_benchmark(config: Path) -> str:
+    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
+    config (``expand`` then says what is wrong with it)."""
+    try:
+        raw = read_yaml(config, "config")
+    except ConfigError:
+        return ""
+    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name

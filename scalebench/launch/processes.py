@@ -1,0 +1,117 @@
+"""Starting the ranks of one experiment and waiting for them, locally or through srun.
+
+Locally, ``nproc`` processes get RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE /
+MASTER_ADDR / MASTER_PORT (a free localhost port) explicitly. Under SLURM one ``srun`` step
+runs a task per rank across the job's nodes, with ``--kill-on-bad-exit`` so that one failing
+rank ends the step. Either way, a rank that fails ends the others within ``grace_s`` seconds.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scalebench.launch.rank_entry import end_with_parent
+from scalebench.launch.rank_env import first_node_address
+
+POLL_S = 0.2
+
+
+def free_port() -> int:
+    """A TCP port free on localhost right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def rank_entry_args(folder: Path, benchmark: Path, config: Path,
+                    position: str = "1/1") -> list[str]:
+    return ["-m", "scalebench.launch.rank_entry", "--folder", str(folder), "--benchmark",
+            str(benchmark), "--config", str(config), "--position", position]
+
+
+def local_rank_env(rank: int, nproc: int, port: int) -> dict[str, str]:
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
+            "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def srun_command(python: list[str], folder: Path, benchmark: Path, config: Path,
+                 srun_args: list[str], position: str = "1/1") -> list[str]:
+    """The srun step of one experiment: one task per rank over the whole allocation."""
+    return ["srun", "--kill-on-bad-exit=1", "--export=ALL", *srun_args, *python,
+            *rank_entry_args(folder, benchmark, config, position), "--from-slurm"]
+
+
+@dataclass
+class RankGroup:
+    """Processes of one experiment (N local ranks, rank r the r-th, or one srun step)."""
+
+    processes: list[subprocess.Popen]
+    grace_s: float = 10.0
+    # When each process was seen ended (time.time()), and when this group first signalled
+    # them: what a rank did after that is a consequence, not a cause.
+    ended_at: list[float | None] = field(default_factory=list)
+    signalled_at: float = math.inf
+
+    def signal(self, signum: int) -> None:
+        self.signalled_at = min(self.signalled_at, time.time())
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signum)
+
+    def wait(self) -> list[int]:
+        """Exit statuses; once one process fails, the others get SIGTERM after ``grace_s``
+        (a rank blocked in a collective with a dead peer) and SIGKILL ``grace_s`` later."""
+        term_at = kill_at = math.inf
+        self.ended_at = [None] * len(self.processes)
+        while any(p.poll() is None for p in self.processes):
+            self._note_ends()
+            now = time.monotonic()
+            if kill_at == math.inf and any(p.poll() not in (None, 0) for p in self.processes):
+                term_at, kill_at = now + self.grace_s, now + 2 * self.grace_s
+            if now >= term_at:
+                self.signal(signal.SIGTERM)
+                term_at = math.inf
+            if now >= kill_at:
+                self.signal(signal.SIGKILL)
+            time.sleep(POLL_S)
+        self._note_ends()
+        return [p.returncode for p in self.processes]
+
+    def _note_ends(self) -> None:
+        for index, process in enumerate(self.processes):
+            if self.ended_at[index] is None and process.poll() is not None:
+                self.ended_at[index] = time.time()
+
+
+def start_local(python: list[str], nproc: int, folder: Path, benchmark: Path,
+                config: Path, position: str = "1/1") -> RankGroup:
+    """``nproc`` rank processes on this machine, each in its own process group."""
+    port = free_port()
+    command = [*python, *rank_entry_args(folder, benchmark, config, position)]
+    processes = [
+        subprocess.Popen(command, env={**os.environ, **local_rank_env(rank, nproc, port)},
+                         start_new_session=True, preexec_fn=end_with_parent)
+        for rank in range(nproc)
+    ] if nproc > 1 else [
+        subprocess.Popen(command, start_new_session=True, preexec_fn=end_with_parent)
+    ]
+    return RankGroup(processes)
+
+
+def start_srun(python: list[str], folder: Path, benchmark: Path, config: Path,
+               srun_args: list[str], port: int, position: str = "1/1") -> RankGroup:
+    """One srun step for the experiment; the job's nodes and tasks come from SLURM."""
+    env = {**os.environ, "MASTER_PORT": str(port), "SB_TASK_RANKS": "1"}
+    env.setdefault("MASTER_ADDR", first_node_address())
+    command = srun_command(python, folder, benchmark, config, srun_args, position)
+    process = subprocess.Popen(command, env=env, start_new_session=True,
+                               preexec_fn=end_with_parent)
+    return RankGroup([process], grace_s=30.0)

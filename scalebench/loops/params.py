@@ -1,0 +1,95 @@
+"""The parameters of the inference loops and of every run, and the checks of a denoiser's
+distribution across ranks."""
+
+from __future__ import annotations
+
+import math
+
+from scalebench.denoisers.networks import DENOISERS
+from scalebench.denoisers.tiling import count_tiles, dealt_batch_count
+from scalebench.errors import ConfigError
+from scalebench.params import Param
+from scalebench.runtime.profiling import PROFILER_MODES
+
+# Resources of one run under benchopt's submitit backend (``--parallel-config``): benchopt
+# hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
+# parameter. Unset (null) ones fall back to the parallel config; other launchers ignore them.
+SLURM_PARAMS = {
+    "slurm_nodes": Param(None, int, minimum=1, nullable=True, doc="nodes of the run's job"),
+    "slurm_ntasks_per_node": Param(None, int, minimum=1, nullable=True,
+                                   doc="ranks per node of the run's job"),
+    "slurm_gres": Param(None, str, nullable=True, doc="generic resources, e.g. 'gpu:4'"),
+    "slurm_time": Param(None, str, nullable=True, doc="time limit of the run's job"),
+}
+
+# Parameters of every run, inference and training alike (each loop's table lists them
+# where its parameters read best).
+RUN_PARAMS = {
+    "device": Param("auto", str, choices=("auto", "cpu", "cuda"), doc="auto: cuda if present"),
+    "profiler": Param("light", str, choices=PROFILER_MODES, doc="profiling detail"),
+    "max_iter": Param(20, int, minimum=1, doc="iterations of the loop (training: steps)"),
+    "seed": Param(0, int, minimum=0, doc="seed of the run's random draws: weights, added "
+                                         "noise, training patches"),
+    "deterministic": Param(True, bool, doc="deterministic mode (scalebench.runtime."
+                                           "determinism)"),
+    "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
+}
+
+# Windows per denoiser call by default: bounds the denoiser's memory to that of this many
+# windows, whatever the image size (0 concatenates every window: memory grows with the image).
+DEFAULT_BATCH = 4
+
+DENOISER_PARAMS = {
+    "denoiser": Param("tv", str, choices=DENOISERS, doc="denoiser architecture"),
+    "pretrained": Param("auto", str, doc="'auto' (deepinv's published weights when in the "
+                                         "torch hub cache, else 'bundled'), 'bundled' (the "
+                                         "small networks scalebench ships), 'hub', 'none' "
+                                         "(seeded random weights: cost only) or a .pth path"),
+    "denoiser_sigma": Param(0.05, float, minimum=0.0, doc="noise level given to the denoiser"),
+    "patch_size": Param(0, int, minimum=0, doc="tile core size in pixels; 0: no tiling"),
+    "overlap": Param(0, int, minimum=0, doc="extra pixels around each tile core"),
+    "max_batch_size": Param(DEFAULT_BATCH, int, minimum=0,
+                            doc=f"windows per denoiser call (default {DEFAULT_BATCH}: the "
+                                f"denoiser holds at most that many windows); 0: all at once"),
+    "device": RUN_PARAMS["device"],
+    "profiler": RUN_PARAMS["profiler"],
+    "max_iter": RUN_PARAMS["max_iter"],
+    "eval_every": Param(1, int, minimum=1, doc="evaluate every k-th iteration (the first "
+                                               "and the last always)"),
+    "seed": RUN_PARAMS["seed"],
+    "deterministic": RUN_PARAMS["deterministic"],
+    "num_threads": RUN_PARAMS["num_threads"],
+    "distribute_denoiser": Param(False, bool, doc="split the denoiser's tiles across ranks"),
+    "compile": Param(False, bool, doc="run the denoiser through torch.compile (compile time "
+                                      "reported apart)"),
+    "save_estimate": Param(False, bool, doc="keep the initial and final estimates and the "
+                                            "ground truth (scalebench.results.estimates)"),
+    **SLURM_PARAMS,
+}
+
+
+def evaluations(params: dict) -> int:
+    """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
+    return math.ceil(params["max_iter"] / params["eval_every"]) + 1
+
+
+def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators: int,
+                       world_size: int) -> None:
+    """Raise ConfigError when a rank would have no work or every rank the same work."""
+    if world_size <= 1:
+        return
+    physics, tiles = params.get("distribute_physics", False), params["distribute_denoiser"]
+    if not (physics or tiles):
+        raise ConfigError(f"{world_size} ranks but neither distribute_physics nor "
+                          f"distribute_denoiser is true: every rank would repeat the same work")
+    if physics and num_operators < world_size:
+        raise ConfigError(f"distribute_physics: {num_operators} operator(s) for {world_size} "
+                          f"ranks leaves ranks without work (use at most {num_operators} ranks "
+                          f"or more operators)")
+    tile_count = count_tiles(params, image_shape)
+    batches = dealt_batch_count(tile_count, params["max_batch_size"])
+    if tiles and batches < world_size:
+        raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) in {batches} batch(es) "
+                          f"of max_batch_size {params['max_batch_size']} for {world_size} "
+                          f"ranks leaves ranks without work (lower patch_size or "
+                          f"max_batch_size, or use fewer ranks)")

@@ -1,0 +1,336 @@
+"""Re-run archived experiments from their stored canonical config and compare bit for bit.
+
+An experiment is the set of rows sharing a config hash and a repetition index. Before running,
+each is checked for tampering (its config JSON must hash to the stored hash and agree with the
+stored parameter columns) and its environment is compared with the current one; a mismatch is
+refused unless ``force``, which compares within a tolerance instead. Quality metrics and result
+digests are compared at every iteration; timings and memory are measurements, not results, and
+are not compared. Each experiment re-runs in the benchmark folder its stored config names
+(``benchmark``), unless one is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+from provenance import collect, config_hash
+from provenance.results import read_results
+from provenance.schema import REPLAY_ENVIRONMENT, column
+from scalebench.errors import ScalebenchError
+from scalebench.experiment.benchmarks import FOLDER_BY_OBJECTIVE
+from scalebench.runtime.metric_names import METRIC_NAMES, metric_column
+
+COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
+FORCE_RTOL = 1e-5
+# Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
+# and the CPU, any of which can change results without changing the config (ASTRA's presence
+# also decides what tomography's projector 'auto' means).
+ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
+               "benchopt", "numpy", "astra", "cpu_model")
+BENCHMARK_FOLDERS = {folder.name: folder for folder in FOLDER_BY_OBJECTIVE.values()}
+REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
+
+
+@dataclass
+class Experiment:
+    config: dict
+    config_hash: str
+    repetition: int
+    rows: pd.DataFrame  # sorted by iteration
+
+    @property
+    def label(self) -> str:
+        dataset, solver = self.config["dataset"], self.config["solver"]
+        return f"{dataset['name']} x {solver['name']} (config {self.config_hash[:12]}, " \
+               f"rep {self.repetition}, {_world_size(self)} rank(s))"
+
+
+def parse_rows(text: str | None, count: int) -> list[int] | None:
+    """'0,3-5' -> [0, 3, 4, 5]; None means every row."""
+    if text is None:
+        return None
+    rows = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            rows.extend(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ScalebenchError(f"--rows must look like '0,3-5', got {text!r}") from None
+    outside = [r for r in rows if not 0 <= r < count]
+    if outside:
+        raise ScalebenchError(f"--rows: row {outside[0]} is outside 0-{count - 1}")
+    return rows
+
+
+def load_experiments(df: pd.DataFrame, rows: list[int] | None) -> list[Experiment]:
+    missing = [column(f) for f in REQUIRED if column(f) not in df.columns]
+    if missing:
+        raise ScalebenchError(f"rows without provenance: column '{missing[0]}' is missing; "
+                              f"replay needs results written by scalebench")
+    selected = df if rows is None else df.iloc[rows]
+    # The same config run on another number of ranks is another experiment.
+    keys = selected[[column("config_hash"), "idx_rep", column("world_size")]].drop_duplicates()
+    experiments = []
+    for stored_hash, repetition, ranks in keys.itertuples(index=False):
+        group = df[(df[column("config_hash")] == stored_hash) & (df.idx_rep == repetition)
+                   & (df[column("world_size")] == ranks)]
+        config = json.loads(group[column("config_json")].iloc[0])
+        experiments.append(Experiment(config, stored_hash, int(repetition),
+                                      group.sort_values("stop_val")))
+    return experiments
+
+
+def _same(stored, expected) -> bool:
+    if isinstance(stored, float) and math.isnan(stored):
+        return expected is None
+    if isinstance(expected, bool) or isinstance(stored, bool | np.bool_):
+        return bool(stored) == expected and isinstance(expected, bool)
+    return stored == expected
+
+
+def tampering(experiment: Experiment) -> str | None:
+    """Why the stored rows disagree with their hashed config, or None."""
+    rows = experiment.rows
+    if rows[column("config_json")].nunique() != 1:
+        return "rows of one experiment carry different configs"
+    if config_hash(rows[column("config_json")].iloc[0]) != experiment.config_hash:
+        return "config hash mismatch: the stored config JSON does not hash to the stored hash"
+    for part in ("dataset", "solver"):
+        for key, expected in experiment.config[part]["params"].items():
+            name = f"p_{part}_{key}"
+            if name not in rows.columns:
+                return f"config hash mismatch: parameter column '{name}' is missing"
+            stored = rows[name].tolist()
+            if not all(_same(value, expected) for value in stored):
+                return (f"config hash mismatch: parameter '{name}' is {stored[0]!r} in the "
+                        f"rows but {expected!r} in the hashed config")
+    return None
+
+
+def environment_differences(experiment: Experiment, current: dict) -> list[str]:
+    """What differs between the archived rows' environment and this one (empty: none).
+
+    Uncommitted changes on either side are a difference unless both sides carry the same
+    diff: the code that ran is then unknown.
+    """
+    archived = experiment.rows.iloc[0]
+    threads = experiment.config["solver"]["params"].get("num_threads", 0)
+    expected_here = {**current, "torch_threads": threads or current["torch_threads"]}
+    differences = [f"{field} {expected_here[field]!r} here vs {archived[column(field)]!r} "
+                   f"archived" for field in ENVIRONMENT
+                   if str(expected_here[field]) != str(archived[column(field)])]
+    if not differences:
+        return []  # clean on both sides, or the same uncommitted changes on both
+    dirty = [side for side, flag in (("here", expected_here["code_dirty"]),
+                                     ("archived", bool(archived[column("code_dirty")])))
+             if flag]
+    if dirty:
+        differences.append(f"uncommitted changes in the working tree ({' and '.join(dirty)})")
+    return differences
+
+
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Largest distance in units in the last place between float64 arrays (0 if equal)."""
+    def ordered(x: np.ndarray) -> np.ndarray:
+        bits = x.astype(np.float64).view(np.int64)
+        return np.where(bits < 0, np.int64(-(2**63)) - bits, bits)
+    return int(np.max(np.abs(ordered(a) - ordered(b)).astype(np.float64))) if a.size else 0
+
+
+def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) -> str | None:
+    """None when they agree (bit for bit if tolerance == 0), else what differs and where."""
+    if archived.stop_val.tolist() != replayed.stop_val.tolist():
+        return (f"iterations differ: {len(archived)} archived vs {len(replayed)} replayed "
+                f"rows")
+    first, worst_abs, worst_ulp = None, 0.0, 0
+    for name in COMPARED_METRICS:
+        if name not in archived:  # written before the metric existed
+            continue
+        a = archived[name].to_numpy(np.float64)
+        b = replayed[name].to_numpy(np.float64)
+        close = np.isclose(a, b, rtol=tolerance, atol=0.0, equal_nan=True) if tolerance \
+            else (a.view(np.int64) == b.view(np.int64))
+        if not close.all():
+            index = int(np.argmin(close))
+            if first is None or index < first[0]:
+                first = (index, name)
+        finite = np.isfinite(a) & np.isfinite(b)
+        worst_abs = max(worst_abs, float(np.max(np.abs(a - b)[finite], initial=0.0)))
+        worst_ulp = max(worst_ulp, _ulp_distance(a[finite], b[finite]))
+    digests = archived[column("result_sha256")].to_numpy() == \
+        replayed[column("result_sha256")].to_numpy()
+    if first is None and (digests.all() or tolerance):
+        return None
+    if first is None:
+        index = int(np.argmin(digests))
+        first = (index, column("result_sha256"))
+    iteration = int(archived.stop_val.iloc[first[0]])
+    return (f"first divergent iteration {iteration} ({first[1]}), max abs diff "
+            f"{worst_abs:.3g}, max ULP {worst_ulp}")
+
+
+def _replay_config(experiments: list[Experiment]) -> dict:
+    """One benchopt config reproducing experiments that share a dataset config."""
+    solvers, seen = [], set()
+    for experiment in experiments:
+        key = json.dumps(experiment.config["solver"], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            solvers.append({experiment.config["solver"]["name"]:
+                            experiment.config["solver"]["params"]})
+    dataset = experiments[0].config["dataset"]
+    max_iter = max(e.config["solver"]["params"]["max_iter"] for e in experiments)
+    return {"objective": [experiments[0].config["objective"]["name"]],
+            "dataset": [{dataset["name"]: dataset["params"]}], "solver": solvers,
+            "n-repetitions": max(e.repetition for e in experiments) + 1,
+            "max-runs": max_iter + 1, "timeout": "24h"}
+
+
+def benchmark_folder(experiment: Experiment) -> Path:
+    """The benchmark folder the experiment's stored config names."""
+    name = experiment.config.get("benchmark")
+    if name not in BENCHMARK_FOLDERS:
+        raise ScalebenchError(f"{experiment.label}: stored config names benchmark {name!r} "
+                              f"(known: {', '.join(sorted(BENCHMARK_FOLDERS))}); give "
+                              f"--benchmark FOLDER")
+    return BENCHMARK_FOLDERS[name]
+
+
+def _world_size(experiment: Experiment) -> int:
+    return int(experiment.rows[column("world_size")].iloc[0])
+
+
+def _rerun(experiments: list[Experiment], benchmark: Path, workdir: Path) -> pd.DataFrame:
+    """Re-run through the launcher, one run per dataset config and world size."""
+    from scalebench.launch.runner import RunFailed, RunRequest, run
+
+    groups: dict[tuple[str, int], list[Experiment]] = {}
+    for experiment in experiments:
+        key = (json.dumps(experiment.config["dataset"], sort_keys=True), _world_size(experiment))
+        groups.setdefault(key, []).append(experiment)
+    frames = []
+    for index, ((_, nproc), group) in enumerate(groups.items()):
+        config = workdir / f"replay_{index}.yml"
+        config.write_text(yaml.safe_dump(_replay_config(group), sort_keys=False))
+        request = RunRequest(config, benchmark, f"replay_{index}", nproc=nproc, html=False,
+                             outputs=workdir)
+        if run(request) != 0:
+            raise RunFailed("the replayed run failed; see the messages above")
+        frames.append(read_results(workdir / f"replay_{index}.parquet"))
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass
+class Verdict:
+    """The outcome of replaying one experiment."""
+
+    status: str  # MATCH, DIFFER, REFUSED or TAMPERED
+    label: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.status} {self.label}: {self.detail}"
+
+
+def replay(path: Path, rows: str | None, force: bool,
+           benchmark: Path | None = None) -> list[Verdict]:
+    """One verdict per experiment of the selected rows, in the file's order; ``benchmark``
+    overrides the folder each experiment's config names."""
+    df = read_results(path)
+    experiments = load_experiments(df, parse_rows(rows, len(df)))
+    current = collect(refresh=True)
+    current["torch_threads"] = torch.get_num_threads()
+    # By position: one config on other rank counts gives experiments with one config hash.
+    runnable, verdicts = [], {}
+    for index, experiment in enumerate(experiments):
+        # The launcher re-runs on the archived number of ranks.
+        here = {**current, "world_size": _world_size(experiment)}
+        tampered = tampering(experiment)
+        differences = environment_differences(experiment, here)
+        if tampered:
+            verdicts[index] = Verdict("TAMPERED", experiment.label, tampered)
+        elif differences and not force:
+            verdicts[index] = Verdict(
+                "REFUSED", experiment.label, f"environment differs ({'; '.join(differences)});"
+                f" --force compares within rtol {FORCE_RTOL:g} instead")
+        else:
+            runnable.append((index, experiment, differences))
+    by_folder: dict[Path, list[tuple[int, Experiment, list[str]]]] = {}
+    for index, experiment, differences in runnable:
+        folder = benchmark or benchmark_folder(experiment)
+        by_folder.setdefault(folder, []).append((index, experiment, differences))
+    for folder, group in by_folder.items():
+        with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
+            replayed = _rerun([e for _, e, _ in group], folder, Path(workdir))
+        for index, experiment, differences in group:
+            verdicts[index] = _verdict(experiment, differences, replayed)
+    return [verdicts[index] for index in range(len(experiments))]
+
+
+def _verdict(experiment: Experiment, differences: list[str],
+             replayed: pd.DataFrame) -> Verdict:
+    mine = replayed[(replayed[column("config_hash")] == experiment.config_hash)
+                    & (replayed.idx_rep == experiment.repetition)
+                    & (replayed[column("world_size")] == _world_size(experiment))
+                    ].sort_values("stop_val")
+    tolerance = FORCE_RTOL if differences else 0.0
+    if mine.empty:
+        return Verdict("DIFFER", experiment.label, _why_no_rows(experiment, replayed))
+    weights = weights_difference(experiment.rows, mine)
+    if weights:
+        return Verdict("DIFFER", experiment.label, weights)
+    difference = compare(experiment.rows, mine, tolerance)
+    how = "bit for bit" if not tolerance else \
+        f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
+    if difference is None:
+        return Verdict("MATCH", experiment.label, f"{len(mine)} iterations equal {how}")
+    return Verdict("DIFFER", experiment.label, f"{difference}; compared {how}")
+
+
+def weights_difference(archived: pd.DataFrame, replayed: pd.DataFrame) -> str | None:
+    """What differs in the denoiser weights that ran, else None. The weights are resolved when
+    the run starts (a hub or bundled file, a path, a seeded initialisation), so only the re-run
+    can tell; results of other weights are not a replay, whatever the tolerance."""
+    sha, label = column("weights_sha256"), column("weights")
+    if sha not in archived:  # written before the weights fields existed
+        return None
+    before, after = (sorted(set(zip(rows[label], rows[sha], strict=True)))
+                     for rows in (archived, replayed))
+    if before == after:
+        return None
+    def described(pairs: list[tuple[str, str]]) -> str:
+        return ", ".join(f"{name} sha256 {digest[:12] or '-'}" for name, digest in pairs)
+    return (f"the denoiser weights that ran differ: {described(before)} archived vs "
+            f"{described(after)} now")
+
+
+def _why_no_rows(experiment: Experiment, replayed: pd.DataFrame) -> str:
+    """Why the re-run produced no row of the experiment's config hash."""
+    solver = experiment.config["solver"]
+    same_solver = replayed[replayed.solver_name.str.split("[").str[0] == solver["name"]]
+    if same_solver.empty:
+        return f"the re-run produced no rows of solver '{solver['name']}'"
+    config = json.loads(same_solver[column("config_json")].iloc[0])
+    archived, now = experiment.config, config
+    changes = []
+    for part in ("dataset", "solver"):
+        before, after = archived[part]["params"], now[part]["params"]
+        changes += [f"{part} parameter '{key}' added (now {after[key]!r})"
+                    for key in sorted(set(after) - set(before))]
+        changes += [f"{part} parameter '{key}' removed" for key in sorted(set(before) - set(after))]
+        changes += [f"{part} parameter '{key}' {before[key]!r} archived vs {after[key]!r} now"
+                    for key in sorted(set(before) & set(after)) if before[key] != after[key]]
+    reason = "; ".join(changes) or "its canonical config differs"
+    return (f"the re-run produced no rows with config hash {experiment.config_hash[:12]}: "
+            f"this code resolves the archived config differently ({reason}), so the archive "
+            f"comes from another version of the benchmark")

@@ -1,0 +1,421 @@
+"""The report's figures, drawn with matplotlib (Agg) from the merged rows.
+
+Each view returns ``View`` (title, figure, the rows it compares, a note) or a reason why it
+is not shown (the columns it needs are missing, or nothing to compare), so short runs and
+files without optional columns never fail the report. Resource axes come from the measured
+provenance (``prov_world_size``), never from the requested resources.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
+
+from scalebench.results.report.capacity import capacity
+from scalebench.results.report.data import (
+    EXPERIMENT,
+    STEPS,
+    Results,
+    configuration_columns,
+    experiment_labels,
+    headline_metric,
+    measured,
+    parameter_text,
+    per_experiment,
+    step_peaks,
+)
+from scalebench.results.report.figures import (
+    FIGURE_WIDTH,
+    SMALL_FONT,
+    Table,
+    View,
+    bar_height,
+    headroom,
+    legend_below,
+    legend_height,
+    new_figure,
+    number,
+    skip,
+    wrap,
+)
+from scalebench.runtime.metric_names import QUALITY_METRICS, metric_column
+
+# Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
+QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
+                for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
+WORLD = "prov_world_size"
+# Parameters whose growth is more work, and the power the work grows with: counts of views,
+# frames, time steps, channels or patches grow it linearly, image and patch sides
+# quadratically (2D pixels). Seeds and noise levels are not work.
+WORK_PARAMETERS = {"p_dataset_num_angles": 1, "p_dataset_num_frames": 1,
+                   "p_dataset_num_projections": 1, "p_dataset_num_times": 1,
+                   "p_dataset_num_channels": 1, "p_dataset_image_size": 2,
+                   "p_solver_batch_size": 1, "p_solver_patch_size": 2}
+
+
+def line_styles(results: Results) -> dict[str, dict]:
+    """Per experiment: a colour per configuration and a line style per world size, so the
+    runs of one configuration on several rank counts read as one family."""
+    configurations = experiment_labels(results.rows, (WORLD,))
+    colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(
+        configurations.values()))}
+    first = results.rows.groupby(EXPERIMENT, sort=False).first()
+    worlds = sorted(first[WORLD].dropna().unique()) if WORLD in first else []
+    dashes = ("-", "--", ":", "-.")
+    return {e: {"color": colours[configurations[e]],
+                "linestyle": dashes[worlds.index(first.loc[e, WORLD]) % len(dashes)]
+                if worlds and pd.notna(first.loc[e, WORLD]) else "-"}
+            for e in first.index}
+
+
+def quality(results: Results) -> View:
+    rows = results.rows
+    headline_columns = {headline_metric(name)[0] for name in rows["dataset_name"].unique()}
+    metrics = sorted([(c, name) for c, name in QUALITY if c in rows and rows[c].notna().any()],
+                     key=lambda metric: metric[0] not in headline_columns)  # headlines first
+    if not metrics:
+        return skip("quality", "Quality", "no quality column (objective_psnr_db, ...)")
+    axes_x = [("stop_val", "iteration")] + ([("time", "solver time (s)")] if "time" in rows
+                                          else [])
+    random = random_weight_experiments(rows)
+    labels = [wrap(results.labels[e] + (RANDOM_MARK if e in random else ""), 60)
+              for e in results.experiments()]
+    width = min(FIGURE_WIDTH, 3.4 * len(metrics))
+    figure, axes = new_figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
+                           len(axes_x), len(metrics))
+    summary = []
+    styles = line_styles(results)
+    parts = dict(list(rows.groupby(EXPERIMENT, sort=False)))
+    for experiment in reading_order(per_experiment(rows), rows).index:
+        part = parts[experiment].sort_values("stop_val")
+        label = results.labels[experiment] + (RANDOM_MARK if experiment in random else "")
+        for i, (x, _) in enumerate(axes_x):
+            for j, (metric, _) in enumerate(metrics):
+                axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
+                                label=wrap(label, 60), **styles[experiment],
+                                markerfacecolor="none" if experiment in random else None)
+        summary.append([label, parameter_text(part["stop_val"].max()),
+                        *(number(part[metric].iloc[k], 4) for metric, _ in metrics
+                          for k in (0, -1))])
+    for i, (_, x_name) in enumerate(axes_x):
+        for j, (_, name) in enumerate(metrics):
+            axes[i][j].set(xlabel=x_name, ylabel=name)
+            axes[i][j].grid(alpha=0.3)
+            axes[i][j].tick_params(labelsize=SMALL_FONT)
+            if x_name == "iteration":
+                axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
+    legend_below(figure, axes[0][0])
+    header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
+                                             for when in ("initial", "final"))]
+    headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
+    note = (f"one line per experiment; iteration 0 is the initial estimate; headline metric: "
+            f"{' and '.join(headlines)}")
+    if "objective_snr_db" in headline_columns:
+        note += " (radio interferometry: SNR, which a blank sky cannot win)"
+    if random:
+        note += (f"; open markers{RANDOM_MARK}: {len(random)} experiment(s) ran a learned "
+                 f"denoiser with random weights (pretrained: none), their quality says nothing "
+                 f"about the method")
+    return View("quality", "Quality vs iteration and vs time", figure, rows, note,
+                Table(header, summary))
+
+
+RANDOM_MARK = " [random weights]"
+
+
+def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
+    """Experiments whose learned denoiser ran with random weights (prov_weights 'random')."""
+    if "prov_weights" not in rows:
+        return set()
+    return set(rows.loc[rows["prov_weights"] == "random", EXPERIMENT])
+
+
+def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """Experiments (``per_experiment`` rows) sorted by configuration, then by ranks, so that
+    the runs of one configuration on each world size sit together."""
+    keys = [c for c in configuration_columns(rows) if c in table] + \
+        [c for c in (WORLD, "idx_rep") if c in table]
+    if not keys:
+        return table
+
+    def order(column: pd.Series) -> pd.Series:  # numbers ascending, names as first seen
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+            return column
+        seen = {value: rank for rank, value in enumerate(dict.fromkeys(column.astype(str)))}
+        return column.astype(str).map(seen)
+
+    return table.sort_values(keys, kind="stable", key=order)
+
+
+def step_breakdown(results: Results) -> View:
+    table = reading_order(per_experiment(results.rows), results.rows)
+    parts = {}
+    for step in STEPS:
+        time, comm = measured(table, f"objective_{step}_time_s"), \
+            measured(table, f"objective_{step}_comm_time_s")
+        if time is None:
+            continue
+        communication = table[comm].fillna(0.0) if comm else 0.0
+        parts[f"{step} (compute)"] = (table[time] - communication).clip(lower=0)
+        if comm:
+            parts[f"{step} (communication)"] = communication
+    if not parts:
+        return skip("steps", "Per-step time", "no per-step time column "
+                     "(objective_grad_time_s, objective_denoise_time_s)")
+    frame = pd.DataFrame(parts).fillna(0.0)
+    labels = [wrap(results.labels[e]) for e in frame.index]
+    figure, axes = new_figure(FIGURE_WIDTH, 0.9 + bar_height(labels) * len(frame)
+                           + legend_height(list(parts), FIGURE_WIDTH))
+    axis = axes[0][0]
+    plotted = frame.set_axis(labels)
+    plotted.plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
+    axis.set_xlim(0, headroom(frame.sum(axis=1)))
+    axis.set(xlabel="seconds per iteration (mean; maximum over ranks)", ylabel="")
+    axis.invert_yaxis()
+    axis.tick_params(labelsize=SMALL_FONT)
+    axis.grid(axis="x", alpha=0.3)
+    legend_below(figure, axis)
+    busy = {step: column for step in STEPS
+            for column in [measured(table, f"objective_{step}_cpu_utilization", "mean")]
+            if column}
+    summary = [[results.labels[e], *(number(frame.loc[e, part]) for part in parts),
+                number(frame.loc[e].sum()), *(number(table.loc[e, c]) for c in busy.values())]
+               for e in frame.index]
+    return View("steps", "Per-step time: gradient, denoiser, communication", figure,
+                results.rows, "communication is the time inside collectives, counted in its "
+                "step; CPU busy: CPU time of the rank's threads over the step's wall time "
+                "(cores kept busy, mean over ranks)",
+                Table(["experiment", *(f"{part} (s)" for part in parts), "total (s)",
+                       *(f"{step} CPU busy (cores)" for step in busy)], summary))
+
+
+def _pixels_axis(axis, pixels: pd.Series) -> None:
+    """Pixels on a linear axis from 0, or a log axis when the sizes span a decade or more."""
+    if pixels.max() >= 10 * pixels.min():
+        axis.set_xscale("log")
+    else:
+        axis.set_xlim(0, pixels.max() * 1.1)
+
+
+def memory(results: Results) -> View:
+    table = reading_order(per_experiment(results.rows), results.rows)
+    kinds = step_peaks(table)
+    if not kinds or "p_dataset_image_size" not in table:
+        return skip("memory", "Peak memory vs problem size", "needs peak-memory columns and "
+                    "p_dataset_image_size")
+    for kind, peak in kinds.items():
+        table[f"peak_{kind}"] = peak
+    # One line per configuration and world size: the image size is the axis.
+    series = [c for c in configuration_columns(results.rows, ("p_dataset_image_size",))
+              if c in table] + [c for c in (WORLD,) if c in table]
+    names = experiment_labels(results.rows, ("p_dataset_image_size",))
+    groups = list(table.groupby(series, dropna=False, sort=False)) if series else [("", table)]
+    where = {"host_rss": "host", "cuda_alloc": "GPU"}
+    labels = [wrap(f"{names[group.index[0]]} ({where[kind]})", 60) for kind in kinds
+              for _, group in groups]
+    figure, axes = new_figure(8, 3.6 + legend_height(labels, 8))
+    axis = axes[0][0]
+    styles = line_styles(results)
+    for kind in kinds:
+        for _, group in groups:
+            group = group.sort_values("p_dataset_image_size")
+            axis.plot(group["p_dataset_image_size"] ** 2, group[f"peak_{kind}"],
+                      marker="o" if kind == "host_rss" else "s", **styles[group.index[0]],
+                      label=wrap(f"{names[group.index[0]]} ({where[kind]})", 60))
+    _pixels_axis(axis, table["p_dataset_image_size"] ** 2)
+    axis.set_ylim(0, headroom(pd.concat([table[f"peak_{kind}"] for kind in kinds])))
+    axis.set(xlabel="image pixels (image_size²)", ylabel="peak memory (MiB)")
+    axis.tick_params(labelsize=SMALL_FONT)
+    axis.grid(alpha=0.3)
+    legend_below(figure, axis)
+    summary = [[results.labels[e], parameter_text(row["p_dataset_image_size"]),
+                *(number(row[f"peak_{kind}"], 5) for kind in kinds)]
+               for e, row in table.iterrows()]
+    return View("memory", "Peak memory vs problem size", figure, results.rows,
+                "largest peak of any step and any rank over the run",
+                Table(["experiment", "image_size", *(f"peak {where[kind]} memory (MiB)"
+                                                     for kind in kinds)], summary))
+
+
+def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame):
+    """Experiments grouped by configuration without resources and ``leave_out``."""
+    keys = [c for c in configuration_columns(rows, leave_out) if c in table]
+    if not keys:
+        return [("", table)]
+    return list(table.groupby(keys, dropna=False, sort=False))
+
+
+def strong_scaling(results: Results) -> View:
+    table = per_experiment(results.rows)
+    if WORLD not in table or table["time_per_iteration_s"].isna().all():
+        return skip("strong_scaling", "Strong scaling", "needs prov_world_size and timed "
+                     "iterations")
+    curves = []
+    for _, group in _series(table, (), results.rows):
+        group = group.dropna(subset=["time_per_iteration_s"]).sort_values(WORLD)
+        by_ranks = group.groupby(WORLD)["time_per_iteration_s"].min()
+        if len(by_ranks) >= 2:
+            curves.append((group, by_ranks))
+    if not curves:
+        return skip("strong_scaling", "Strong scaling", "no configuration was measured on "
+                     "two or more world sizes")
+    names = experiment_labels(results.rows, (WORLD,))
+    labels = [wrap(names[group.index[0]], 60) for group, _ in curves] + ["ideal"]
+    figure, axes = new_figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
+    speed, efficiency = axes[0]
+    compared, summary = [], []
+    for (group, by_ranks), label in zip(curves, labels, strict=False):
+        base_ranks, base_time = by_ranks.index[0], by_ranks.iloc[0]
+        speedup = base_time / by_ranks
+        ratio = speedup * base_ranks / by_ranks.index
+        speed.plot(by_ranks.index, speedup, marker="o", label=label)
+        efficiency.plot(by_ranks.index, ratio, marker="o", label=label)
+        compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
+        summary += [[names[group.index[0]], parameter_text(ranks), number(by_ranks[ranks]),
+                     number(speedup[ranks]), number(ratio[ranks])] for ranks in by_ranks.index]
+    top = max(by_ranks.index.max() for _, by_ranks in curves)
+    low = min(by_ranks.index.min() for _, by_ranks in curves)
+    speed.plot([low, top], [1, top / low], color="grey", linestyle=":", label="ideal")
+    bases = {by_ranks.index[0] for _, by_ranks in curves}  # each curve's own fewest ranks
+    speed.set(xlabel="ranks (measured world size)",
+              ylabel=f"speedup vs {low} rank(s)" if len(bases) == 1
+              else "speedup vs each configuration's fewest ranks")
+    fastest = max((by_ranks.iloc[0] / by_ranks).max() for _, by_ranks in curves)
+    speed.set_ylim(0, max(top / low, fastest) * 1.1)
+    efficiency.set(xlabel="ranks (measured world size)", ylabel="parallel efficiency",
+                   ylim=(0, 1.15))
+    for axis in (speed, efficiency):
+        axis.grid(alpha=0.3)
+        axis.tick_params(labelsize=SMALL_FONT)
+        axis.set_xticks(sorted({r for _, by_ranks in curves for r in by_ranks.index}))
+    legend_below(figure, speed)
+    return View("strong_scaling", "Strong scaling: speedup and parallel efficiency", figure,
+                pd.concat(compared), "time per iteration of the same configuration on each "
+                "world size; efficiency = speedup x base ranks / ranks",
+                Table(["configuration", "ranks", "time per iteration (s)", "speedup",
+                       "efficiency"], summary))
+
+
+def weak_scaling(results: Results) -> View:
+    table = per_experiment(results.rows)
+    if WORLD not in table or table["time_per_iteration_s"].isna().all():
+        return skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
+                     "iterations")
+    found = []  # (label, by_ranks, experiments)
+    sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
+    for size in sizes:
+        configurations = _series(table, (size,), results.rows)
+        names = experiment_labels(results.rows, (size, WORLD))
+        for _, group in configurations:
+            work = group[size].astype(float) ** WORK_PARAMETERS[size] / group[WORLD]
+            for per_rank, series in group.groupby(work):
+                by_ranks = series.groupby(WORLD)["time_per_iteration_s"].min().dropna()
+                if len(by_ranks) < 2:
+                    continue
+                label = f"{size.removeprefix('p_dataset_')}/rank = {per_rank:g}"
+                if len(configurations) > 1:  # the legend names what differs
+                    label = f"{names[series.index[0]]}: {label}"
+                found.append((label, by_ranks, series))
+    if not found:
+        return skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
+                     "(views, frames, batch or pixels / world size) on two or more world "
+                     "sizes")
+    labels = [wrap(label, 60) for label, _, _ in found]
+    figure, axes = new_figure(8, 3.6 + legend_height(labels, 8))
+    axis = axes[0][0]
+    compared, summary = [], []
+    for (label, by_ranks, series), shown in zip(found, labels, strict=True):
+        ratio = by_ranks.iloc[0] / by_ranks
+        axis.plot(by_ranks.index, ratio, marker="o", label=shown)
+        compared.append(results.rows[results.rows[EXPERIMENT].isin(series.index)])
+        summary += [[label, parameter_text(ranks), number(by_ranks[ranks]),
+                     number(ratio[ranks])] for ranks in by_ranks.index]
+    axis.set(xlabel="ranks (measured world size)", ylabel="weak-scaling efficiency",
+             ylim=(0, 1.15))
+    axis.set_xticks(sorted({r for _, by_ranks, _ in found for r in by_ranks.index}))
+    axis.tick_params(labelsize=SMALL_FONT)
+    axis.grid(alpha=0.3)
+    legend_below(figure, axis)
+    return View("weak_scaling", "Weak scaling efficiency", figure, pd.concat(compared),
+                "efficiency = time per iteration on the fewest ranks / time on N ranks, at "
+                "constant work per rank (a count, or a side squared, over the ranks)",
+                Table(["series", "ranks", "time per iteration (s)", "efficiency"], summary))
+
+
+def compile_speedup(results: Results) -> View:
+    table = per_experiment(results.rows)
+    denoise = measured(table, "objective_denoise_time_s")
+    if "p_solver_compile" not in table or denoise is None:
+        return skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
+    bars, compared, summary = {}, [], []
+    names = experiment_labels(results.rows, ("p_solver_compile",))
+    for _, group in _series(table, ("p_solver_compile",), results.rows):
+        plain = group[group["p_solver_compile"] == False][denoise]  # noqa: E712
+        compiled = group[group["p_solver_compile"] == True][denoise]  # noqa: E712
+        if len(plain) and len(compiled):
+            name = names[compiled.index[0]]
+            bars[wrap(name)] = plain.iloc[0] / compiled.iloc[0]
+            summary.append([name, number(plain.iloc[0]), number(compiled.iloc[0]),
+                            number(bars[wrap(name)])])
+            compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
+    if not bars:
+        return skip("compile", "Compile speedup", "no configuration was run both with and "
+                     "without compile")
+    figure, axes = new_figure(8, 0.9 + bar_height(list(bars)) * len(bars))
+    axis = axes[0][0]
+    axis.barh(list(bars), list(bars.values()), color="tab:green", height=0.7)
+    axis.axvline(1.0, color="grey", linestyle=":")
+    axis.set(xlabel="denoiser step: time without compile / time with compile")
+    axis.invert_yaxis()
+    axis.tick_params(labelsize=SMALL_FONT)
+    return View("compile", "Compile speedup of the denoiser step", figure, pd.concat(compared),
+                "compilation time itself is set-up (objective_compile_time_s), not counted",
+                Table(["configuration", "denoiser step without compile (s)",
+                       "with compile (s)", "speedup"], summary))
+
+
+def training(results: Results) -> View:
+    """Throughput, and its trade-off with memory under checkpointing (training results)."""
+    rows = results.rows
+    throughput = next((c for c in rows.columns if "throughput" in c
+                       and pd.api.types.is_numeric_dtype(rows[c])), None)
+    if throughput is None:
+        return skip("training", "Training throughput", "no training results (no throughput "
+                     "column)")
+    table = per_experiment(rows)
+    # The mode that ran ('auto' resolves to one), and what a step itself needs: its peak
+    # increase on the device when measured there, else on the host.
+    checkpointing = next((c for c in ("objective_checkpointing_used", "p_solver_checkpointing")
+                          if c in table), None)
+    peak = next(filter(None, (measured(table, f"objective_step_peak_increase_{kind}")
+                              for kind in ("cuda_alloc_mib", "host_rss_mib"))), None)
+    panels = 2 if checkpointing and peak else 1
+    labels = [wrap(results.labels[e]) for e in table.index]
+    figure, axes = new_figure(min(FIGURE_WIDTH, 5 * panels),
+                           1.2 + bar_height(labels) * len(labels), 1, panels)
+    axes[0][0].barh(labels, table[throughput], height=0.7)
+    axes[0][0].set(xlabel=throughput)
+    axes[0][0].invert_yaxis()
+    axes[0][0].tick_params(labelsize=SMALL_FONT)
+    if panels == 2:
+        for value, group in table.groupby(checkpointing, dropna=False):
+            axes[0][1].scatter(group[peak], group[throughput],
+                               label=f"{checkpointing}={parameter_text(value)}")
+        axes[0][1].set(xlabel=peak, ylabel=throughput)
+        axes[0][1].set_xlim(0, headroom(table[peak]))
+        axes[0][1].set_ylim(0, headroom(table[throughput]))
+        axes[0][1].tick_params(labelsize=SMALL_FONT)
+        legend_below(figure, axes[0][1])
+    summary = [[results.labels[e], number(row[throughput]),
+                *([number(row[peak])] if panels == 2 else [])] for e, row in table.iterrows()]
+    return View("training", "Training throughput and checkpointing trade-off", figure, rows,
+                summary=Table(["experiment", throughput, *([peak] if panels == 2 else [])],
+                              summary))
+
+
+VIEWS = (quality, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
+         compile_speedup, training)
+
+
+def all_views(results: Results) -> list[View]:
+    return [view(results) for view in VIEWS]

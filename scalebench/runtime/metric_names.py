@@ -1,0 +1,15 @@
+"""Names of the quality metrics every row carries, in one place, without importing torch:
+``scalebench.runtime.metrics`` computes them, the report plots them, ``replay`` compares them."""
+
+from __future__ import annotations
+
+# Result column suffix (objective_<name>) -> axis label; metrics.quality_metrics returns these
+# keys (NaN for a diverging estimate).
+QUALITY_METRICS = {"psnr_db": "PSNR (dB)", "ssim": "SSIM", "mse": "MSE", "snr_db": "SNR (dB)",
+                   "asinh_psnr_db": "asinh-PSNR (dB)"}
+METRIC_NAMES = tuple(QUALITY_METRICS)
+
+
+def metric_column(name: str) -> str:
+    """The result column of metric ``name`` (benchopt prefixes objective values)."""
+    return f"objective_{name}"

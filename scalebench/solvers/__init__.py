@@ -1,8 +1,0 @@
-"""The solvers' loops, independent of benchopt: PnP reconstruction and denoiser timing."""
-
-from scalebench.params import Param
-from scalebench.solvers.denoising import DENOISING_PARAMS
-from scalebench.solvers.pnp import PNP_PARAMS
-
-# Parameter specifications of every solver, by the solver name used in configs and results.
-SOLVERS: dict[str, dict[str, Param]] = {"pnp": PNP_PARAMS, "denoiser": DENOISING_PARAMS}
