@@ -7,11 +7,10 @@ import os
 from importlib import metadata
 from pathlib import Path
 
-from provenance.environment import image_identity
+from provenance.environment import PACKAGES, image_identity
 from provenance.sif import SifError
 
 BUILD_INFO = Path("/opt/scalebench/build-info.json")
-PACKAGES = ("torch", "torchvision", "deepinv", "benchopt", "astra-toolbox", "numpy")
 USAGE = """\
 Usage:
   docker run --rm --gpus all -v $PWD/results:/results IMAGE scalebench run CONFIG --output NAME
@@ -36,7 +35,7 @@ def main() -> None:
     except (SifError, OSError) as error:  # the SIF's path is not visible inside (--contain)
         digest, labels = f"unavailable ({error})", "{}"
     print(f"  digest: {'not handed in' if digest == 'none' else digest}")
-    versions = ", ".join(f"{name} {metadata.version(name)}" for name in PACKAGES)
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in PACKAGES.values())
     print(f"  packages: {versions}")
     weights = Path(os.environ.get("TORCH_HOME", "/opt/scalebench/torch")) / "hub/checkpoints"
     names = sorted(p.name for p in weights.glob("*.pth")) if weights.is_dir() else []

@@ -30,8 +30,10 @@ ENV_ALLOWLIST = ("CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 BUILD_INFO_PATHS = ("/opt/scalebench/build-info.json",)
 APPTAINER_LABELS = Path("/.singularity.d/labels.json")
 CODE_ROOT = Path(__file__).resolve().parent.parent
+# The numerical stack: provenance field -> distribution. Every row records their versions, and
+# the images label them and print them (containers/generate.py, containers/image_info.py).
 PACKAGES = {"torch": "torch", "torchvision": "torchvision", "deepinv": "deepinv",
-            "benchopt": "benchopt", "numpy": "numpy", "astra": "astra-toolbox"}
+            "benchopt": "benchopt", "astra": "astra-toolbox", "numpy": "numpy"}
 
 
 class _Reader:
@@ -245,12 +247,13 @@ def allowed_environment() -> dict[str, str]:
 
 
 def _topology() -> dict[str, int]:
+    """The rank and world of this process, as torch's process group reads them: every
+    scalebench rank has them set, by its launcher or, for a task SLURM started itself, from
+    SLURM's task variables (scalebench.launch.rank_env) before any row is stamped."""
     env = os.environ
-    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or 1)
-    per_node = int(env.get("LOCAL_WORLD_SIZE") or env.get("SLURM_NTASKS_PER_NODE", "").split(
-        "(")[0] or 1)
-    rank = int(env.get("RANK") or env.get("SLURM_PROCID") or 0)
-    return {"world_size": world, "ranks_per_node": per_node, "rank": rank}
+    return {"world_size": int(env.get("WORLD_SIZE") or 1),
+            "ranks_per_node": int(env.get("LOCAL_WORLD_SIZE") or 1),
+            "rank": int(env.get("RANK") or 0)}
 
 
 def _preflight() -> str:

@@ -1,26 +1,5 @@
-"""The ``scalebench`` command line.
-
-- ``scalebench run CONFIG``: validate the whole experiment, run each of its experiments
-  (locally on ``--nproc`` ranks, or with ``--launcher srun`` across a SLURM allocation),
-  publishing the results parquet atomically after each; ``--resume`` completes a partial run;
-  ``--runtime apptainer|docker|podman --image IMAGE`` runs the steps and ranks in an image.
-- ``scalebench validate CONFIG``: only check the experiment (for ``--nproc`` ranks).
-- ``scalebench plan CONFIG [--parallel-config P] [--format json]``: every job of the
-  experiment with its resources, memory estimate and command; every problem, one line each.
-- ``scalebench capacity CONFIG --memory 80GiB [--device cuda] [--nproc N | --parallel-config
-  P] [--verify]``: the
-  largest size of each configuration whose predicted per-rank peak fits the budget, from a
-  memory model calibrated by short real runs (scalebench.experiment.capacity).
-- ``scalebench report RESULTS... [-o report.html] [--png DIR]``: merge result files into one
-  self-contained HTML page (no network request) with scaling plots, images and provenance.
-- ``scalebench check RESULTS``: compliance of every row's provenance (0 good, 1 findings,
-  2 unreadable).
-- ``scalebench replay RESULTS``: re-run archived experiments and compare bit for bit (0 when
-  every experiment matches).
-- ``scalebench verify-image IMAGE --digest sha256:...``: check an image before a replay (0 it
-  is that image, 1 another one, 2 bad input).
-- ``scalebench fetch [--weights] [--data NAME]``: download and verify pretrained weights (into
-  the torch hub cache) and data sets (into the scalebench cache) listed in the manifest.
+"""The ``scalebench`` command line: one parser, one function per subcommand (``COMMANDS``) and
+one exit-status rule (scalebench.errors.exit_status). docs/cli.md is generated from the parser.
 
 This module and the launcher import only the standard library: the process that waits for a
 run holds no torch, deepinv or problem data.
@@ -37,17 +16,16 @@ import tempfile
 from pathlib import Path
 
 from scalebench import __version__
-from scalebench.errors import ScalebenchError, error_lines, unreadable_file_error
-from scalebench.launch.runner import (
+from scalebench.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
-    RunFailed,
-    RunRequest,
-    check_writable_folder,
-    run,
-    run_step,
+    ScalebenchError,
+    error_lines,
+    exit_status,
+    unreadable_file_error,
 )
+from scalebench.launch.runner import RunRequest, check_writable_folder, run, run_child
 
 
 def _positive(text: str) -> int:
@@ -60,12 +38,42 @@ def _positive(text: str) -> int:
     return value
 
 
+# What each subcommand does, at length (its --help and docs/cli.md).
+DESCRIPTIONS = {
+    "run": "Validate the whole experiment file, then run each of its experiments (locally on "
+           "--nproc ranks, or with --launcher srun across a SLURM allocation), publishing the "
+           "results parquet atomically after each and the HTML report at the end; --resume "
+           "completes a partial run; --runtime with --image runs the ranks in a container.",
+    "validate": "Check an experiment file for --nproc ranks and exit: every problem one line.",
+    "plan": "Every job of an experiment with its resources, memory per rank and command, and "
+            "the campaign's GPU- and CPU core-hours; every problem one line, before anything "
+            "is submitted.",
+    "capacity": "The largest size of each configuration whose predicted per-rank peak fits "
+                "the memory budget, from a memory model calibrated by short real runs "
+                "(one line per configuration and rank count).",
+    "report": "Merge results files into one self-contained HTML page (no network request): "
+              "quality, per-step time, memory, capacity, scaling, images and provenance.",
+    "check": "Check that every row of a results file has complete provenance of the right "
+             "types (exit 0 good, 1 findings, 2 unreadable).",
+    "replay": "Re-run the experiments of archived rows and compare them bit for bit (exit 0 "
+              "when every experiment matches).",
+    "verify-image": "Check that a container image is the one rows recorded, before a replay "
+                    "(exit 0 it is, 1 another image, 2 bad input).",
+    "fetch": "Download and verify the pretrained weights (into the torch hub cache) and data "
+             "sets (into the scalebench cache) the manifest lists.",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=f"{__doc__.splitlines()[0]} (scalebench {__version__})")
     parser.add_argument("--version", action="version", version=f"scalebench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="validate and run an experiment file")
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=summary, description=DESCRIPTIONS[name])
+
+    run_parser = command("run", "validate and run an experiment file")
     run_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
     run_parser.add_argument("--benchmark", type=Path,
                             help="benchopt benchmark folder (default: the repository's folder "
@@ -85,19 +93,20 @@ def _parser() -> argparse.ArgumentParser:
     interpreter = run_parser.add_mutually_exclusive_group()
     interpreter.add_argument("--python", default=None,
                              help="command that runs Python with the benchmark's stack, for "
-                             "the ranks and the validation and publishing steps (default: "
+                             "the ranks and the launcher's children (default: "
                              "this interpreter), e.g. 'slurm_templates/task-python.sh'")
     interpreter.add_argument("--runtime", choices=("apptainer", "docker", "podman"),
-                             help="run the steps and every rank inside --image (GPUs, binds "
+                             help="run the launcher's children and the ranks inside --image (GPUs, "
+                             "binds "
                              "and engine options: the SB_* variables of "
                              "scalebench.launch.containers)")
     run_parser.add_argument("--image", help="SIF file (apptainer) or image (docker, podman)")
     run_parser.add_argument("--srun-args", default="",
                             help="extra srun options for every experiment's step")
-    validate = commands.add_parser("validate", help="check an experiment file and exit")
+    validate = command("validate", "check an experiment file and exit")
     validate.add_argument("config", type=Path, help="experiment YAML file")
     validate.add_argument("--nproc", type=_positive, default=1, help="ranks to check for")
-    plan = commands.add_parser("plan", help="list and check every job of an experiment "
+    plan = command("plan", "list and check every job of an experiment "
                                "before submitting it")
     plan.add_argument("config", type=Path, help="experiment YAML file")
     plan.add_argument("--parallel-config", type=Path, default=None,
@@ -105,13 +114,14 @@ def _parser() -> argparse.ArgumentParser:
                       "submitit.yml): jobs are planned as benchopt would submit them")
     plan.add_argument("--nproc", type=_positive, default=1,
                       help="ranks of a local run for experiments that set none (default 1)")
-    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument("--format", choices=("text", "json"), default="text",
+                      help="a table (default) or JSON")
     plan.add_argument("--configs", type=Path, default=None,
                       help="write each job's one-run config here; its command then runs it alone")
     plan.add_argument("--benchmark", type=Path,
                       help="benchopt benchmark folder (default: the repository's folder for "
                       "the objective the config names)")
-    capacity = commands.add_parser("capacity", help="the largest size of each configuration "
+    capacity = command("capacity", "the largest size of each configuration "
                                    "whose predicted per-rank peak fits a memory budget")
     capacity.add_argument("config", type=Path, help="experiment YAML file")
     capacity.add_argument("--memory", required=True,
@@ -130,11 +140,13 @@ def _parser() -> argparse.ArgumentParser:
     capacity.add_argument("--calibration-size", type=_positive, default=128,
                           help="largest size probed to calibrate (default 128; probes at a "
                           "quarter, half, three quarters of it and at it)")
-    capacity.add_argument("--format", choices=("text", "json"), default="text")
+    capacity.add_argument("--format", choices=("text", "json"), default="text",
+                          help="a table (default) or JSON, with what the report's capacity "
+                          "view draws")
     capacity.add_argument("--verify", action="store_true",
                           help="run the largest predicted size of each one-rank line once and "
                           "print its measured peak")
-    report = commands.add_parser("report", help="one offline HTML page of merged results")
+    report = command("report", "one offline HTML page of merged results")
     report.add_argument("results", type=Path, nargs="+", help="results parquet files")
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
                         help="HTML file to write (default: report.html)")
@@ -143,9 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--capacity", type=Path, action="append", default=[], metavar="FILE",
                         help="answers of `scalebench capacity --format json` for the capacity "
                         "view (repeatable)")
-    check = commands.add_parser("check", help="check the provenance of a results file")
+    check = command("check", "check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
-    replay = commands.add_parser("replay", help="re-run archived results, compare bit for bit")
+    replay = command("replay", "re-run archived results, compare bit for bit")
     replay.add_argument("results", type=Path, help="results parquet file")
     replay.add_argument("--rows", help="rows whose experiments to replay, e.g. '0,4-7' "
                         "(default: all)")
@@ -153,13 +165,12 @@ def _parser() -> argparse.ArgumentParser:
                         "environment differs, comparing within a tolerance")
     replay.add_argument("--benchmark", type=Path, help="benchopt benchmark folder (default: "
                         "the one each result row's stored config names)")
-    verify = commands.add_parser("verify-image",
-                                 help="check a container image's digest before a replay")
+    verify = command("verify-image", "check a container image's digest before a replay")
     verify.add_argument("image", help="SIF file, or image name/ID known to the engine")
     verify.add_argument("--digest", required=True, help="expected digest, sha256:HEX")
     verify.add_argument("--engine", default=os.environ.get("SCALEBENCH_ENGINE", "docker"),
                         help="docker or podman, with global options")
-    fetch = commands.add_parser("fetch", help="download and verify weights and data sets")
+    fetch = command("fetch", "download and verify weights and data sets")
     fetch.add_argument("--weights", action="store_true",
                        help="every pretrained weights file (into $TORCH_HOME/hub/checkpoints)")
     fetch.add_argument("--data", action="append", default=[], metavar="NAME",
@@ -176,18 +187,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from scalebench.data.fetch import FetchError, fetch_data, fetch_weights
+    from scalebench.data.fetch import fetch_data, fetch_weights
 
     if not args.weights and not args.data:
-        print("scalebench: error: fetch needs --weights and/or --data NAME", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        lines = fetch_weights(args.allow_unverified, args.manifest) if args.weights else []
-        lines += [fetch_data(name, args.cache, args.allow_unverified, args.manifest)
-                  for name in args.data]
-    except FetchError as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
-        return EXIT_FAILED
+        raise ScalebenchError("fetch needs --weights and/or --data NAME")
+    lines = fetch_weights(args.allow_unverified, args.manifest) if args.weights else []
+    lines += [fetch_data(name, args.cache, args.allow_unverified, args.manifest)
+              for name in args.data]
     print("\n".join(lines))
     return EXIT_OK
 
@@ -234,10 +240,11 @@ def _in_container(args: argparse.Namespace) -> list[str]:
     return python
 
 
-def _validate(config: Path, nproc: int) -> int:
+def _validate(args: argparse.Namespace) -> int:
+    config, nproc = args.config, args.nproc
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
         request = RunRequest(config, None)
-        experiments = json.loads(run_step(request, "expand", str(config), "--world-size",
+        experiments = json.loads(run_child(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder, "--check-memory",
                                           "local"))
     from scalebench.launch.resources import experiment_solver_params, requested_ranks
@@ -287,9 +294,10 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check(results: Path) -> int:
+def _check(args: argparse.Namespace) -> int:
     from provenance.check import check_results
 
+    results = args.results
     rows, findings = check_results(results)
     for finding in findings:
         print(f"{results}: {finding}")
@@ -311,50 +319,35 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _verify_image(args: argparse.Namespace) -> int:
-    from scalebench.launch.containers import ImageMismatch, verify_image
+    from scalebench.launch.containers import verify_image
 
-    try:
-        print(verify_image(args.image, args.digest, args.engine))
-    except ImageMismatch as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
-        return EXIT_FAILED
+    print(verify_image(args.image, args.digest, args.engine))
     return EXIT_OK
 
 
+# The function each subcommand runs.
+COMMANDS = {"run": _run, "validate": _validate, "plan": _plan, "capacity": _capacity,
+            "report": _report, "check": _check, "replay": _replay,
+            "verify-image": _verify_image, "fetch": _fetch}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand; every error ends in ``scalebench: error:`` lines and the exit
+    status of errors.exit_status (2 bad input, 1 failed work)."""
     args = _parser().parse_args(argv)
     try:
         if args.command in ("run", "validate", "plan", "capacity"):
             _readable_config(args.config)
-        if args.command == "verify-image":
-            return _verify_image(args)
-        if args.command == "validate":
-            return _validate(args.config, args.nproc)
-        if args.command == "check":
-            return _check(args.results)
-        if args.command == "plan":
-            return _plan(args)
-        if args.command == "capacity":
-            return _capacity(args)
-        if args.command == "report":
-            return _report(args)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "fetch":
-            return _fetch(args)
-        return _run(args)
-    except RunFailed as error:
-        print(*error_lines(error), sep="\n", file=sys.stderr)
-        return EXIT_FAILED
+        return COMMANDS[args.command](args)
     except ScalebenchError as error:
         print(*error_lines(error), sep="\n", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_status(error)
     except Exception as error:
         from provenance.results import UnreadableResults  # imported only on this path
 
         if not isinstance(error, UnreadableResults):
             raise
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -52,7 +52,7 @@ sb_main() {
     SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
     export SB_IMAGE_DIGEST
   fi
-  export MASTER_ADDR=${MASTER_ADDR:-$(sb_first_node_address)}
+  export MASTER_ADDR=${MASTER_ADDR:-$(sb_rank_env master-addr)}
   [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it
   export SCALEBENCH_PREFLIGHT=$SB_OUTPUTS/$SB_OUTPUT.preflight.json
   local task=$SB_REPO/slurm_templates/task-python.sh
@@ -62,7 +62,7 @@ sb_main() {
   echo "[scalebench] job $SLURM_JOB_ID: $SLURM_NTASKS task(s) on $SLURM_JOB_NODELIST" \
        "(master $MASTER_ADDR), runtime $SB_RUNTIME, config $SB_CONFIG"
   # Pre-flight: topology and a short all-reduce across every rank, before the benchmark.
-  MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 + 1000 )) SB_TASK_RANKS=1 sb_run_or_print \
+  MASTER_PORT=$(sb_rank_env master-port --preflight) SB_TASK_RANKS=1 sb_run_or_print \
     srun --kill-on-bad-exit=1 --export=ALL "${srun_args[@]}" "$task" \
     -m scalebench.runtime.preflight --output "$SCALEBENCH_PREFLIGHT"
 
@@ -103,9 +103,8 @@ sb_launcher_python() {
   else echo python3; fi
 }
 
-sb_first_node_address() {
-  # Node names may not resolve: take the first node's NodeAddr from scontrol.
-  local first
-  first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-  scontrol show node "$first" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p' | head -n 1
+sb_rank_env() {
+  # The job's rendezvous address and port: scalebench.launch.rank_env, the rule the launcher
+  # and the ranks use too.
+  PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.rank_env "$@"
 }

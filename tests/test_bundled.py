@@ -153,10 +153,10 @@ def test_rows_record_the_weights_that_ran_and_random_ones_warn_once(tmp_path, wr
 
 
 def test_report_marks_the_quality_curves_of_random_weight_rows():
-    from scalebench.results.report.data import EXPERIMENT, Results
+    from scalebench.results.report.data import RUN, Results
     from scalebench.results.report.views import RANDOM_MARK, quality
 
-    rows = pd.DataFrame({EXPERIMENT: ["a", "a", "b", "b"], "stop_val": [0, 1, 0, 1],
+    rows = pd.DataFrame({RUN: ["a", "a", "b", "b"], "stop_val": [0, 1, 0, 1],
                          "time": [0.0, 1.0, 0.0, 1.0], "objective_psnr_db": [20.0, 24, 20, 5],
                          "dataset_name": "tomography_2d", "solver_name": "pnp",
                          "idx_rep": 0,

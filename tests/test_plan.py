@@ -188,7 +188,7 @@ def test_invalid_experiments_are_refused(tmp_path, overrides, message):
     ({"partition": "debug"}, "unknown key 'partition'"),
     ({"slurm_nodes": "two"}, "'slurm_nodes' must be a positive integer"),
     ({"slurm_time": "two hours"}, "is not a SLURM time"),
-    ({"slurm_mem": "lots"}, "memory 'lots' must be a number"),
+    ({"slurm_mem": "lots"}, "'lots' is not a memory size: give a positive number"),
 ])
 def test_invalid_parallel_configs_are_refused(tmp_path, keys, message):
     with pytest.raises(ConfigError, match=message):

@@ -133,12 +133,23 @@ def test_slurm_and_topology_fields(fresh, monkeypatch):
                         "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS": "4",
                         "SLURM_NTASKS_PER_NODE": "2(x2)", "SLURM_PROCID": "3"}.items():
         monkeypatch.setenv(name, value)
-    for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK"):
+    for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
+                 "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    record = fresh()
-    assert (record["slurm_job_id"], record["slurm_array_task_id"], record["slurm_nodelist"]) \
+    alone = fresh()
+    assert (alone["slurm_job_id"], alone["slurm_array_task_id"], alone["slurm_nodelist"]) \
         == ("77", "3", "n[1-2]")
+    assert (alone["world_size"], alone["ranks_per_node"], alone["rank"]) == (1, 1, 0)
+    # A task SLURM started itself gets its rank from the one mapping before rows are stamped.
+    from scalebench.launch.rank_env import export_rank_environment
+
+    exported = dict(os.environ)
+    export_rank_environment(exported)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT"):
+        monkeypatch.setenv(name, exported[name])
+    record = fresh()
     assert (record["world_size"], record["ranks_per_node"], record["rank"]) == (4, 2, 3)
+    assert os.environ["MASTER_PORT"] == str(20000 + 77)
 
 
 def test_canonical_json_is_order_independent_and_strict():

@@ -91,10 +91,10 @@ def test_report_page_shows_plots_offline_without_console_errors(campaign, chromi
 
 def test_scaling_axes_come_from_the_measured_world_size(campaign):
     from scalebench.results.report.data import load_results
-    from scalebench.results.report.views import per_experiment, strong_scaling
+    from scalebench.results.report.views import per_run, strong_scaling
 
     results = load_results([campaign[0]])
-    table = per_experiment(results.rows)
+    table = per_run(results.rows)
     assert sorted(table["prov_world_size"]) == [1, 1, 2, 2]
     view = strong_scaling(results)
     lines = view.figure.axes[0].get_lines()
@@ -152,16 +152,16 @@ def test_merge_keeps_every_experiment_and_dedup_keeps_the_latest(campaign, tmp_p
         return f
 
     edited_results(results, later, rerun)
-    from scalebench.results.report.data import EXPERIMENT, load_results
+    from scalebench.results.report.data import RUN, load_results
 
     merged = load_results([later, first, second])  # the later run is given first
-    assert merged.rows[EXPERIMENT].nunique() == 4 and len(merged.rows) == len(frame)
+    assert merged.rows[RUN].nunique() == 4 and len(merged.rows) == len(frame)
     assert len(merged.dropped) == 1 and merged.dropped[0]["dropped_file"] == str(first)
     kept = merged.rows[merged.rows.experiment_id == ids[0]]
     assert (kept.objective_psnr_db == 99.0).all()
     page = tmp_path / "merged.html"
     assert "1 duplicate(s) dropped" in write_report([first, second, later], page)
-    assert "1 duplicate experiment(s) dropped" in page.read_text()
+    assert "1 duplicate run(s) dropped" in page.read_text()
 
 
 def test_one_config_on_other_rank_counts_is_not_a_duplicate(campaign, tmp_path):
@@ -177,13 +177,13 @@ def test_one_config_on_other_rank_counts_is_not_a_duplicate(campaign, tmp_path):
         return f
 
     edited_results(results, two_ranks, on_two_ranks)
-    from scalebench.results.report.data import EXPERIMENT, load_results
+    from scalebench.results.report.data import RUN, load_results
 
     merged = load_results([results, two_ranks])
     assert merged.dropped == [] and len(merged.rows) == len(frame) + (
         frame.experiment_id == single).sum()
-    assert merged.rows[EXPERIMENT].nunique() == frame.experiment_id.nunique() + 1
-    labels = merged.rows[merged.rows.experiment_id == single][EXPERIMENT].map(merged.labels)
+    assert merged.rows[RUN].nunique() == frame.experiment_id.nunique() + 1
+    labels = merged.rows[merged.rows.experiment_id == single][RUN].map(merged.labels)
     assert sorted(labels.unique(), key=lambda label: label[-7:]) == [
         labels.iloc[0].removesuffix(" 2 ranks").removesuffix(" 1 ranks") + suffix
         for suffix in (" 1 ranks", " 2 ranks")]
@@ -256,15 +256,15 @@ def test_an_output_that_cannot_be_written_is_a_one_line_error(campaign, tmp_path
 def test_labels_leave_out_slurm_resources_and_name_a_changed_network():
     """A strong-scaling campaign (slurm_ntasks_per_node 1, 2) is one configuration on two
     world sizes; 'pretrained: auto' that ran another network is another configuration."""
-    from scalebench.results.report.data import configuration_columns, experiment_labels
+    from scalebench.results.report.data import configuration_columns, run_labels
 
     rows = pd.DataFrame({
-        "experiment": ["a", "b", "c"], "solver_name": ["pnp[x]"] * 3,
+        "run": ["a", "b", "c"], "solver_name": ["pnp[x]"] * 3,
         "dataset_name": ["tomography_2d[y]"] * 3, "idx_rep": [0, 0, 0],
         "p_solver_slurm_ntasks_per_node": [1, 2, 2], "prov_world_size": [1, 2, 2],
         "p_solver_pretrained": ["auto"] * 3,
         "prov_denoiser_architecture": ["dncnn-small", "dncnn-small", "dncnn-full"]})
-    labels = experiment_labels(rows, ("prov_world_size",))
+    labels = run_labels(rows, ("prov_world_size",))
     assert labels == {"a": "pnp on tomography_2d network=dncnn-small",
                       "b": "pnp on tomography_2d network=dncnn-small",
                       "c": "pnp on tomography_2d network=dncnn-full"}

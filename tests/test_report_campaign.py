@@ -80,12 +80,12 @@ def seed_views(seed_campaign):
 def test_the_campaign_is_twelve_runs_from_three_files(seed_campaign, seed_views):
     files, _, summary = seed_campaign
     results = load_results(files)
-    table = results.rows.groupby("experiment").first()
+    table = results.rows.groupby("run").first()
     assert len(table) == 12 and len(results.files) == 3 and results.dropped == []
     counts = table.groupby(["p_solver_denoiser", "p_dataset_image_size",
                             "prov_world_size"]).size()
     assert len(counts) == 12 and set(counts) == {1}
-    assert "12 experiment(s) from 3 file(s)" in summary
+    assert "12 run(s) from 3 file(s)" in summary
     assert [view.slug for view in seed_views] == SHOWN
 
 

@@ -2,7 +2,7 @@
 
 Starts `scalebench run CONFIG --nproc N` (default: the embedded default experiment on 2 ranks)
 and samples, every 0.1 s, the resident set (VmRSS) of the launcher process and of every
-process below it (rank parents, benchopt workers, short-lived steps); prints the peak of each
+process below it (rank parents, benchopt workers, short-lived children); prints the peak of each
 kind. Target: the launcher under 100 MB while the workers hold the stack.
 
     python tools/launcher_memory.py [--config configs/default.yml] [--nproc 2]
@@ -88,7 +88,7 @@ def main() -> None:
                 line = command(pid)
                 kind = ("rank parent" if "rank_entry" in line else
                         "benchopt worker" if "benchopt" in line else
-                        "launcher step" if "launch.steps" in line else None)
+                        "launcher child" if "launch.children" in line else None)
                 if kind:
                     peaks[kind] = max(peaks[kind], rss_mb(pid))
             time.sleep(0.1)

@@ -21,14 +21,14 @@ from pathlib import Path
 from provenance.results import atomic_path
 from scalebench.data.cache import cache_root, offline
 from scalebench.data.manifest import Entry
-from scalebench.errors import ConfigError, MissingFileError, ScalebenchError
+from scalebench.errors import CommandFailed, ConfigError, MissingFileError
 
 CHUNK = 1 << 20
 ACCEPTED_SUFFIX = ".accepted-sha256"  # sidecar: sha256 of a file accepted without a checksum
 TIMEOUT_S = 60
 
 
-class FetchError(ScalebenchError):
+class FetchError(CommandFailed):
     """A download failed or gave a file that does not match the manifest."""
 
 

@@ -45,3 +45,16 @@ def config_objective(raw: Any) -> str:
         if name in FOLDER_BY_OBJECTIVE:
             return name
     return INFERENCE_OBJECTIVE
+
+
+def config_benchmark(config: Path) -> str:
+    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
+    config (``expand`` then says what is wrong with it)."""
+    from scalebench.errors import ConfigError
+    from scalebench.experiment.reading import read_yaml  # YAML: only where a config is read
+
+    try:
+        raw = read_yaml(config, "config")
+    except ConfigError:
+        return ""
+    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalebench.denoisers.build import check_denoiser_fits
 from scalebench.denoisers.networks import resolve_weights
-from scalebench.errors import ConfigError, ScalebenchError, unreadable_file_error
+from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
+from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS
 from scalebench.loops.params import check_distribution, evaluations
@@ -270,18 +269,6 @@ def check_devices_available(experiment: Experiment) -> None:
                 resolve_device(solver_values.get("device", "auto"))
             except ScalebenchError as error:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    """The YAML document in ``path``; a ConfigError naming ``what`` (e.g. "config") when the
-    file cannot be read or parsed."""
-    try:
-        return yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise unreadable_file_error(path, what, error) from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{what} {path} is not valid YAML: {str(error).splitlines()[0]}") \
-            from None
 
 
 def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:

@@ -14,8 +14,8 @@ import yaml
 
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
-from scalebench.experiment.benchmarks import FOLDER_BY_OBJECTIVE, config_objective
-from scalebench.experiment.config import check_devices_available, load_experiment, read_yaml
+from scalebench.experiment.config import check_devices_available, load_experiment
+from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
     experiment_solver_params,
     names_slurm_resources,
@@ -72,13 +72,3 @@ def expand(config: Path, world_size: int, folder: Path,
             {**options, "dataset": [experiment["dataset"]], "solver": [experiment["solver"]]},
             sort_keys=False))
     return experiments
-
-
-def config_benchmark(config: Path) -> str:
-    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
-    config (``expand`` then says what is wrong with it)."""
-    try:
-        raw = read_yaml(config, "config")
-    except ConfigError:
-        return ""
-    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name

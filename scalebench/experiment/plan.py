@@ -166,7 +166,7 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
     from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
     from submitit import SlurmExecutor
 
-    from scalebench.experiment.config import read_yaml
+    from scalebench.experiment.reading import read_yaml
 
     raw = read_yaml(path, "parallel config")
     if not isinstance(raw, dict) or raw.get("backend") != "submitit":
@@ -376,8 +376,9 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         choose_benchmark,
         config_objective,
     )
-    from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS, read_yaml
+    from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS
     from scalebench.experiment.expand import expand
+    from scalebench.experiment.reading import read_yaml
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
     world = job_ranks({}, parallel, nproc)

@@ -10,6 +10,6 @@ holds no torch, deepinv or problem data, and the batch templates run it with any
 - ``containers``: the command line of each container platform (host, Apptainer, Docker,
   podman) and image identities.
 - ``progress``: the set-up stages and iterations a rank reports, and how they are shown.
-- ``steps``: the steps that need the whole stack (expanding a config, publishing results,
-  rendering the report), each run in a short-lived child.
+- ``children``: what the launcher runs in short-lived children because it needs the whole
+  stack: expanding a config, publishing results, rendering the report.
 """

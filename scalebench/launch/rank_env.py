@@ -7,8 +7,9 @@ container environment has no SLURM_* variables), by the run context of tasks tha
 started without a launcher (benchopt's submitit backend), and by the batch templates through
 its command line. Standard library only.
 
-    python -m scalebench.launch.rank_env master-addr            the job's first node address
-    python -m scalebench.launch.rank_env master-port [--offset N]  the job's port (+ N)
+    python -m scalebench.launch.rank_env master-addr     the address of the job's first node
+    python -m scalebench.launch.rank_env master-port [--offset N | --preflight]
+                                                         the job's port (+ N, or the pre-flight's)
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("master-addr", help="the address of the job's first node")
     port = commands.add_parser("master-port", help="the job's rendezvous port")
-    port.add_argument("--offset", type=int, default=0, help="which of the job's steps")
+    which = port.add_mutually_exclusive_group()
+    which.add_argument("--offset", type=int, default=0, help="which of the job's steps")
+    which.add_argument("--preflight", action="store_const", dest="offset",
+                       const=PREFLIGHT_PORT_OFFSET, help="the pre-flight check's port")
     args = parser.parse_args(argv)
     if args.command == "master-addr":
         print(first_node_address())

@@ -1,7 +1,7 @@
 """``scalebench run``: the light launcher.
 
 It imports only the standard library, so the process that waits for a run holds no torch,
-deepinv or problem data; everything that needs them runs in short-lived children (``steps``)
+deepinv or problem data; everything that needs them runs in short-lived children (``children``)
 or in the ranks (``rank_entry``). For each experiment of the config (one dataset x solver
 parameter combination) in turn, it starts the ranks in a staging folder, then publishes the
 results file with every experiment finished so far (atomically, marked partial until the
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scalebench.errors import ScalebenchError
+from scalebench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandFailed, ScalebenchError
 from scalebench.experiment.benchmarks import choose_benchmark
 from scalebench.launch import processes
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
@@ -39,16 +39,15 @@ from scalebench.launch.resources import (
     srun_resources,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
 RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 # Errors of a rank whose peer died first (gloo, NCCL): consequences, not causes.
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
-ERROR_PREFIX = "scalebench: error: "  # how steps print each problem (errors.error_lines)
+ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
 
 
-class RunFailed(ScalebenchError):
+class RunFailed(CommandFailed):
     """The run did not finish every experiment; the message says what happened."""
 
 
@@ -79,9 +78,10 @@ class RunState:
     group: processes.RankGroup | None = None
 
 
-def run_step(request: RunRequest, *args: str) -> str:
-    """Run a ``steps`` child; its stdout, or ScalebenchError with its one-line error."""
-    result = subprocess.run([*request.python, "-m", "scalebench.launch.steps", *args],
+def run_child(request: RunRequest, *args: str) -> str:
+    """Run a child (``scalebench.launch.children``); its stdout, or ScalebenchError with its
+    one-line error."""
+    result = subprocess.run([*request.python, "-m", "scalebench.launch.children", *args],
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -125,7 +125,7 @@ def _finished(request: RunRequest, final: Path) -> set[str]:
     if not final.is_file():
         raise ScalebenchError(f"--resume: no result {final} to resume (give the --output "
                               f"name of the interrupted run)")
-    record = json.loads(run_step(request, "status", str(final)))
+    record = json.loads(run_child(request, "status", str(final)))
     if record.get("status") != "partial":
         raise ScalebenchError(f"--resume: {final} is not a partial run (status "
                               f"{record.get('status', 'unknown')!r}); nothing to resume")
@@ -134,7 +134,7 @@ def _finished(request: RunRequest, final: Path) -> set[str]:
 
 def run(request: RunRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
-    named = run_step(request, "benchmark", str(request.config.resolve())).strip()
+    named = run_child(request, "benchmark", str(request.config.resolve())).strip()
     request.benchmark = choose_benchmark(request.benchmark, named)
     if not (request.benchmark / "objective.py").is_file():
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
@@ -150,7 +150,7 @@ def run(request: RunRequest) -> int:
     previous = {sig: signal.signal(sig, lambda signum, _: _stop(state, signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        experiments = json.loads(run_step(request, "expand", str(request.config.resolve()),
+        experiments = json.loads(run_child(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs"),
                                        "--check-devices", *_memory_check(request)))
@@ -327,7 +327,7 @@ def _publish(request: RunRequest, state: RunState, status: str) -> None:
             "--failures", json.dumps(state.failures), "--config", str(request.config)]
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
-    run_step(request, *args)
+    run_child(request, *args)
     state.parts.clear()  # now in the final file
 
 
@@ -349,7 +349,7 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
         return EXIT_FAILED if state.failures else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
     if request.html:
-        report = run_step(request, "render", str(state.final))
+        report = run_child(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
     if state.failures:  # each one printed when it happened
         return EXIT_FAILED

@@ -116,7 +116,7 @@ def tampering(experiment: Experiment) -> str | None:
     return None
 
 
-def environment_differences(experiment: Experiment, current: dict) -> list[str]:
+def changed_environment(experiment: Experiment, current: dict) -> list[str]:
     """What differs between the archived rows' environment and this one (empty: none).
 
     Uncommitted changes on either side are a difference unless both sides carry the same
@@ -256,7 +256,7 @@ def replay(path: Path, rows: str | None, force: bool,
         # The launcher re-runs on the archived number of ranks.
         here = {**current, "world_size": _world_size(experiment)}
         tampered = tampering(experiment)
-        differences = environment_differences(experiment, here)
+        differences = changed_environment(experiment, here)
         if tampered:
             verdicts[index] = Verdict("TAMPERED", experiment.label, tampered)
         elif differences and not force:

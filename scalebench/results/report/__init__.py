@@ -55,7 +55,7 @@ def write_report(paths: list[Path], output: Path, png_folder: Path | None = None
         for view, png in views:
             if png is not None:
                 _write_atomically(png_folder / f"{view.slug}.png", png)
-    return (f"Report: {output} ({len(results.experiments())} experiment(s) from "
+    return (f"Report: {output} ({len(results.runs())} run(s) from "
             f"{len(results.files)} file(s); figures: {', '.join(written) or 'none'}; "
             f"{len(results.dropped)} duplicate(s) dropped)")
 

@@ -17,10 +17,10 @@ import pandas as pd
 
 from scalebench.errors import ScalebenchError
 from scalebench.results.report.data import (
-    EXPERIMENT,
+    RUN,
     Results,
     parameter_text,
-    per_experiment,
+    per_run,
     step_peaks,
 )
 from scalebench.results.report.figures import (
@@ -78,9 +78,9 @@ def _missing_keys(data) -> str:
 
 
 def matching_runs(rows: pd.DataFrame, answer: dict) -> pd.DataFrame:
-    """``per_experiment`` rows of the answer's configuration (every parameter but the size,
+    """``per_run`` rows of the answer's configuration (every parameter but the size,
     the device as the run resolved it) on its rank count."""
-    table = per_experiment(rows)
+    table = per_run(rows)
     configuration = answer["configuration"]
     keep = pd.Series(True, index=table.index)
     for prefix, owner in (("dataset", "dataset_name"), ("solver", "solver_name")):
@@ -170,7 +170,7 @@ def capacity(results: Results) -> View:
             handles.setdefault(label, handle)
     legend_below(figure, axes[0][0], handles)
     shown = {e for matched in runs for e in matched.index}
-    rows = results.rows[results.rows[EXPERIMENT].isin(shown)]
+    rows = results.rows[results.rows[RUN].isin(shown)]
     return View("capacity", TITLE, figure, rows if len(rows) else None,
                 "largest size whose predicted per-rank peak fits the budget, from a memory "
                 "model fitted to short runs in fresh processes (scalebench capacity); the "

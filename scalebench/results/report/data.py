@@ -1,9 +1,9 @@
-"""Results files merged for the report: deduplicated experiments, labels and environments.
+"""Results files merged for the report: deduplicated runs, labels and environments.
 
 Files are read with ``provenance.results.read_results`` (never unpickles; a file that is not
-a results file raises ``UnreadableResults``). An experiment is a config hash and a repetition
+a results file raises ``UnreadableResults``). A run is a config hash and a repetition
 (``prov_config_hash``, ``idx_rep``; benchopt's solver and dataset names where provenance is
-missing); when several files hold the same experiment, the latest run (``run_date``, else the
+missing); when several files hold the same run, the latest run (``run_date``, else the
 later file on the command line) is kept and the others are listed as dropped.
 """
 
@@ -26,10 +26,10 @@ PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
                      "prov_cpu_model", "prov_torch", "prov_deepinv", "prov_benchopt",
                      "prov_python", "prov_code_dirty", "prov_deterministic_mode",
                      "prov_complete")
-# Fields of one run's resources: listed per experiment, not another environment (a scaling
+# Fields of one run's resources: listed per run, not another environment (a scaling
 # campaign runs one environment on several world sizes).
 RUN_FIELDS = ("prov_world_size", "prov_rank_hosts", "prov_slurm_job_id")
-EXPERIMENT = "experiment"  # column added here: the experiment's identity
+RUN = "run"  # column added here: the run (a config hash, repetition and world size)
 # The metric a dataset's quality is judged by (result column, label); every other dataset gets
 # DEFAULT_HEADLINE. Radio skies are mostly dark: a blank image has a high PSNR, SSIM and
 # asinh-PSNR there, but an SNR of exactly 0 dB.
@@ -48,18 +48,18 @@ STEPS = ("grad", "denoise")  # the steps an iteration's figures are recorded for
 class Results:
     rows: pd.DataFrame
     files: list[dict] = field(default_factory=list)  # path, rows, status, failures
-    dropped: list[dict] = field(default_factory=list)  # superseded duplicate experiments
-    labels: dict[str, str] = field(default_factory=dict)  # experiment -> short label
+    dropped: list[dict] = field(default_factory=list)  # superseded duplicate runs
+    labels: dict[str, str] = field(default_factory=dict)  # run -> short label
     # Answers of `scalebench capacity` (report.capacity.load_capacity) for the capacity view.
     capacity: list[dict] = field(default_factory=list)
 
-    def experiments(self) -> list[str]:
-        return list(dict.fromkeys(self.rows[EXPERIMENT]))
+    def runs(self) -> list[str]:
+        return list(dict.fromkeys(self.rows[RUN]))
 
 
-def _experiment_key(frame: pd.DataFrame) -> pd.Series:
+def _run_key(frame: pd.DataFrame) -> pd.Series:
     """Config, repetition and world size: one config run on 1 and on 2 ranks (``--nproc``)
-    is two experiments of a scaling series, not a duplicate."""
+    is two runs of a scaling series, not a duplicate."""
     names = frame["dataset_name"].astype(str) + " x " + frame["solver_name"].astype(str)
     if "prov_config_hash" in frame:
         names = frame["prov_config_hash"].astype(str).str[:16].where(
@@ -81,7 +81,7 @@ def load_results(paths: list[Path]) -> Results:
     for order, path in enumerate(paths):
         frame = read_results(path)
         frame[SOURCE] = str(path)
-        frame[EXPERIMENT] = _experiment_key(frame)
+        frame[RUN] = _run_key(frame)
         frame["_order"] = order
         record = run_status(path)
         files.append({"path": str(path), "rows": len(frame),
@@ -90,18 +90,18 @@ def load_results(paths: list[Path]) -> Results:
         frames.append(frame)
     merged = pd.concat(frames, ignore_index=True)
     kept, dropped = [], []
-    for experiment, rows in merged.groupby(EXPERIMENT, sort=False):
+    for run, rows in merged.groupby(RUN, sort=False):
         copies = sorted(((_latest(part, order), part) for order, part in
                          rows.groupby("_order")), key=lambda item: item[0])
         kept.append(copies[-1][1])
         for (date, _), part in copies[:-1]:
-            dropped.append({"experiment": experiment, "dropped_file": part[SOURCE].iloc[0],
+            dropped.append({"run": run, "dropped_file": part[SOURCE].iloc[0],
                             "dropped_date": date,
                             "kept_file": copies[-1][1][SOURCE].iloc[0],
                             "kept_date": copies[-1][0][0]})
     rows = pd.concat(kept, ignore_index=True).drop(columns="_order")
     results = Results(rows, files, dropped)
-    results.labels = experiment_labels(rows)
+    results.labels = run_labels(rows)
     return results
 
 
@@ -128,24 +128,24 @@ def parameter_text(value) -> str:
     return str(value)
 
 
-def experiment_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> dict[str, str]:
+def run_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> dict[str, str]:
     """Short labels: solver and dataset names with the parameters that differ between the
-    experiments of that solver (or dataset); benchopt's names list every parameter.
+    runs of that solver (or dataset); benchopt's names list every parameter.
     ``leave_out``: columns not named (e.g. the one a plot's axis shows); ``prov_world_size``
     and ``idx_rep`` among them drop the ranks and the repetition."""
-    first = rows.groupby(EXPERIMENT, sort=False).first()
+    first = rows.groupby(RUN, sort=False).first()
     owners = {"p_solver_": first["solver_name"].astype(str).str.split("[").str[0],
               "p_dataset_": first["dataset_name"].astype(str).str.split("[").str[0]}
     labels = {}
-    for experiment, row in first.iterrows():
+    for run, row in first.iterrows():
         params = []
         for prefix, names in owners.items():
-            same = first[names == names[experiment]]
+            same = first[names == names[run]]
             params += [f"{c.removeprefix(prefix)}={parameter_text(row[c])}"
                        for c in _parameter_columns(rows)
                        if c.startswith(prefix) and not is_resource(c) and c not in leave_out
                        and pd.notna(row[c]) and same[c].astype(str).nunique(dropna=False) > 1]
-        solver_runs = first[owners["p_solver_"] == owners["p_solver_"][experiment]]
+        solver_runs = first[owners["p_solver_"] == owners["p_solver_"][run]]
         params += [f"network={row[c]}" for c in CONFIGURATION_RECORDS
                    if c in first and c not in leave_out and pd.notna(row[c])
                    and solver_runs[c].astype(str).nunique(dropna=False) > 1]
@@ -154,8 +154,8 @@ def experiment_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> di
         ranks = f" {parameter_text(row['prov_world_size'])} ranks" \
             if "prov_world_size" in first and first["prov_world_size"].nunique() > 1 \
             and "prov_world_size" not in leave_out else ""
-        labels[experiment] = " ".join([f"{owners['p_solver_'][experiment]} on "
-                                       f"{owners['p_dataset_'][experiment]}", *params]) \
+        labels[run] = " ".join([f"{owners['p_solver_'][run]} on "
+                                f"{owners['p_dataset_'][run]}", *params]) \
             + repetition + ranks
     return labels
 
@@ -168,7 +168,7 @@ def configuration_columns(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -
             if not is_resource(c) and c not in leave_out]
 
 
-def environment_differences(rows: pd.DataFrame) -> dict[str, list[str]]:
+def mixed_environment(rows: pd.DataFrame) -> dict[str, list[str]]:
     """Environment fields with more than one value among ``rows``: field -> values."""
     differences = {}
     for name in ENVIRONMENT_FIELDS:
@@ -181,28 +181,28 @@ def environment_differences(rows: pd.DataFrame) -> dict[str, list[str]]:
 
 def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:
     """Distinct environments (provenance fields present, resources aside) and their
-    experiments."""
+    runs."""
     fields = [f for f in PROVENANCE_FIELDS if f in results.rows]
     if not fields:
         return []
-    first = results.rows.groupby(EXPERIMENT, sort=False).first()
+    first = results.rows.groupby(RUN, sort=False).first()
     groups: dict[tuple, list[str]] = {}
-    for experiment, row in first.iterrows():
+    for run, row in first.iterrows():
         key = tuple(parameter_text(row[f]) for f in fields)
-        groups.setdefault(key, []).append(experiment)
-    return [(dict(zip(fields, key, strict=True)), experiments)
-            for key, experiments in groups.items()]
+        groups.setdefault(key, []).append(run)
+    return [(dict(zip(fields, key, strict=True)), runs)
+            for key, runs in groups.items()]
 
 
-def run_resources(results: Results, experiment: str) -> dict[str, str]:
-    """The resources ``experiment`` ran on (RUN_FIELDS present): field -> value."""
-    row = results.rows[results.rows[EXPERIMENT] == experiment].iloc[0]
+def run_resources(results: Results, run: str) -> dict[str, str]:
+    """The resources ``run`` ran on (RUN_FIELDS present): field -> value."""
+    row = results.rows[results.rows[RUN] == run].iloc[0]
     return {f: parameter_text(row[f]) if pd.notna(row[f]) else "" for f in RUN_FIELDS
             if f in results.rows}
 
 
 def estimate_images(results: Results) -> list[dict]:
-    """For every experiment whose run kept its images (save_estimate): the PNG previews of
+    """For every run that kept its images (save_estimate): the PNG previews of
     the ground truth, the initial and the final estimate, found next to its results file."""
     from scalebench.results.estimates import ESTIMATES_FOLDER, GROUND_TRUTH_PREFIX
 
@@ -210,7 +210,7 @@ def estimate_images(results: Results) -> list[dict]:
     if not needed <= set(results.rows.columns):
         return []
     found = []
-    for experiment, rows in results.rows.groupby(EXPERIMENT, sort=False):
+    for run, rows in results.rows.groupby(RUN, sort=False):
         rows = rows.sort_values("stop_val")
         folder = Path(rows[SOURCE].iloc[0]).with_suffix("") / ESTIMATES_FOLDER
         first, last = rows.iloc[0], rows.iloc[-1]
@@ -218,7 +218,7 @@ def estimate_images(results: Results) -> list[dict]:
                   "initial estimate": folder / f"{first['prov_result_sha256']}.png",
                   "final estimate": folder / f"{last['prov_result_sha256']}.png"}
         if all(path.is_file() for path in images.values()):
-            found.append({"experiment": experiment, "label": results.labels[experiment],
+            found.append({"run": run, "label": results.labels[run],
                           "images": images, "first": first, "last": last})
     return found
 
@@ -232,27 +232,27 @@ def measured(rows: pd.DataFrame, base: str, over_ranks: str = "max") -> str | No
     return None
 
 
-def per_experiment(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per experiment: its first row's parameters and provenance, with the mean of
+def per_run(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its first row's parameters and provenance, with the mean of
     every measured figure (objective_*) over its iterations (stop_val > 0) and its time per
     iteration (benchopt's solver time at the last row over the iterations done)."""
-    first = rows.groupby(EXPERIMENT, sort=False).first()
+    first = rows.groupby(RUN, sort=False).first()
     iterations = rows[rows["stop_val"] > 0]
     numeric = [c for c in iterations.select_dtypes("number").columns
                if c.startswith("objective_")]
-    means = iterations.groupby(EXPERIMENT, sort=False)[list(numeric)].mean()
+    means = iterations.groupby(RUN, sort=False)[list(numeric)].mean()
     table = first.drop(columns=[c for c in means.columns if c in first]).join(means)
-    last = rows.sort_values("stop_val").groupby(EXPERIMENT, sort=False).last()
+    last = rows.sort_values("stop_val").groupby(RUN, sort=False).last()
     done = last["stop_val"].where(last["stop_val"] > 0)
     table["time_per_iteration_s"] = (last["time"] / done) if "time" in last else float("nan")
     for column in table.columns:  # peaks: the largest over the run, not the mean
         if "peak" in column and column in rows:
-            table[column] = rows.groupby(EXPERIMENT, sort=False)[column].max()
+            table[column] = rows.groupby(RUN, sort=False)[column].max()
     return table
 
 
 def step_peaks(table: pd.DataFrame) -> dict[str, pd.Series]:
-    """Per ``per_experiment`` row, the largest peak of any step and any rank, by memory:
+    """Per ``per_run`` row, the largest peak of any step and any rank, by memory:
     'host_rss' (resident set) and 'cuda_alloc' (CUDA allocated), those recorded."""
     peaks = {}
     for kind in ("host_rss", "cuda_alloc"):

@@ -12,9 +12,9 @@ from pathlib import Path
 from scalebench.results.report.data import (
     RUN_FIELDS,
     Results,
-    environment_differences,
     environment_groups,
     headline_metric,
+    mixed_environment,
     run_resources,
 )
 from scalebench.results.report.figures import View
@@ -51,7 +51,7 @@ def _table(header: list[str], rows: list[list], css_class: str = "") -> str:
 
 
 def environment_warning(view: View) -> str:
-    differences = environment_differences(view.rows) if view.rows is not None else {}
+    differences = mixed_environment(view.rows) if view.rows is not None else {}
     if not differences:
         return ""
     items = "; ".join(f"{name.removeprefix('prov_')}: {', '.join(values)}"
@@ -80,11 +80,11 @@ def _files_section(results: Results) -> str:
                        for x in f["failures"]) or "-"] for f in results.files]
     parts = ["<h2>Result files</h2>", _table(["file", "rows", "run status", "failures"], rows)]
     if results.dropped:
-        parts.append(f'<div class="warning">{len(results.dropped)} duplicate experiment(s) '
-                     f'dropped: identical experiments (same config hash and repetition) keep '
+        parts.append(f'<div class="warning">{len(results.dropped)} duplicate run(s) '
+                     f'dropped: identical runs (same config hash and repetition) keep '
                      f'the latest run.</div>')
-        parts.append(_table(["experiment", "kept (file, run date)", "dropped (file, run date)"],
-                            [[d["experiment"], f"{d['kept_file']} ({d['kept_date']})",
+        parts.append(_table(["run", "kept (file, run date)", "dropped (file, run date)"],
+                            [[d["run"], f"{d['kept_file']} ({d['kept_date']})",
                               f"{d['dropped_file']} ({d['dropped_date']})"]
                              for d in results.dropped]))
     return "\n".join(parts)
@@ -119,21 +119,21 @@ def _provenance_section(results: Results) -> str:
         parts.append(f'<div class="warning">These results come from {len(groups)} different '
                      f'environments (one table each).</div>')
     resources = [f for f in RUN_FIELDS if f in results.rows]
-    for index, (fields, experiments) in enumerate(groups, 1):
-        parts.append(f"<h3>Environment {index} ({len(experiments)} experiment(s))</h3>")
+    for index, (fields, runs) in enumerate(groups, 1):
+        parts.append(f"<h3>Environment {index} ({len(runs)} run(s))</h3>")
         parts.append(_table(["field", "value"],
                             [[k.removeprefix("prov_"), v] for k, v in fields.items()]))
-        parts.append(_table(["experiment", *(f.removeprefix("prov_") for f in resources)],
+        parts.append(_table(["run", *(f.removeprefix("prov_") for f in resources)],
                             [[results.labels[e], *run_resources(results, e).values()]
-                             for e in experiments]))
+                             for e in runs]))
     return "\n".join(parts)
 
 
 def render_page(results: Results, views: list[tuple[View, bytes | None]],
                 images: list[dict]) -> str:
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = [f"<h1>scalebench report</h1><p class='note'>{len(results.experiments())} "
-            f"experiment(s), {len(results.rows)} rows from {len(results.files)} file(s); "
+    body = [f"<h1>scalebench report</h1><p class='note'>{len(results.runs())} "
+            f"run(s), {len(results.rows)} rows from {len(results.files)} file(s); "
             f"written {created}.</p>", _files_section(results)]
     body += [_view_section(view, png) for view, png in views]
     body += [_images_section(images), _provenance_section(results)]

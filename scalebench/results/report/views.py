@@ -13,15 +13,15 @@ from matplotlib.ticker import MaxNLocator
 
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
-    EXPERIMENT,
+    RUN,
     STEPS,
     Results,
     configuration_columns,
-    experiment_labels,
     headline_metric,
     measured,
     parameter_text,
-    per_experiment,
+    per_run,
+    run_labels,
     step_peaks,
 )
 from scalebench.results.report.figures import (
@@ -54,12 +54,12 @@ WORK_PARAMETERS = {"p_dataset_num_angles": 1, "p_dataset_num_frames": 1,
 
 
 def line_styles(results: Results) -> dict[str, dict]:
-    """Per experiment: a colour per configuration and a line style per world size, so the
+    """Per run: a colour per configuration and a line style per world size, so the
     runs of one configuration on several rank counts read as one family."""
-    configurations = experiment_labels(results.rows, (WORLD,))
+    configurations = run_labels(results.rows, (WORLD,))
     colours = {name: f"C{i % 10}" for i, name in enumerate(dict.fromkeys(
         configurations.values()))}
-    first = results.rows.groupby(EXPERIMENT, sort=False).first()
+    first = results.rows.groupby(RUN, sort=False).first()
     worlds = sorted(first[WORLD].dropna().unique()) if WORLD in first else []
     dashes = ("-", "--", ":", "-.")
     return {e: {"color": colours[configurations[e]],
@@ -79,21 +79,21 @@ def quality(results: Results) -> View:
                                           else [])
     random = random_weight_experiments(rows)
     labels = [wrap(results.labels[e] + (RANDOM_MARK if e in random else ""), 60)
-              for e in results.experiments()]
+              for e in results.runs()]
     width = min(FIGURE_WIDTH, 3.4 * len(metrics))
     figure, axes = new_figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
                            len(axes_x), len(metrics))
     summary = []
     styles = line_styles(results)
-    parts = dict(list(rows.groupby(EXPERIMENT, sort=False)))
-    for experiment in reading_order(per_experiment(rows), rows).index:
-        part = parts[experiment].sort_values("stop_val")
-        label = results.labels[experiment] + (RANDOM_MARK if experiment in random else "")
+    parts = dict(list(rows.groupby(RUN, sort=False)))
+    for run in reading_order(per_run(rows), rows).index:
+        part = parts[run].sort_values("stop_val")
+        label = results.labels[run] + (RANDOM_MARK if run in random else "")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
-                                label=wrap(label, 60), **styles[experiment],
-                                markerfacecolor="none" if experiment in random else None)
+                                label=wrap(label, 60), **styles[run],
+                                markerfacecolor="none" if run in random else None)
         summary.append([label, parameter_text(part["stop_val"].max()),
                         *(number(part[metric].iloc[k], 4) for metric, _ in metrics
                           for k in (0, -1))])
@@ -105,15 +105,15 @@ def quality(results: Results) -> View:
             if x_name == "iteration":
                 axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
     legend_below(figure, axes[0][0])
-    header = ["experiment", "iterations", *(f"{name} {when}" for _, name in metrics
+    header = ["run", "iterations", *(f"{name} {when}" for _, name in metrics
                                              for when in ("initial", "final"))]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
-    note = (f"one line per experiment; iteration 0 is the initial estimate; headline metric: "
+    note = (f"one line per run; iteration 0 is the initial estimate; headline metric: "
             f"{' and '.join(headlines)}")
     if "objective_snr_db" in headline_columns:
         note += " (radio interferometry: SNR, which a blank sky cannot win)"
     if random:
-        note += (f"; open markers{RANDOM_MARK}: {len(random)} experiment(s) ran a learned "
+        note += (f"; open markers{RANDOM_MARK}: {len(random)} run(s) ran a learned "
                  f"denoiser with random weights (pretrained: none), their quality says nothing "
                  f"about the method")
     return View("quality", "Quality vs iteration and vs time", figure, rows, note,
@@ -124,14 +124,14 @@ RANDOM_MARK = " [random weights]"
 
 
 def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
-    """Experiments whose learned denoiser ran with random weights (prov_weights 'random')."""
+    """Runs whose learned denoiser ran with random weights (prov_weights 'random')."""
     if "prov_weights" not in rows:
         return set()
-    return set(rows.loc[rows["prov_weights"] == "random", EXPERIMENT])
+    return set(rows.loc[rows["prov_weights"] == "random", RUN])
 
 
 def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """Experiments (``per_experiment`` rows) sorted by configuration, then by ranks, so that
+    """Runs (``per_run`` rows) sorted by configuration, then by ranks, so that
     the runs of one configuration on each world size sit together."""
     keys = [c for c in configuration_columns(rows) if c in table] + \
         [c for c in (WORLD, "idx_rep") if c in table]
@@ -148,7 +148,7 @@ def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_breakdown(results: Results) -> View:
-    table = reading_order(per_experiment(results.rows), results.rows)
+    table = reading_order(per_run(results.rows), results.rows)
     parts = {}
     for step in STEPS:
         time, comm = measured(table, f"objective_{step}_time_s"), \
@@ -185,7 +185,7 @@ def step_breakdown(results: Results) -> View:
                 results.rows, "communication is the time inside collectives, counted in its "
                 "step; CPU busy: CPU time of the rank's threads over the step's wall time "
                 "(cores kept busy, mean over ranks)",
-                Table(["experiment", *(f"{part} (s)" for part in parts), "total (s)",
+                Table(["run", *(f"{part} (s)" for part in parts), "total (s)",
                        *(f"{step} CPU busy (cores)" for step in busy)], summary))
 
 
@@ -198,7 +198,7 @@ def _pixels_axis(axis, pixels: pd.Series) -> None:
 
 
 def memory(results: Results) -> View:
-    table = reading_order(per_experiment(results.rows), results.rows)
+    table = reading_order(per_run(results.rows), results.rows)
     kinds = step_peaks(table)
     if not kinds or "p_dataset_image_size" not in table:
         return skip("memory", "Peak memory vs problem size", "needs peak-memory columns and "
@@ -208,7 +208,7 @@ def memory(results: Results) -> View:
     # One line per configuration and world size: the image size is the axis.
     series = [c for c in configuration_columns(results.rows, ("p_dataset_image_size",))
               if c in table] + [c for c in (WORLD,) if c in table]
-    names = experiment_labels(results.rows, ("p_dataset_image_size",))
+    names = run_labels(results.rows, ("p_dataset_image_size",))
     groups = list(table.groupby(series, dropna=False, sort=False)) if series else [("", table)]
     where = {"host_rss": "host", "cuda_alloc": "GPU"}
     labels = [wrap(f"{names[group.index[0]]} ({where[kind]})", 60) for kind in kinds
@@ -233,12 +233,12 @@ def memory(results: Results) -> View:
                for e, row in table.iterrows()]
     return View("memory", "Peak memory vs problem size", figure, results.rows,
                 "largest peak of any step and any rank over the run",
-                Table(["experiment", "image_size", *(f"peak {where[kind]} memory (MiB)"
+                Table(["run", "image_size", *(f"peak {where[kind]} memory (MiB)"
                                                      for kind in kinds)], summary))
 
 
 def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame):
-    """Experiments grouped by configuration without resources and ``leave_out``."""
+    """Runs grouped by configuration without resources and ``leave_out``."""
     keys = [c for c in configuration_columns(rows, leave_out) if c in table]
     if not keys:
         return [("", table)]
@@ -246,7 +246,7 @@ def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame)
 
 
 def strong_scaling(results: Results) -> View:
-    table = per_experiment(results.rows)
+    table = per_run(results.rows)
     if WORLD not in table or table["time_per_iteration_s"].isna().all():
         return skip("strong_scaling", "Strong scaling", "needs prov_world_size and timed "
                      "iterations")
@@ -259,7 +259,7 @@ def strong_scaling(results: Results) -> View:
     if not curves:
         return skip("strong_scaling", "Strong scaling", "no configuration was measured on "
                      "two or more world sizes")
-    names = experiment_labels(results.rows, (WORLD,))
+    names = run_labels(results.rows, (WORLD,))
     labels = [wrap(names[group.index[0]], 60) for group, _ in curves] + ["ideal"]
     figure, axes = new_figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
     speed, efficiency = axes[0]
@@ -270,7 +270,7 @@ def strong_scaling(results: Results) -> View:
         ratio = speedup * base_ranks / by_ranks.index
         speed.plot(by_ranks.index, speedup, marker="o", label=label)
         efficiency.plot(by_ranks.index, ratio, marker="o", label=label)
-        compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
+        compared.append(results.rows[results.rows[RUN].isin(group.index)])
         summary += [[names[group.index[0]], parameter_text(ranks), number(by_ranks[ranks]),
                      number(speedup[ranks]), number(ratio[ranks])] for ranks in by_ranks.index]
     top = max(by_ranks.index.max() for _, by_ranks in curves)
@@ -297,15 +297,15 @@ def strong_scaling(results: Results) -> View:
 
 
 def weak_scaling(results: Results) -> View:
-    table = per_experiment(results.rows)
+    table = per_run(results.rows)
     if WORLD not in table or table["time_per_iteration_s"].isna().all():
         return skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
                      "iterations")
-    found = []  # (label, by_ranks, experiments)
+    found = []  # (label, by_ranks, runs)
     sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
     for size in sizes:
         configurations = _series(table, (size,), results.rows)
-        names = experiment_labels(results.rows, (size, WORLD))
+        names = run_labels(results.rows, (size, WORLD))
         for _, group in configurations:
             work = group[size].astype(float) ** WORK_PARAMETERS[size] / group[WORLD]
             for per_rank, series in group.groupby(work):
@@ -327,7 +327,7 @@ def weak_scaling(results: Results) -> View:
     for (label, by_ranks, series), shown in zip(found, labels, strict=True):
         ratio = by_ranks.iloc[0] / by_ranks
         axis.plot(by_ranks.index, ratio, marker="o", label=shown)
-        compared.append(results.rows[results.rows[EXPERIMENT].isin(series.index)])
+        compared.append(results.rows[results.rows[RUN].isin(series.index)])
         summary += [[label, parameter_text(ranks), number(by_ranks[ranks]),
                      number(ratio[ranks])] for ranks in by_ranks.index]
     axis.set(xlabel="ranks (measured world size)", ylabel="weak-scaling efficiency",
@@ -343,12 +343,12 @@ def weak_scaling(results: Results) -> View:
 
 
 def compile_speedup(results: Results) -> View:
-    table = per_experiment(results.rows)
+    table = per_run(results.rows)
     denoise = measured(table, "objective_denoise_time_s")
     if "p_solver_compile" not in table or denoise is None:
         return skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
     bars, compared, summary = {}, [], []
-    names = experiment_labels(results.rows, ("p_solver_compile",))
+    names = run_labels(results.rows, ("p_solver_compile",))
     for _, group in _series(table, ("p_solver_compile",), results.rows):
         plain = group[group["p_solver_compile"] == False][denoise]  # noqa: E712
         compiled = group[group["p_solver_compile"] == True][denoise]  # noqa: E712
@@ -357,7 +357,7 @@ def compile_speedup(results: Results) -> View:
             bars[wrap(name)] = plain.iloc[0] / compiled.iloc[0]
             summary.append([name, number(plain.iloc[0]), number(compiled.iloc[0]),
                             number(bars[wrap(name)])])
-            compared.append(results.rows[results.rows[EXPERIMENT].isin(group.index)])
+            compared.append(results.rows[results.rows[RUN].isin(group.index)])
     if not bars:
         return skip("compile", "Compile speedup", "no configuration was run both with and "
                      "without compile")
@@ -382,7 +382,7 @@ def training(results: Results) -> View:
     if throughput is None:
         return skip("training", "Training throughput", "no training results (no throughput "
                      "column)")
-    table = per_experiment(rows)
+    table = per_run(rows)
     # The mode that ran ('auto' resolves to one), and what a step itself needs: its peak
     # increase on the device when measured there, else on the host.
     checkpointing = next((c for c in ("objective_checkpointing_used", "p_solver_checkpointing")
@@ -409,7 +409,7 @@ def training(results: Results) -> View:
     summary = [[results.labels[e], number(row[throughput]),
                 *([number(row[peak])] if panels == 2 else [])] for e, row in table.iterrows()]
     return View("training", "Training throughput and checkpointing trade-off", figure, rows,
-                summary=Table(["experiment", throughput, *([peak] if panels == 2 else [])],
+                summary=Table(["run", throughput, *([peak] if panels == 2 else [])],
                               summary))
 
 

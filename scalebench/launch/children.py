@@ -1,7 +1,7 @@
-"""The launcher's steps that need the whole stack, each run in a short-lived child process
-(``scalebench.launch.runner.run_step``), so that the launcher itself holds no torch.
+"""What the launcher runs in short-lived child processes because it needs the whole stack
+(``scalebench.launch.runner.run_child``), so that the launcher itself holds no torch.
 
-``python -m scalebench.launch.steps expand CONFIG --world-size N --folder DIR`` validates the
+``python -m scalebench.launch.children expand CONFIG --world-size N --folder DIR`` validates the
 whole grid for N ranks and writes one benchopt config per experiment into DIR; it prints the
 experiments as JSON (scalebench.experiment.expand). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
@@ -13,7 +13,7 @@ objective CONFIG names.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata.
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
-Each step imports what it needs when it runs (this module's own imports are the standard
+Each child imports what it needs when it runs (this module's own imports are the standard
 library's). Exit status 2 with one line on stderr per problem for bad input.
 """
 
@@ -28,48 +28,48 @@ from scalebench.errors import ScalebenchError, error_lines, exit_status
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m scalebench.launch.steps")
-    steps = parser.add_subparsers(dest="step", required=True)
-    step = steps.add_parser("expand")
-    step.add_argument("config", type=Path)
-    step.add_argument("--world-size", type=int, default=1)
-    step.add_argument("--folder", type=Path, required=True)
-    step.add_argument("--check-devices", action="store_true",
+    parser = argparse.ArgumentParser(prog="python -m scalebench.launch.children")
+    children = parser.add_subparsers(dest="child", required=True)
+    child = children.add_parser("expand")
+    child.add_argument("config", type=Path)
+    child.add_argument("--world-size", type=int, default=1)
+    child.add_argument("--folder", type=Path, required=True)
+    child.add_argument("--check-devices", action="store_true",
                       help="refuse a device this machine does not have")
-    step.add_argument("--check-memory", choices=("all", "local"), default="",
+    child.add_argument("--check-memory", choices=("all", "local"), default="",
                       help="refuse experiments that cannot fit this machine's memory: all, "
                            "or those that name no SLURM resources")
-    step = steps.add_parser("benchmark")
-    step.add_argument("config", type=Path)
-    step = steps.add_parser("status")
-    step.add_argument("results", type=Path)
-    step = steps.add_parser("publish")
-    step.add_argument("--final", type=Path, required=True)
-    step.add_argument("--status", choices=("partial", "complete"), required=True)
-    step.add_argument("--part", action="append", default=[], help="ID=PATH")
-    step.add_argument("--failures", default="[]", help="JSON list of failures")
-    step.add_argument("--config", default="")
-    step = steps.add_parser("render")
-    step.add_argument("results", type=Path)
+    child = children.add_parser("benchmark")
+    child.add_argument("config", type=Path)
+    child = children.add_parser("status")
+    child.add_argument("results", type=Path)
+    child = children.add_parser("publish")
+    child.add_argument("--final", type=Path, required=True)
+    child.add_argument("--status", choices=("partial", "complete"), required=True)
+    child.add_argument("--part", action="append", default=[], help="ID=PATH")
+    child.add_argument("--failures", default="[]", help="JSON list of failures")
+    child.add_argument("--config", default="")
+    child = children.add_parser("render")
+    child.add_argument("results", type=Path)
     return parser
 
 
-def _step(args: argparse.Namespace) -> str:
-    """Run the step ``args`` names; its standard output."""
-    if args.step == "expand":
+def _run(args: argparse.Namespace) -> str:
+    """Run the child ``args`` names; its standard output."""
+    if args.child == "expand":
         from scalebench.experiment.expand import expand
 
         return json.dumps(expand(args.config, args.world_size, args.folder,
                                  args.check_devices, args.check_memory))
-    if args.step == "benchmark":
-        from scalebench.experiment.expand import config_benchmark
+    if args.child == "benchmark":
+        from scalebench.experiment.benchmarks import config_benchmark
 
         return config_benchmark(args.config)
-    if args.step == "status":
+    if args.child == "status":
         from scalebench.results.store import run_status
 
         return json.dumps(run_status(args.results))
-    if args.step == "publish":
+    if args.child == "publish":
         from scalebench.results.store import publish
 
         parts = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) for item in args.part]
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from provenance.results import UnreadableResults
 
     try:
-        print(_step(args))
+        print(_run(args))
     except ScalebenchError as error:
         print(*error_lines(error), sep="\n", file=sys.stderr)
         return exit_status(error)

@@ -1,0 +1,178 @@
+"""Write the parts of docs/*.md that are generated from the code, so that no page can drift
+from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run options),
+the result columns (scalebench.results.columns) and provenance columns (provenance.schema),
+and the command reference (the ``scalebench`` parser).
+
+A generated part sits between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED:
+NAME -->``; the text around it is written by hand.
+
+    python docs/generate.py            rewrite the generated parts
+    python docs/generate.py --check    exit 1 naming every page that differs (the tests run it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS.parent))  # run as a script: the package from this checkout
+BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
+                   r"(<!-- END GENERATED: (?P=name) -->)", re.S)
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _value(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"`{value}`"
+
+
+def parameter_table(specs: dict) -> str:
+    """One row per parameter: name, default, allowed values, meaning."""
+    return table(["parameter", "default", "allowed", "meaning"],
+                 [[f"`{name}`", _value(spec.default), spec.describe(), spec.doc]
+                  for name, spec in specs.items()])
+
+
+def problem_tables(problems: dict) -> str:
+    parts = []
+    for name, spec in problems.items():
+        parts.append(f"#### `{name}`\n\n{spec.description}.\n\n{parameter_table(spec.params)}")
+    return "\n".join(parts)
+
+
+def solver_tables(solvers: dict) -> str:
+    return "\n".join(f"#### `{name}`\n\n{parameter_table(specs)}"
+                     for name, specs in solvers.items())
+
+
+def inference_datasets() -> str:
+    from scalebench.problems import PROBLEMS
+
+    return problem_tables(PROBLEMS)
+
+
+def training_datasets() -> str:
+    from scalebench.problems.training import TRAINING_PROBLEMS
+
+    return problem_tables(TRAINING_PROBLEMS)
+
+
+def inference_solvers() -> str:
+    from scalebench.loops import SOLVERS
+
+    return solver_tables(SOLVERS)
+
+
+def training_solvers() -> str:
+    from scalebench.loops.training.params import TRAINING_SOLVERS
+
+    return solver_tables(TRAINING_SOLVERS)
+
+
+def run_options() -> str:
+    from scalebench.experiment.config import RUN_OPTIONS
+
+    return parameter_table(RUN_OPTIONS)
+
+
+def result_columns() -> str:
+    from scalebench.results.columns import OBJECTIVE_COLUMNS, RUN_COLUMNS
+
+    return table(["column", "meaning"], [[f"`{name}`", meaning] for name, meaning in
+                                         {**RUN_COLUMNS, **OBJECTIVE_COLUMNS}.items()])
+
+
+def provenance_columns() -> str:
+    from provenance.schema import FIELDS, column
+
+    return table(["column", "type", "meaning"],
+                 [[f"`{column(name)}`", kind.__name__, meaning]
+                  for name, (kind, meaning) in FIELDS.items()])
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """The ``scalebench`` subcommands and their parsers, in the parser's order."""
+    from scalebench.cli import _parser
+
+    actions = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices)
+
+
+def command_reference() -> str:
+    parts = []
+    for name, parser in subcommands().items():
+        usage = " ".join(parser.format_usage().split()).removeprefix("usage: ")
+        rows = []
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            names = ", ".join(f"`{option}`" for option in action.option_strings) or \
+                f"`{action.dest}`"
+            rows.append([names, action.help or ""])
+        parts.append(f"### `scalebench {name}`\n\n{parser.description or ''}\n\n"
+                     f"```\n{usage}\n```\n\n{table(['argument', 'meaning'], rows)}")
+    return "\n".join(parts)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "inference-datasets": inference_datasets, "training-datasets": training_datasets,
+    "inference-solvers": inference_solvers, "training-solvers": training_solvers,
+    "run-options": run_options, "result-columns": result_columns,
+    "provenance-columns": provenance_columns, "commands": command_reference,
+}
+
+
+def rendered(text: str) -> str:
+    """``text`` with every generated part written anew."""
+    def fill(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in GENERATORS:
+            raise SystemExit(f"generate.py: unknown generated part '{name}' (known: "
+                             f"{', '.join(GENERATORS)})")
+        return f"{match.group(1)}{GENERATORS[name]()}{match.group(4)}"
+    return BLOCK.sub(fill, text)
+
+
+def pages() -> list[Path]:
+    return sorted(DOCS.glob("*.md"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming the pages that differ")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        new = rendered(text)
+        if new != text:
+            stale.append(page)
+            if not args.check:
+                page.write_text(new)
+    if args.check and stale:
+        for page in stale:
+            print(f"{page.relative_to(DOCS.parent)} differs from the code: run "
+                  f"python docs/generate.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
