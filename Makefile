@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFIG ?= configs/default.yml
 
-.PHONY: run test lint lock clean-outputs
+.PHONY: run test test-quick lint lock docs clean-outputs
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,16 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --no-loadscope-reorder --durations=30 tests
 
+# The inner loop: unit and integration tests (no SLURM cluster, image or browser).
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --no-loadscope-reorder --durations=15 tests/unit tests/integration
+
 lint: $(STAMP)
-	$(BIN)/ruff check scalebench provenance benchmark_inference benchmark_training tests tools containers
+	$(BIN)/ruff check
+
+# Rewrites the generated parts of docs/*.md (parameter and column tables, command reference).
+docs: $(STAMP)
+	$(BIN)/python docs/generate.py
 
 # Rewrites constraints.txt from the current environment (after a deliberate upgrade), keeping
 # the pins of packages it does not hold (extras .venv does not install: radio-cuda, rtk).
@@ -31,7 +39,7 @@ lock: $(STAMP)
 clean-outputs:
 	rm -rf benchmark_inference/outputs benchmark_training/outputs
 
-# Container images (README, "Run in a container"). ENGINE may be podman, with global options.
+# Container images (docs/containers.md). ENGINE may be podman, with global options.
 ENGINE ?= docker
 IMAGE ?= scalebench:latest
 SIF ?= scalebench.sif

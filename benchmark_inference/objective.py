@@ -2,7 +2,7 @@
 
 from benchopt import BaseObjective
 
-from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE
+from scalebench.benchmarks import INFERENCE_OBJECTIVE
 from scalebench.runtime.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
 from scalebench.runtime.stamping import row_provenance
 

@@ -4,7 +4,7 @@ import math
 
 from benchopt import BaseObjective
 
-from scalebench.experiment.benchmarks import TRAINING_OBJECTIVE
+from scalebench.benchmarks import TRAINING_OBJECTIVE
 from scalebench.runtime.metrics import METRIC_NAMES
 from scalebench.runtime.stamping import row_provenance
 

@@ -17,8 +17,9 @@ FIELDS: dict[str, tuple[type, str]] = {
     "schema_version": (int, "version of this column schema"),
     "complete": (bool, "false when some field could not be read (see 'missing')"),
     "missing": (str, "comma-separated fields that could not be read; empty when complete"),
-    "image_digest": (str, "sha256 of the SIF (Apptainer), digest handed in at launch "
-                          "(Docker/podman), or 'none' on bare metal"),
+    "image_digest": (str, "the SIF's sha256 with its build stamps zeroed (Apptainer), the "
+                          "image ID handed in at launch (Docker/podman), or 'none' on bare "
+                          "metal"),
     "image_labels": (str, "JSON of the container image labels; '{}' on bare metal"),
     "code_commit": (str, "git commit of the code (baked in at image build in a container)"),
     "code_dirty": (bool, "whether the code had uncommitted changes"),
@@ -36,8 +37,8 @@ FIELDS: dict[str, tuple[type, str]] = {
     "slurm_array_task_id": (str, "SLURM_ARRAY_TASK_ID"),
     "slurm_restart_count": (str, "SLURM_RESTART_COUNT"),
     "slurm_nodelist": (str, "SLURM_JOB_NODELIST"),
-    "world_size": (int, "number of ranks of the run (WORLD_SIZE, else SLURM_NTASKS, else 1)"),
-    "ranks_per_node": (int, "ranks per node (LOCAL_WORLD_SIZE, else SLURM, else 1)"),
+    "world_size": (int, "number of ranks of the run (WORLD_SIZE, else 1)"),
+    "ranks_per_node": (int, "ranks per node (LOCAL_WORLD_SIZE, else 1)"),
     "rank": (int, "rank of the process that produced the row"),
     "rank_hosts": (str, "JSON list of where every rank ran (SLURM node name, else host "
                         "name), in rank order"),

@@ -55,8 +55,8 @@ DESCRIPTIONS = {
               "quality, per-step time, memory, capacity, scaling, images and provenance.",
     "check": "Check that every row of a results file has complete provenance of the right "
              "types (exit 0 good, 1 findings, 2 unreadable).",
-    "replay": "Re-run the experiments of archived rows and compare them bit for bit (exit 0 "
-              "when every experiment matches).",
+    "replay": "Re-run the runs of archived rows (one per config, repetition and world size) "
+              "and compare them bit for bit (exit 0 when every run matches).",
     "verify-image": "Check that a container image is the one rows recorded, before a replay "
                     "(exit 0 it is, 1 another image, 2 bad input).",
     "fetch": "Download and verify the pretrained weights (into the torch hub cache) and data "
@@ -176,8 +176,8 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument("--data", action="append", default=[], metavar="NAME",
                        help="a data set (repeatable), e.g. walnut")
     fetch.add_argument("--cache", type=Path, default=None,
-                       help="data cache folder (default: $SCALEBENCH_CACHE or "
-                       "~/.cache/scalebench)")
+                       help="data cache folder (default: $SCALEBENCH_CACHE, else "
+                       "$XDG_CACHE_HOME/scalebench, else ~/.cache/scalebench)")
     fetch.add_argument("--allow-unverified", action="store_true",
                        help="accept files whose checksum the manifest does not know, recording "
                        "their sha256 as they arrive")
@@ -280,8 +280,10 @@ def _capacity(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([line.to_json() for line in lines], indent=1))
     else:
-        print(f"largest {args.size_parameter} within {args.memory} per rank "
-              f"({'device' if args.device == 'cuda' else 'host'} memory):")
+        devices = {line.device for line in lines}
+        memory = "device memory" if devices == {"cuda"} else "host memory" \
+            if devices <= {"cpu"} else "host memory on the CPU, device memory on CUDA"
+        print(f"largest {args.size_parameter} within {args.memory} per rank ({memory}):")
         print("\n".join(line.text() for line in lines))
     return EXIT_OK
 
@@ -308,11 +310,20 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rerun(config: Path, benchmark: Path, name: str, nproc: int, outputs: Path) -> None:
+    """Run ``config`` as ``scalebench run`` does (replay's re-runs)."""
+    from scalebench.launch.runner import RunFailed
+
+    request = RunRequest(config, benchmark, name, nproc=nproc, html=False, outputs=outputs)
+    if run(request) != 0:
+        raise RunFailed("the replayed run failed; see the messages above")
+
+
 def _replay(args: argparse.Namespace) -> int:
     from scalebench.results.replay import replay
 
     benchmark = args.benchmark.resolve() if args.benchmark else None
-    verdicts = replay(args.results, args.rows, args.force, benchmark)
+    verdicts = replay(args.results, args.rows, args.force, _rerun, benchmark)
     for verdict in verdicts:
         print(verdict.line)
     return EXIT_OK if all(v.status == "MATCH" for v in verdicts) else EXIT_FAILED

@@ -1,95 +1,50 @@
-"""Shared fixtures: tiny experiment files and a runner for the real command line."""
+"""The suite's shared fixtures and how it runs: markers by folder, worker groups.
+
+Tests are grouped by what they start (docs/development.md): ``tests/unit`` runs in the test
+process, ``tests/integration`` starts benchopt runs and processes, ``tests/system`` starts
+SLURM clusters, container images and a browser. Each folder's tests get its marker (``-m
+unit``, ...); helpers shared by the tests are in ``tests/support``.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-BENCHMARK = REPO / "benchmark_inference"
-
-
-def copy_benchmark(folder: Path, source: Path = BENCHMARK) -> Path:
-    """A private copy of a benchmark folder inside ``folder``, so outputs stay in the test."""
-    copy = folder / source.name
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-    return copy
-
-
-def edited_results(source: Path, target: Path, edit) -> Path:
-    """``target``: the results file ``source`` with ``edit(DataFrame)`` applied to its rows,
-    its metadata (provenance records, run record) kept."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(source)
-    frame = edit(table.to_pandas())
-    edited = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
-    return target
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children of each of its threads, recursively)."""
-    found, queue = [], [pid]
-    while queue:
-        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                children = []
-            found += children
-            queue += children
-    return found
-
-
-def tiny_experiment(**overrides) -> dict:
-    """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
-    experiment = {
-        "objective": ["imaging_inverse_problem"],
-        "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12,
-                                       "num_operators": 2, "noise_level": 0.05}}],
-        "solver": [
-            {"pnp": {"max_iter": 3, "device": "cpu", "denoiser_sigma": 0.002}},
-            {"denoiser": {"max_iter": 2, "device": "cpu"}},
-        ],
-        "n-repetitions": 1,
-        "max-runs": 100,
-        "timeout": 300,
-    }
-    experiment.update(overrides)
-    return experiment
-
+FOLDER_MARKERS = ("unit", "integration", "system")
 
 # --- two workers (pytest-xdist, as `make test` runs the suite) ------------------------------
 # Every test belongs to a group that runs whole on one worker: the modules of the tests that
 # build and run images (their session fixtures build each image once, and the SIF's SLURM jobs
-# live in test_slurm_templates) form one group, every other module is a group of its own (its
-# module fixtures run once). The scheduler sees node IDs only, so the groups are named by
-# module; the collection checks that every test using an image fixture is in the image group.
-# The image group goes first: it is the longest. Its modules run in IMAGE_MODULES' order:
-# test_containers removes its podman image (the suite's disk peak) before test_apptainer
-# builds the SIF, so the two never share the disk.
+# live in test_slurm_templates) form one group, the report's modules that read one campaign
+# another, every other module is a group of its own (its module fixtures run once). The
+# scheduler sees node IDs only, so the groups are named by module; the collection checks that
+# every test using an image fixture is in the image group. The image group goes first: it is
+# the longest. Its modules run in IMAGE_MODULES' order: test_containers removes its podman
+# image (the suite's disk peak) before test_apptainer builds the SIF, so the two never share
+# the disk.
 IMAGE_FIXTURES = frozenset({"container_base", "apptainer_on_path", "scalebench_sif"})
 IMAGE_GROUP = "images"
-IMAGE_MODULES = ("tests/test_containers.py", "tests/test_apptainer.py",
-                 "tests/test_slurm_templates.py", "tests/test_runtimes.py")
+IMAGE_MODULES = ("tests/system/test_containers.py", "tests/system/test_apptainer.py",
+                 "tests/system/test_slurm_templates.py", "tests/system/test_runtimes.py")
+# Modules sharing a session fixture (one campaign of real runs) run on one worker.
+SHARED_GROUPS = {
+    "report": ("tests/integration/test_report.py", "tests/system/test_report_browser.py",
+               "tests/integration/test_report_campaign.py",
+               "tests/system/test_report_campaign_browser.py"),
+}
 
 
 def worker_group(nodeid: str) -> str:
-    """The group of the test ``nodeid``: the image group, or its module's path."""
+    """The group of the test ``nodeid``: the image group, a shared group, or its module."""
     module = nodeid.split("::", 1)[0]
-    return IMAGE_GROUP if module in IMAGE_MODULES else module
+    if module in IMAGE_MODULES:
+        return IMAGE_GROUP
+    return next((group for group, modules in SHARED_GROUPS.items() if module in modules),
+                module)
 
 
 def run_order(nodeid: str) -> tuple[bool, int]:
@@ -112,13 +67,44 @@ def pytest_xdist_make_scheduler(config, log):
     return WorkerGroups(config, log)
 
 
+def folder_marker(nodeid: str) -> str | None:
+    """The marker of a test's folder (tests/unit/...: 'unit'), None outside them."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[1] in FOLDER_MARKERS else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     outside = [item.nodeid for item in items if IMAGE_FIXTURES & set(item.fixturenames)
                and worker_group(item.nodeid) != IMAGE_GROUP]
     if outside:
         raise pytest.UsageError(f"{outside[0]} uses an image fixture outside IMAGE_MODULES "
                                 f"(tests/conftest.py): add its module there")
+    for item in items:
+        marker = folder_marker(item.nodeid)
+        if marker is not None:
+            item.add_marker(marker)
     items.sort(key=lambda item: run_order(item.nodeid))
+
+
+# Variables pytest and the libraries' first import (OpenMP) manage themselves.
+OWN_ENVIRONMENT = ("PYTEST_CURRENT_TEST", "KMP_")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_environment():
+    """A test that changes os.environ must restore it (monkeypatch does): a variable left
+    behind would reach every later test of the worker and their processes."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = sorted(key for key in before.keys() | after.keys()
+                     if before.get(key) != after.get(key)
+                     and not key.startswith(OWN_ENVIRONMENT))
+    if changed:
+        os.environ.clear()
+        os.environ.update(before)
+        pytest.fail(f"the test left environment variables changed: {', '.join(changed)} "
+                    f"(use monkeypatch)", pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -136,8 +122,8 @@ def isolated_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def walnut_cache(tmp_path_factory) -> Path:
-    """A scalebench cache holding the miniature walnut (tests/walnut_fixture.py)."""
-    from tests.walnut_fixture import walnut_cache as fill
+    """A scalebench cache holding the miniature walnut (tests/support/walnut_fixture.py)."""
+    from tests.support.walnut_fixture import walnut_cache as fill
 
     return fill(tmp_path_factory.mktemp("cache"))
 
@@ -146,7 +132,7 @@ def walnut_cache(tmp_path_factory) -> Path:
 def full_orbit_walnut_cache(tmp_path_factory) -> Path:
     """The miniature walnut with the real scan's 1200 views per orbit, for configs that
     name as many views as the real data set has (validation checks the fetched count)."""
-    from tests.walnut_fixture import walnut_cache as fill
+    from tests.support.walnut_fixture import walnut_cache as fill
 
     return fill(tmp_path_factory.mktemp("cache"), views=1200)
 
@@ -161,8 +147,8 @@ def in_walnut_cache(walnut_cache):
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """Debian's headless Chromium (installed with apt when missing; tests/browser.py)."""
-    from tests.browser import BrowserUnavailable, ensure_chromium_installed
+    """Debian's headless Chromium (installed with apt when missing; tests/support/browser.py)."""
+    from tests.support.browser import BrowserUnavailable, ensure_chromium_installed
 
     try:
         return ensure_chromium_installed()
@@ -179,127 +165,17 @@ def write_config(tmp_path):
     return write
 
 
-def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m scalebench ARGS`` as a user would, capturing its output."""
-    return subprocess.run([sys.executable, "-m", "scalebench", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+@pytest.fixture(scope="session")
+def campaign(tmp_path_factory):
+    """A real tiny campaign: strong and weak series over 1 and 2 ranks (tests/support)."""
+    from tests.support.campaigns import run_campaign
 
-
-# --- real container images, built once per test session --------------------------------------
-
-
-@dataclass(frozen=True)
-class ContainerBase:
-    """The stand-in base (no registry is reachable): podman holding it as ``reference``
-    (NAME@sha256:DIGEST), and the same image as a docker-archive file for Apptainer."""
-
-    podman: Any
-    reference: str
-    archive: Path
-
-
-@dataclass(frozen=True)
-class BuiltSif:
-    """scalebench.sif built from containers/scalebench.def (the `scalebench_sif` fixture).
-
-    ``path``: the SIF; ``digest``: what rows record for it (provenance.sif.sif_digest);
-    ``apptainer``: the folder of the ``apptainer`` that built it (first on PATH for the
-    session); ``base``, ``weights`` and ``build_options`` rebuild it the same way."""
-
-    path: Path
-    digest: str
-    apptainer: str
-    base: ContainerBase
-    weights: Path
-    build_options: tuple[str, ...]
-    seconds: float
-
-
-# The disk the image group takes at its peak, the podman build of the image (its layers
-# staged while stored): 16.3 GB over the run's start, measured on a 2-core test machine
-# (df's used space sampled every 15 s through `bash .ci/run`), and a margin.
-IMAGE_DISK_BYTES = 20 * 2**30
+    return run_campaign(tmp_path_factory.mktemp("campaign"))
 
 
 @pytest.fixture(scope="session")
-def container_base() -> ContainerBase:
-    """Podman in a private storage root with the stand-in base (shared by both builds)."""
-    from tests.container_tools import Podman, ensure_tools, stand_in_base
+def seed_campaign(tmp_path_factory):
+    """The seed's example campaign: three results files of real runs and their report."""
+    from tests.support.campaigns import run_seed_campaign
 
-    ensure_tools()
-    free = shutil.disk_usage(tempfile.gettempdir()).free
-    if free < IMAGE_DISK_BYTES:
-        pytest.fail(f"the image tests need {IMAGE_DISK_BYTES / 2**30:.0f} GiB free in "
-                    f"{tempfile.gettempdir()}, {free / 2**30:.1f} GiB are", pytrace=False)
-    # podman refuses a run root of 50 characters or more: not under pytest's (per-worker)
-    # temporary folders.
-    folder = Path(tempfile.mkdtemp(prefix="sb-base-"))
-    podman = Podman(folder / "podman")
-    try:
-        started = time.monotonic()
-        reference = stand_in_base(podman)
-        archive = folder / "base.docker-archive.tar"
-        saved = podman("save", "--format", "docker-archive", "-o", str(archive),
-                       reference.split("@")[0])
-        assert saved.returncode == 0, saved.stderr
-        print(f"\nstand-in base made in {time.monotonic() - started:.0f} s")
-        yield ContainerBase(podman, reference, archive)
-    finally:
-        podman.remove_everything()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def apptainer_on_path() -> str:
-    """The folder of the apptainer the tests use (installed, else tests/apptainer_tools.py's
-    wrapper), first on PATH for the session. Fails in one line when neither can start."""
-    from tests.apptainer_tools import apptainer_on_path as folder_of_apptainer
-
-    folder = folder_of_apptainer()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-        yield folder
-
-
-# Where pip in an Apptainer build finds the test machine's wheels and CA: a folder the
-# Ubuntu base has (empty), bound over for the build only.
-APPTAINER_BUILD_MOUNT = "/mnt"
-
-
-def sif_build_options(folder: Path) -> tuple[str, ...]:
-    """apptainer build options of the tests: fakeroot (root needs it for %post here), pip's
-    build-time settings bound read-only, the self-test left to `apptainer test`."""
-    from tests.container_tools import pip_settings
-
-    options = ["--fakeroot", "--notest"]
-    for source, target in pip_settings(folder, APPTAINER_BUILD_MOUNT):
-        options += ["--bind", f"{source}:{target}:ro"]
-    return tuple(options)
-
-
-def build_test_sif(output: Path, base: ContainerBase, weights: Path,
-                   options: tuple[str, ...]) -> str:
-    """containers/build.py's build_sif from the stand-in base's archive; returns the digest."""
-    from containers.build import build_sif
-
-    with pytest.MonkeyPatch.context() as patch:  # read by apptainer for %post only
-        patch.setenv("APPTAINERENV_PIP_CONFIG_FILE", f"{APPTAINER_BUILD_MOUNT}/pip.conf")
-        return build_sif(output, base.reference, weights, list(options), base.archive)
-
-
-@pytest.fixture(scope="session")
-def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory):
-    """containers/scalebench.def built once per session, every line the committed one but
-    the bootstrap (the stand-in base's archive)."""
-    from tests.container_tools import seeded_weights
-
-    folder = tmp_path_factory.mktemp("sif")
-    weights = seeded_weights(folder / "weights")
-    options = sif_build_options(folder)
-    started = time.monotonic()
-    path = folder / "scalebench.sif"
-    digest = build_test_sif(path, container_base, weights, options)
-    seconds = time.monotonic() - started
-    print(f"\nSIF built in {seconds:.0f} s, {path.stat().st_size / 2**20:.0f} MiB")
-    yield BuiltSif(path, digest, apptainer_on_path, container_base, weights, options, seconds)
-    path.unlink()  # gigabytes that pytest's kept temporary folders would hold on to
+    return run_seed_campaign(tmp_path_factory.mktemp("seed_campaign"))

@@ -26,9 +26,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scalebench.denoisers.build import make_denoiser  # noqa: E402
 from scalebench.loops import SOLVERS  # noqa: E402
 from scalebench.loops.denoising import noisy_copy  # noqa: E402
-from scalebench.loops.params import make_denoiser  # noqa: E402
 from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.params import resolved_parameters  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402

@@ -46,8 +46,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 CT = {"tomography_2d": {"image_size": 512, "num_angles": 256, "num_operators": 8}}
 SR = {"multiframe_superres": {"image_size": 1024, "num_frames": 4}}
+# 4 tiles of 256 in batches of 2: two batches to deal, so 2 ranks each have one.
 BASE = {"device": "cuda", "denoiser": "drunet", "denoiser_sigma": 0.02, "patch_size": 256,
-        "overlap": 32}
+        "overlap": 32, "max_batch_size": 2}
 CASES = {
     "ct_1rank": (CT, {**BASE}, 1),
     "ct_1rank_dist": (CT, {**BASE, "distribute_physics": True, "distribute_denoiser": True}, 1),

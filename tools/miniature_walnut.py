@@ -7,7 +7,7 @@ would, so experiments on walnut_conebeam run without the download:
     SCALEBENCH_CACHE=/tmp/walnut-cache scalebench run configs/examples/walnut_conebeam.yml
 
 (with `binning` at most 32 and `num_projections` at most 16). The same generator makes the
-tests' fixture (tests/walnut_fixture.py).
+tests' fixture (tests/support/walnut_fixture.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.walnut_fixture import walnut_cache  # noqa: E402
+from tests.support.walnut_fixture import walnut_cache  # noqa: E402
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

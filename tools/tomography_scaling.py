@@ -2,7 +2,7 @@
 
 Each (size, projector) runs in a fresh child process, so that every peak is its own: the
 child sets the problem up (phantom, operators, measurements), estimates ||A||^2 (read from
-the on-disk cache when a valid entry exists, else by power iteration and then cached:
+the on-disk cache when a valid entry exists, else by Lanczos and then cached:
 scalebench.runtime.operator_norm), takes the adjoint initial estimate and runs ITERATIONS PnP
 iterations with the TV denoiser through scalebench's own loop and profiler. Printed per row:
 set-up seconds (problem build, operator norm and where it came from), seconds and peak host

@@ -16,7 +16,7 @@ from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
 from provenance.schema import column
-from scalebench.experiment.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
+from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
 from scalebench.params import Param, resolved_parameters, validate_parameters

@@ -12,8 +12,8 @@ import math
 
 import torch
 
+from scalebench.benchmarks import TRAINING_BENCHMARK, TRAINING_OBJECTIVE
 from scalebench.benchopt_glue.base import LoopSolver, ProblemDataset
-from scalebench.experiment.benchmarks import TRAINING_BENCHMARK, TRAINING_OBJECTIVE
 from scalebench.launch import progress
 from scalebench.loops.training.params import TRAINING_PARAMS, check_training
 from scalebench.loops.training.patches import TrainingData

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalebench.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
 from scalebench.denoisers.build import check_denoiser_fits
 from scalebench.denoisers.networks import resolve_weights
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS

@@ -371,7 +371,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
     one-run config is written there and its command runs that job alone. ``benchmark``:
     None for the repository's folder of the config's objective."""
-    from scalebench.experiment.benchmarks import (
+    from scalebench.benchmarks import (
         FOLDER_BY_OBJECTIVE,
         choose_benchmark,
         config_objective,

@@ -54,6 +54,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def config_benchmark(config: Path) -> str:
+    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
+    config (``expand`` then says what is wrong with it)."""
+    from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, config_objective
+    from scalebench.errors import ConfigError
+    from scalebench.experiment.reading import read_yaml
+
+    try:
+        raw = read_yaml(config, "config")
+    except ConfigError:
+        return ""
+    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name
+
+
 def _run(args: argparse.Namespace) -> str:
     """Run the child ``args`` names; its standard output."""
     if args.child == "expand":
@@ -62,8 +76,6 @@ def _run(args: argparse.Namespace) -> str:
         return json.dumps(expand(args.config, args.world_size, args.folder,
                                  args.check_devices, args.check_memory))
     if args.child == "benchmark":
-        from scalebench.experiment.benchmarks import config_benchmark
-
         return config_benchmark(args.config)
     if args.child == "status":
         from scalebench.results.store import run_status

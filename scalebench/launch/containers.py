@@ -70,6 +70,8 @@ PASSED_VARIABLES = (
     "CUDA_VISIBLE_DEVICES", "SCALEBENCH_PREFLIGHT", "TORCH_HOME", "SCALEBENCH_CACHE",
     "SCALEBENCH_OFFLINE", "SCALEBENCH_COLLECTIVE_TIMEOUT_S", "SCALEBENCH_FAIL_RANK",
     "OMP_NUM_THREADS")
+# Handed in too: NCCL's settings (interfaces, InfiniBand), which provenance records.
+PASSED_PREFIXES = ("NCCL_",)
 DIGEST_VARIABLE, LABELS_VARIABLE = "SCALEBENCH_IMAGE_DIGEST", "SCALEBENCH_IMAGE_LABELS_JSON"
 # Folders bound at their own paths: the repository first, then these when set.
 FOLDER_VARIABLES = ("SB_BENCHMARK", "SB_OUTPUTS", "SB_DATA", "SB_WEIGHTS", "SCALEBENCH_CACHE")
@@ -339,7 +341,8 @@ def launch_from_environment(env: Mapping[str, str], command: Sequence[str],
         env["TORCH_HOME"] = env["SB_WEIGHTS"]
     python = env.get("SB_PYTHON") or (f"{repo}/{runtime.default_python}"
                                       if isinstance(runtime, Host) else runtime.default_python)
-    handed = {name: env[name] for name in PASSED_VARIABLES if env.get(name)}
+    names = [*PASSED_VARIABLES, *sorted(name for name in env if name.startswith(PASSED_PREFIXES))]
+    handed = {name: env[name] for name in names if env.get(name)}
     launch = Launch(command=[python, *command], env=handed, workdir=repo,
                     gpus=env.get("SB_GPUS", "0") == "1",
                     devices=[d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d])

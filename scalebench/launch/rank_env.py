@@ -20,12 +20,15 @@ import subprocess
 import sys
 from collections.abc import Mapping, MutableMapping
 
-# MASTER_PORT of a SLURM job: PORT_BASE + job id mod PORT_SPAN + an offset (the experiment's
-# index for the launcher's srun steps, PREFLIGHT_PORT_OFFSET for the pre-flight check), so
-# that jobs sharing a node, and the steps of one job, do not meet on one port.
-PORT_BASE, PORT_SPAN = 20000, 20000
+# MASTER_PORT of a SLURM job: PORT_BASE + (job id x JOB_STRIDE + offset) mod PORT_SPAN, the
+# offset being the experiment's index for the launcher's srun steps (mod EXPERIMENT_PORT_SPAN)
+# or PREFLIGHT_PORT_OFFSET for the pre-flight check. The stride is larger than every offset,
+# so that the steps of one job never meet on a port, nor those of jobs with nearby ids that
+# share a node.
+PORT_BASE, PORT_SPAN = 20000, 45000
 EXPERIMENT_PORT_SPAN = 1000  # srun steps of one job: offsets 0..999
 PREFLIGHT_PORT_OFFSET = EXPERIMENT_PORT_SPAN
+JOB_STRIDE = 1009  # a prime above every offset
 
 
 def slurm_ranks(env: Mapping[str, str]) -> dict[str, str]:
@@ -38,7 +41,7 @@ def slurm_ranks(env: Mapping[str, str]) -> dict[str, str]:
 
 def master_port(job_id: str | int | None, offset: int = 0) -> int:
     """The rendezvous port of a SLURM job (``offset``: which of its steps)."""
-    return PORT_BASE + int(job_id or 0) % PORT_SPAN + offset
+    return PORT_BASE + (int(job_id or 0) * JOB_STRIDE + offset) % PORT_SPAN
 
 
 def first_node_address(nodelist: str | None = None) -> str:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from scalebench.benchmarks import choose_benchmark
 from scalebench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandFailed, ScalebenchError
-from scalebench.experiment.benchmarks import choose_benchmark
 from scalebench.launch import processes
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (

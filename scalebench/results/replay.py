@@ -1,11 +1,12 @@
-"""Re-run archived experiments from their stored canonical config and compare bit for bit.
+"""Re-run archived runs from their stored canonical config and compare bit for bit.
 
-An experiment is the set of rows sharing a config hash and a repetition index. Before running,
-each is checked for tampering (its config JSON must hash to the stored hash and agree with the
-stored parameter columns) and its environment is compared with the current one; a mismatch is
-refused unless ``force``, which compares within a tolerance instead. Quality metrics and result
+A run is the set of rows sharing a config hash, a repetition index and a world size (one
+experiment executed once, docs/glossary.md). Before running, each is checked for tampering
+(its config JSON must hash to the stored hash and agree with the stored parameter columns)
+and its environment is compared with the current one; a mismatch is refused unless
+``force``, which compares within a tolerance instead. Quality metrics and result
 digests are compared at every iteration; timings and memory are measurements, not results, and
-are not compared. Each experiment re-runs in the benchmark folder its stored config names
+are not compared. Each run re-runs in the benchmark folder its stored config names
 (``benchmark``), unless one is given.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +27,8 @@ import yaml
 from provenance import collect, config_hash
 from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
+from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.runtime.metric_names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
@@ -41,7 +43,7 @@ REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 
 @dataclass
-class Experiment:
+class ArchivedRun:
     config: dict
     config_hash: str
     repetition: int
@@ -71,22 +73,22 @@ def parse_rows(text: str | None, count: int) -> list[int] | None:
     return rows
 
 
-def load_experiments(df: pd.DataFrame, rows: list[int] | None) -> list[Experiment]:
+def load_runs(df: pd.DataFrame, rows: list[int] | None) -> list[ArchivedRun]:
     missing = [column(f) for f in REQUIRED if column(f) not in df.columns]
     if missing:
         raise ScalebenchError(f"rows without provenance: column '{missing[0]}' is missing; "
                               f"replay needs results written by scalebench")
     selected = df if rows is None else df.iloc[rows]
-    # The same config run on another number of ranks is another experiment.
+    # The same config run on another number of ranks is another run.
     keys = selected[[column("config_hash"), "idx_rep", column("world_size")]].drop_duplicates()
-    experiments = []
+    runs = []
     for stored_hash, repetition, ranks in keys.itertuples(index=False):
         group = df[(df[column("config_hash")] == stored_hash) & (df.idx_rep == repetition)
                    & (df[column("world_size")] == ranks)]
         config = json.loads(group[column("config_json")].iloc[0])
-        experiments.append(Experiment(config, stored_hash, int(repetition),
+        runs.append(ArchivedRun(config, stored_hash, int(repetition),
                                       group.sort_values("stop_val")))
-    return experiments
+    return runs
 
 
 def _same(stored, expected) -> bool:
@@ -97,15 +99,15 @@ def _same(stored, expected) -> bool:
     return stored == expected
 
 
-def tampering(experiment: Experiment) -> str | None:
+def tampering(run: ArchivedRun) -> str | None:
     """Why the stored rows disagree with their hashed config, or None."""
-    rows = experiment.rows
+    rows = run.rows
     if rows[column("config_json")].nunique() != 1:
-        return "rows of one experiment carry different configs"
-    if config_hash(rows[column("config_json")].iloc[0]) != experiment.config_hash:
+        return "rows of one run carry different configs"
+    if config_hash(rows[column("config_json")].iloc[0]) != run.config_hash:
         return "config hash mismatch: the stored config JSON does not hash to the stored hash"
     for part in ("dataset", "solver"):
-        for key, expected in experiment.config[part]["params"].items():
+        for key, expected in run.config[part]["params"].items():
             name = f"p_{part}_{key}"
             if name not in rows.columns:
                 return f"config hash mismatch: parameter column '{name}' is missing"
@@ -116,14 +118,14 @@ def tampering(experiment: Experiment) -> str | None:
     return None
 
 
-def changed_environment(experiment: Experiment, current: dict) -> list[str]:
+def changed_environment(run: ArchivedRun, current: dict) -> list[str]:
     """What differs between the archived rows' environment and this one (empty: none).
 
     Uncommitted changes on either side are a difference unless both sides carry the same
     diff: the code that ran is then unknown.
     """
-    archived = experiment.rows.iloc[0]
-    threads = experiment.config["solver"]["params"].get("num_threads", 0)
+    archived = run.rows.iloc[0]
+    threads = run.config["solver"]["params"].get("num_threads", 0)
     expected_here = {**current, "torch_threads": threads or current["torch_threads"]}
     differences = [f"{field} {expected_here[field]!r} here vs {archived[column(field)]!r} "
                    f"archived" for field in ENVIRONMENT
@@ -178,60 +180,62 @@ def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) ->
             f"{worst_abs:.3g}, max ULP {worst_ulp}")
 
 
-def _replay_config(experiments: list[Experiment]) -> dict:
-    """One benchopt config reproducing experiments that share a dataset config."""
+def _replay_config(runs: list[ArchivedRun]) -> dict:
+    """One benchopt config reproducing the runs that share a dataset config."""
     solvers, seen = [], set()
-    for experiment in experiments:
-        key = json.dumps(experiment.config["solver"], sort_keys=True)
+    for run in runs:
+        key = json.dumps(run.config["solver"], sort_keys=True)
         if key not in seen:
             seen.add(key)
-            solvers.append({experiment.config["solver"]["name"]:
-                            experiment.config["solver"]["params"]})
-    dataset = experiments[0].config["dataset"]
-    max_iter = max(e.config["solver"]["params"]["max_iter"] for e in experiments)
-    return {"objective": [experiments[0].config["objective"]["name"]],
+            solvers.append({run.config["solver"]["name"]:
+                            run.config["solver"]["params"]})
+    dataset = runs[0].config["dataset"]
+    max_iter = max(e.config["solver"]["params"]["max_iter"] for e in runs)
+    return {"objective": [runs[0].config["objective"]["name"]],
             "dataset": [{dataset["name"]: dataset["params"]}], "solver": solvers,
-            "n-repetitions": max(e.repetition for e in experiments) + 1,
+            "n-repetitions": max(e.repetition for e in runs) + 1,
             "max-runs": max_iter + 1, "timeout": "24h"}
 
 
-def benchmark_folder(experiment: Experiment) -> Path:
-    """The benchmark folder the experiment's stored config names."""
-    name = experiment.config.get("benchmark")
+def benchmark_folder(run: ArchivedRun) -> Path:
+    """The benchmark folder the run's stored config names."""
+    name = run.config.get("benchmark")
     if name not in BENCHMARK_FOLDERS:
-        raise ScalebenchError(f"{experiment.label}: stored config names benchmark {name!r} "
+        raise ScalebenchError(f"{run.label}: stored config names benchmark {name!r} "
                               f"(known: {', '.join(sorted(BENCHMARK_FOLDERS))}); give "
                               f"--benchmark FOLDER")
     return BENCHMARK_FOLDERS[name]
 
 
-def _world_size(experiment: Experiment) -> int:
-    return int(experiment.rows[column("world_size")].iloc[0])
+def _world_size(run: ArchivedRun) -> int:
+    return int(run.rows[column("world_size")].iloc[0])
 
 
-def _rerun(experiments: list[Experiment], benchmark: Path, workdir: Path) -> pd.DataFrame:
-    """Re-run through the launcher, one run per dataset config and world size."""
-    from scalebench.launch.runner import RunFailed, RunRequest, run
+# Runs one config: (config file, benchmark folder, result name, ranks, results folder); the
+# results parquet is then <results folder>/<result name>.parquet. The CLI hands in the
+# launcher's run (scalebench run): replay itself never imports the launcher.
+Rerun = Callable[[Path, Path, str, int, Path], None]
 
-    groups: dict[tuple[str, int], list[Experiment]] = {}
-    for experiment in experiments:
-        key = (json.dumps(experiment.config["dataset"], sort_keys=True), _world_size(experiment))
-        groups.setdefault(key, []).append(experiment)
+
+def _rerun(runs: list[ArchivedRun], benchmark: Path, workdir: Path,
+           rerun: Rerun) -> pd.DataFrame:
+    """Re-run ``runs`` with ``rerun``, one launch per dataset config and world size."""
+    groups: dict[tuple[str, int], list[ArchivedRun]] = {}
+    for run in runs:
+        key = (json.dumps(run.config["dataset"], sort_keys=True), _world_size(run))
+        groups.setdefault(key, []).append(run)
     frames = []
     for index, ((_, nproc), group) in enumerate(groups.items()):
         config = workdir / f"replay_{index}.yml"
         config.write_text(yaml.safe_dump(_replay_config(group), sort_keys=False))
-        request = RunRequest(config, benchmark, f"replay_{index}", nproc=nproc, html=False,
-                             outputs=workdir)
-        if run(request) != 0:
-            raise RunFailed("the replayed run failed; see the messages above")
+        rerun(config, benchmark, f"replay_{index}", nproc, workdir)
         frames.append(read_results(workdir / f"replay_{index}.parquet"))
     return pd.concat(frames, ignore_index=True)
 
 
 @dataclass
 class Verdict:
-    """The outcome of replaying one experiment."""
+    """The outcome of replaying one run."""
 
     status: str  # MATCH, DIFFER, REFUSED or TAMPERED
     label: str
@@ -242,59 +246,59 @@ class Verdict:
         return f"{self.status} {self.label}: {self.detail}"
 
 
-def replay(path: Path, rows: str | None, force: bool,
+def replay(path: Path, rows: str | None, force: bool, rerun: Rerun,
            benchmark: Path | None = None) -> list[Verdict]:
-    """One verdict per experiment of the selected rows, in the file's order; ``benchmark``
-    overrides the folder each experiment's config names."""
+    """One verdict per run of the selected rows, in the file's order, re-run by
+    ``rerun``; ``benchmark`` overrides the folder each run's config names."""
     df = read_results(path)
-    experiments = load_experiments(df, parse_rows(rows, len(df)))
+    runs = load_runs(df, parse_rows(rows, len(df)))
     current = collect(refresh=True)
     current["torch_threads"] = torch.get_num_threads()
-    # By position: one config on other rank counts gives experiments with one config hash.
+    # By position: one config on other rank counts gives runs with one config hash.
     runnable, verdicts = [], {}
-    for index, experiment in enumerate(experiments):
+    for index, run in enumerate(runs):
         # The launcher re-runs on the archived number of ranks.
-        here = {**current, "world_size": _world_size(experiment)}
-        tampered = tampering(experiment)
-        differences = changed_environment(experiment, here)
+        here = {**current, "world_size": _world_size(run)}
+        tampered = tampering(run)
+        differences = changed_environment(run, here)
         if tampered:
-            verdicts[index] = Verdict("TAMPERED", experiment.label, tampered)
+            verdicts[index] = Verdict("TAMPERED", run.label, tampered)
         elif differences and not force:
             verdicts[index] = Verdict(
-                "REFUSED", experiment.label, f"environment differs ({'; '.join(differences)});"
+                "REFUSED", run.label, f"environment differs ({'; '.join(differences)});"
                 f" --force compares within rtol {FORCE_RTOL:g} instead")
         else:
-            runnable.append((index, experiment, differences))
-    by_folder: dict[Path, list[tuple[int, Experiment, list[str]]]] = {}
-    for index, experiment, differences in runnable:
-        folder = benchmark or benchmark_folder(experiment)
-        by_folder.setdefault(folder, []).append((index, experiment, differences))
+            runnable.append((index, run, differences))
+    by_folder: dict[Path, list[tuple[int, ArchivedRun, list[str]]]] = {}
+    for index, run, differences in runnable:
+        folder = benchmark or benchmark_folder(run)
+        by_folder.setdefault(folder, []).append((index, run, differences))
     for folder, group in by_folder.items():
         with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
-            replayed = _rerun([e for _, e, _ in group], folder, Path(workdir))
-        for index, experiment, differences in group:
-            verdicts[index] = _verdict(experiment, differences, replayed)
-    return [verdicts[index] for index in range(len(experiments))]
+            replayed = _rerun([e for _, e, _ in group], folder, Path(workdir), rerun)
+        for index, run, differences in group:
+            verdicts[index] = _verdict(run, differences, replayed)
+    return [verdicts[index] for index in range(len(runs))]
 
 
-def _verdict(experiment: Experiment, differences: list[str],
+def _verdict(run: ArchivedRun, differences: list[str],
              replayed: pd.DataFrame) -> Verdict:
-    mine = replayed[(replayed[column("config_hash")] == experiment.config_hash)
-                    & (replayed.idx_rep == experiment.repetition)
-                    & (replayed[column("world_size")] == _world_size(experiment))
+    mine = replayed[(replayed[column("config_hash")] == run.config_hash)
+                    & (replayed.idx_rep == run.repetition)
+                    & (replayed[column("world_size")] == _world_size(run))
                     ].sort_values("stop_val")
     tolerance = FORCE_RTOL if differences else 0.0
     if mine.empty:
-        return Verdict("DIFFER", experiment.label, _why_no_rows(experiment, replayed))
-    weights = weights_difference(experiment.rows, mine)
+        return Verdict("DIFFER", run.label, _why_no_rows(run, replayed))
+    weights = weights_difference(run.rows, mine)
     if weights:
-        return Verdict("DIFFER", experiment.label, weights)
-    difference = compare(experiment.rows, mine, tolerance)
+        return Verdict("DIFFER", run.label, weights)
+    difference = compare(run.rows, mine, tolerance)
     how = "bit for bit" if not tolerance else \
         f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
     if difference is None:
-        return Verdict("MATCH", experiment.label, f"{len(mine)} iterations equal {how}")
-    return Verdict("DIFFER", experiment.label, f"{difference}; compared {how}")
+        return Verdict("MATCH", run.label, f"{len(mine)} iterations equal {how}")
+    return Verdict("DIFFER", run.label, f"{difference}; compared {how}")
 
 
 def weights_difference(archived: pd.DataFrame, replayed: pd.DataFrame) -> str | None:
@@ -314,14 +318,14 @@ def weights_difference(archived: pd.DataFrame, replayed: pd.DataFrame) -> str | 
             f"{described(after)} now")
 
 
-def _why_no_rows(experiment: Experiment, replayed: pd.DataFrame) -> str:
-    """Why the re-run produced no row of the experiment's config hash."""
-    solver = experiment.config["solver"]
+def _why_no_rows(run: ArchivedRun, replayed: pd.DataFrame) -> str:
+    """Why the re-run produced no row of the run's config hash."""
+    solver = run.config["solver"]
     same_solver = replayed[replayed.solver_name.str.split("[").str[0] == solver["name"]]
     if same_solver.empty:
         return f"the re-run produced no rows of solver '{solver['name']}'"
     config = json.loads(same_solver[column("config_json")].iloc[0])
-    archived, now = experiment.config, config
+    archived, now = run.config, config
     changes = []
     for part in ("dataset", "solver"):
         before, after = archived[part]["params"], now[part]["params"]
@@ -331,6 +335,6 @@ def _why_no_rows(experiment: Experiment, replayed: pd.DataFrame) -> str:
         changes += [f"{part} parameter '{key}' {before[key]!r} archived vs {after[key]!r} now"
                     for key in sorted(set(before) & set(after)) if before[key] != after[key]]
     reason = "; ".join(changes) or "its canonical config differs"
-    return (f"the re-run produced no rows with config hash {experiment.config_hash[:12]}: "
+    return (f"the re-run produced no rows with config hash {run.config_hash[:12]}: "
             f"this code resolves the archived config differently ({reason}), so the archive "
             f"comes from another version of the benchmark")

@@ -14,7 +14,7 @@ import torch
 
 from provenance import SCHEMA_VERSION, array_digest, canonical_json, collect, config_hash
 from provenance.schema import column
-from scalebench.experiment.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
+from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.runtime.context import TimedContext
 from scalebench.runtime.rank_checks import rank_hosts
 

@@ -69,7 +69,7 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     """(configuration, label, ranks) of every experiment of ``config``, those that differ
     only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
     over the parallel config's, else ``nproc``."""
-    from scalebench.experiment.benchmarks import INFERENCE_OBJECTIVE, config_objective
+    from scalebench.benchmarks import INFERENCE_OBJECTIVE, config_objective
     from scalebench.experiment.expand import component_label, expand
     from scalebench.experiment.plan import job_ranks, read_parallel_config
     from scalebench.experiment.reading import read_yaml

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from scalebench.errors import ScalebenchError
-from scalebench.experiment.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.errors import CommandFailed, ScalebenchError
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
                           check=False)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ScalebenchError(f"the memory probe of {dataset} {dataset_params} x {solver} "
+        raise CommandFailed(f"the memory probe of {dataset} {dataset_params} x {solver} "
                               f"failed: {last}")
     return ProbeResult(**json.loads(done.stdout.strip().splitlines()[-1]))
 

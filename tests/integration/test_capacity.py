@@ -1,0 +1,211 @@
+"""The calibrated memory model (scalebench.experiment.capacity) and `scalebench capacity`."""
+
+import json
+
+import pytest
+import yaml
+
+from scalebench.experiment.capacity.model import TERMS
+from tests.support.cli import run_cli
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def capacity_cache(tmp_path_factory):
+    """The module's calibrations in a cache of their own: plan and run read calibrations, and
+    the other modules on this worker must not find these."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", str(tmp_path_factory.mktemp("capacity-cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def denoising_config(tmp_path_factory):
+    """A synthetic denoising grid of two denoisers, TV and DnCNN (random weights: memory does
+    not depend on their values), at an image_size the capacity ignores."""
+    path = tmp_path_factory.mktemp("capacity") / "denoising.yml"
+    path.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 4096}}],
+        "solver": [{"denoiser": {"denoiser": ["tv", "dncnn"], "pretrained": "none",
+                                 "device": "cpu", "max_iter": 5}}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def calibrated(denoising_config):
+    """`scalebench capacity` with a budget everything fits: the calibrations, now cached."""
+    result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                     "64", "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_each_configuration_is_calibrated_once_then_read_from_the_cache(calibrated,
+                                                                        denoising_config):
+    assert [line["label"].split(" x ")[1] for line in calibrated] == [
+        "denoiser[denoiser=tv,device=cpu,max_iter=5,pretrained=none]",
+        "denoiser[denoiser=dncnn,device=cpu,max_iter=5,pretrained=none]"]
+    assert [line["cached"] for line in calibrated] == [False, False]
+    assert all(line["calibration_sizes"] == [16, 32, 48, 64] for line in calibrated)
+    again = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                    "64", "--format", "json")
+    assert [line["cached"] for line in json.loads(again.stdout)] == [True, True]
+
+
+def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_config):
+    """The budget a little above the DnCNN line's baseline: its largest predicted size is
+    run once, and its measured peak is within the budget and 15 % of the prediction."""
+    dncnn = calibrated[1]
+    budget = int(dncnn["terms"]["process baseline"] + 160 * MIB)
+    result = run_cli("capacity", denoising_config, "--memory", f"{budget}B",
+                     "--calibration-size", "64", "--format", "json", "--verify")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = json.loads(result.stdout)[1]
+    assert line["predicted_peak_bytes"] <= budget
+    assert line["measured_peak_bytes"] <= budget
+    assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
+    assert set(line["terms"]) == set(TERMS) and line["dominant_term"] in TERMS
+
+
+def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
+                                                                 denoising_config):
+    result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
+                     "64")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "largest image_size within 64GiB per rank (host memory):"
+    size = calibrated[0]["largest_size"]
+    assert f"1 rank: up to image_size {size}, predicted " in lines[1]
+    assert "dominated by per unknown (calibrated at 16, 32, 48, 64, cached)" in lines[1]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--memory", "lots"), "--memory: 'lots' is not a memory size: give a positive number "
+                           "with a unit K, M, G or T (binary, e.g. 80GiB, 512M), or bare "
+                           "bytes"),
+    (("--memory", "8GiB", "--size-parameter", "image_side"),
+     "dataset 'synthetic' has no size parameter 'image_side' (its integer parameters: "
+     "image_size, channels, ndim, factor, seed); choose one with --size-parameter"),
+    (("--memory", "1MiB", "--calibration-size", "64"), "the budget 0.00 GiB is below the "
+                                                       "process baseline"),
+])
+def test_bad_capacity_input_is_one_line_exit_2(calibrated, denoising_config, arguments,
+                                               message):
+    result = run_cli("capacity", denoising_config, *arguments)
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_a_training_config_is_refused(tmp_path):
+    config = tmp_path / "training.yml"
+    config.write_text(yaml.safe_dump({"objective": ["supervised_training"],
+                                      "dataset": [{"synthetic": {}}],
+                                      "solver": [{"unrolled_pnp": {}}]}))
+    result = run_cli("capacity", config, "--memory", "8GiB")
+    assert result.returncode == 2
+    assert "scalebench capacity covers the inference benchmark's experiments" in result.stderr
+
+
+def test_ranks_as_a_parameter_give_a_line_per_rank_count_from_one_calibration(tmp_path):
+    config = tmp_path / "ranks.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"num_angles": 32, "num_operators": 4,
+                                       "projector": "astra"}}],
+        "solver": [{"pnp": {"device": "cpu", "distribute_physics": True,
+                            "slurm_ntasks_per_node": [1, 4]}}]}))
+    result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                     "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = json.loads(result.stdout)
+    assert [(line["ranks"], line["cached"]) for line in lines] == [(1, False), (4, True)]
+    # a rank holding a quarter of the sinograms fits at least as large an image
+    assert lines[1]["largest_size"] >= lines[0]["largest_size"]
+    text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64")
+    assert "  with 4 ranks: up to image_size " in text.stdout, text.stderr
+
+
+def test_a_parallel_config_gives_the_ranks_its_jobs_ask_for(tmp_path):
+    config = tmp_path / "split.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"num_angles": 32, "num_operators": 4,
+                                       "projector": "astra"}}],
+        "solver": [{"pnp": {"device": "cpu", "distribute_physics": True}}]}))
+    parallel = tmp_path / "submitit.yml"
+    parallel.write_text(yaml.safe_dump({"backend": "submitit", "slurm_nodes": 2,
+                                        "slurm_ntasks_per_node": 2}))
+    result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                     "--parallel-config", parallel, "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line, = json.loads(result.stdout)
+    assert line["ranks"] == 4 and line["largest_size"] > 0
+    both = run_cli("capacity", config, "--memory", "8GiB", "--nproc", "2",
+                   "--parallel-config", parallel)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+@pytest.fixture(scope="module")
+def capacity_report(calibrated, tmp_path_factory):
+    """Real DnCNN runs at two sizes of the calibrated configuration, and their report with
+    the capacity answers."""
+    from scalebench.results.report.capacity import load_capacity
+    from scalebench.results.report.data import load_results
+
+    folder = tmp_path_factory.mktemp("capacity-report")
+    config = folder / "runs.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": [32, 64]}}],
+        "solver": [{"denoiser": {"denoiser": "dncnn", "pretrained": "none", "device": "cpu",
+                                 "max_iter": 2}}]}))
+    run = run_cli("run", config, "--no-html", "--output", "runs", "--outputs", folder)
+    assert run.returncode == 0, run.stderr[-2000:]
+    answers = folder / "capacity.json"
+    answers.write_text(json.dumps(calibrated))
+    page = run_cli("report", folder / "runs.parquet", "--capacity", answers, "-o",
+                   folder / "report.html")
+    assert page.returncode == 0, page.stderr[-2000:]
+    results = load_results([folder / "runs.parquet"])
+    results.capacity = load_capacity([answers])
+    return results, (folder / "report.html").read_text(), answers
+
+
+def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capacity_report):
+    from scalebench.results.report.capacity import capacity
+    from tests.support.figure_layout import layout_problems
+
+    results, page, _ = capacity_report
+    view = capacity(results)
+    assert "Capacity: peak memory vs size, model and budget" in page
+    tv, dncnn = view.summary.rows
+    assert dncnn[-1] == "32, 64" and tv[-1] == "-"  # the runs found for each configuration
+    answer = results.capacity[1]
+    assert dncnn[4] == str(answer["largest_size"])
+    axis = view.figure.axes[1]
+    model, = [line for line in axis.get_lines() if line.get_label() == "model: predicted peak"]
+    assert list(model.get_xdata()) == [size for size, _ in answer["curve"]]
+    budget, = [line for line in axis.get_lines() if line.get_label().startswith("memory")]
+    assert budget.get_ydata()[0] == pytest.approx(answer["budget_bytes"] / 2**30)
+    largest, = [line for line in axis.get_lines() if line.get_label() == "largest fitting size"]
+    assert largest.get_xdata()[0] == answer["largest_size"]
+    runs, = [c for c in axis.collections if c.get_label().startswith("runs of these")]
+    assert sorted(x for x, _ in runs.get_offsets()) == [32, 64]
+    probes, = [c for c in axis.collections if c.get_label().startswith("calibration")]
+    assert len(probes.get_offsets()) == len(answer["calibration_sizes"])
+    assert layout_problems(view.figure) == []
+
+
+def test_a_file_that_is_not_a_capacity_answer_is_refused_in_one_line(capacity_report,
+                                                                    tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"label": "x"}]))
+    results = tmp_path.parent
+    result = run_cli("report", capacity_report[2].parent / "runs.parquet", "--capacity", bad,
+                     "-o", results / "never.html")
+    assert result.returncode == 2 and not (results / "never.html").exists()
+    assert result.stderr.strip() == (f"scalebench: error: {bad}: not a capacity file (an "
+                                     f"answer has no 'ranks'); give what `scalebench capacity "
+                                     f"CONFIG --memory M --format json` prints")

@@ -1,0 +1,97 @@
+"""`scalebench plan`: exact job lists of the shipped configs, and every invalid case refused
+before anything is submitted (one line per problem, exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from scalebench.experiment.plan import make_plan
+from tests.support.cli import run_cli, tiny_experiment
+from tests.support.paths import REPO
+
+CONFIGS = REPO / "configs"
+
+
+SUBMITIT = CONFIGS / "scaling" / "submitit.yml"
+
+
+def _plan(config, parallel=None, nproc=1):
+    return make_plan(config, parallel, nproc)
+
+
+def _jobs(plan, dataset_keys=(), solver_keys=()):
+    """(dataset, its chosen parameters, solver, its chosen parameters, ranks) of every job."""
+    rows = []
+    for job in plan.jobs:
+        (dataset, dataset_params), = job.dataset.items()
+        (solver, solver_params), = job.solver.items()
+        rows.append((dataset, tuple(dataset_params.get(k) for k in dataset_keys), solver,
+                     tuple(solver_params.get(k) for k in solver_keys), job.ranks))
+    return rows
+
+
+def test_training_configs_plan_for_the_training_benchmark():
+    """The objective picks benchmark_training (and its rules); a training run has no memory
+    size model, so its estimate is absent rather than an inference figure."""
+    strong = _plan(CONFIGS / "training" / "strong_scaling.yml", SUBMITIT)
+    assert _jobs(strong, ("task",), ("distribution",)) == [
+        ("synthetic", ("superres",), "unrolled_pgd", (mode,), ranks)
+        for mode in ("spatial", "data") for ranks in (1, 2, 4, 8)]
+    # the shipped parallel config's 2 h limit is too short for the config's 4 h timeout
+    assert len(strong.problems) == 8 and all(
+        "time limit 7200 s is shorter than the solver timeout x repetitions (14400 s)" in line
+        for line in strong.problems)
+    assert strong.jobs[0].command[:3] == ["benchopt", "run", str(REPO / "benchmark_training")]
+    assert all(job.rank_memory_bytes is None for job in strong.jobs)
+    result = run_cli("plan", CONFIGS / "training" / "example.yml")
+    assert result.returncode == 0, result.stderr
+    assert "unrolled_pgd" in result.stdout and "n/a" in result.stdout
+
+
+def test_cli_prints_json_for_scripts():
+    result = run_cli("plan", CONFIGS / "scaling" / "tiling.yml", "--parallel-config", SUBMITIT,
+                     "--format", "json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [job["ranks"] for job in document["jobs"]] == [2] * 5
+    assert document["totals"]["jobs"] == 5
+
+
+def _config(tmp_path, name="c.yml", **overrides):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(tiny_experiment(**overrides), sort_keys=False))
+    return path
+
+
+def _parallel(tmp_path, **keys):
+    path = tmp_path / "parallel.yml"
+    path.write_text(yaml.safe_dump({"backend": "submitit", **keys}))
+    return path
+
+
+def _pnp(**params):
+    return [{"pnp": {"max_iter": 2, "device": "cpu", **params}}]
+
+
+def test_impossible_resources_give_one_line_per_problem(tmp_path):
+    operators = [{"tomography_2d": {"image_size": 32, "num_angles": 12, "num_operators": 8}}]
+    config = _config(tmp_path, dataset=operators, timeout="1h",
+                     solver=_pnp(distribute_physics=True, slurm_ntasks_per_node=[2, 4]))
+    parallel = _parallel(tmp_path, slurm_gres="gpu:2", slurm_time="00:10:00", slurm_mem="1G")
+    problems = _plan(config, parallel).problems
+    assert len(problems) == 5  # 2 jobs x (time, memory) + tasks above GPUs on the 4-rank one
+    assert sum("4 tasks per node but 2 GPUs per node" in p for p in problems) == 1
+    assert sum("time limit 600 s is shorter than the solver timeout" in p
+               for p in problems) == 2
+    assert sum("is above the node's 1.0 GiB" in p for p in problems) == 2
+    result = run_cli("plan", config, "--parallel-config", parallel)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("scalebench: error: job ") for line in lines)
+
+
+def test_the_large_tomography_example_plans():
+    result = run_cli("plan", CONFIGS / "examples" / "tomography_2d_large.yml")
+    assert result.returncode == 0, result.stderr

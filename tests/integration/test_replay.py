@@ -1,0 +1,325 @@
+"""Provenance stamped by real runs, `scalebench check`, and bit-for-bit `scalebench replay`."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from provenance import canonical_json, config_hash
+from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
+from tests.support.cli import copy_benchmark, edited_results, run_cli, tiny_experiment
+from tests.support.paths import REPO
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    """One tiny experiment (two solvers) run through `scalebench run`; the benchmark copy."""
+    root = tmp_path_factory.mktemp("archive")
+    benchmark = copy_benchmark(root)
+    config = root / "tiny.yml"
+    config.write_text(json.dumps(tiny_experiment()))
+    result = run_cli("run", config, "--benchmark", benchmark, "--output", "tiny", "--no-html")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return benchmark, benchmark / "outputs" / "tiny.parquet"
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_every_row_carries_complete_provenance(archive):
+    _, results = archive
+    df = pd.read_parquet(results)
+    assert len(df) == 7
+    for field in FIELDS:
+        assert f"prov_{field}" in df.columns, field
+    assert not [c for c in df.columns if c.startswith("objective_prov_")]
+    assert df.prov_complete.all() and (df.prov_hostname != "").all()
+    assert df.prov_code_commit.iloc[0] == subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+        check=True).stdout.strip()
+    assert df.groupby("solver_name").prov_config_hash.nunique().eq(1).all()
+    assert df.prov_config_hash.nunique() == 2
+    pnp = df[df.solver_name.str.startswith("pnp")]
+    assert pnp.prov_result_sha256.nunique() == 4  # the estimate changes every iteration
+    config = json.loads(pnp.prov_config_json.iloc[0])
+    assert config["dataset"] == {"name": "tomography_2d", "params": {
+        "image_size": 32, "noise_level": 0.05, "num_angles": 12, "num_operators": 2,
+        "projector": "auto", "seed": 0}}
+    assert config["solver"]["params"]["max_iter"] == 3
+    assert pnp.prov_deterministic_mode.all() and pnp.prov_deterministic_algorithms.all()
+    document = json.loads(pq.read_metadata(results).metadata[METADATA_KEY])
+    assert document["schema_version"] == SCHEMA_VERSION and len(document["records"]) == 2
+
+
+def test_check_accepts_the_archive(archive):
+    _, results = archive
+    result = run_cli("check", results)
+    assert result.returncode == 0, result.stdout
+    assert "7 rows, complete provenance" in result.stdout
+
+
+def test_replay_matches_bit_for_bit_and_leaves_the_archive_untouched(archive):
+    benchmark, results = archive
+    before = _digest(results)
+    result = run_cli("replay", results, "--benchmark", benchmark)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("MATCH", "DIFF"))]
+    assert len(lines) == 2 and all(line.startswith("MATCH") for line in lines)
+    assert "4 iterations equal bit for bit" in result.stdout
+    assert _digest(results) == before
+
+
+def test_replay_of_selected_rows_only(archive):
+    benchmark, results = archive
+    df = pd.read_parquet(results)
+    denoiser_row = int(np.flatnonzero(df.solver_name.str.startswith("denoiser"))[0])
+    result = run_cli("replay", results, "--rows", str(denoiser_row), "--benchmark", benchmark)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("MATCH") == 1 and "x denoiser" in result.stdout
+
+
+def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
+    benchmark, results = archive
+    def tamper(df):
+        df["p_dataset_noise_level"] = 0.5
+        return df
+    tampered = edited_results(results, tmp_path / "tampered.parquet", tamper)
+    before = _digest(tampered)
+    result = run_cli("replay", tampered, "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "TAMPERED" in result.stdout and "parameter 'p_dataset_noise_level' is 0.5 in the " \
+        "rows but 0.05 in the hashed config" in result.stdout
+    assert _digest(tampered) == before
+
+
+def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
+    """The denoiser's rows again as a 2-rank run: two experiments with one config hash, each
+    with its own verdict (here the 1-rank one tampered, the 2-rank one from another GPU)."""
+    benchmark, results = archive
+    def two_runs(df):
+        one = df[df.solver_name.str.startswith("denoiser")].copy()
+        two = one.copy()
+        one["p_dataset_noise_level"] = 0.5
+        two["prov_world_size"] = 2
+        two["prov_gpu_models"] = "NVIDIA H200"
+        return pd.concat([one, two], ignore_index=True)
+    both = edited_results(results, tmp_path / "both.parquet", two_runs)
+    result = run_cli("replay", both, "--benchmark", benchmark)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    assert lines[0].startswith("TAMPERED ") and "rep 0, 1 rank(s))" in lines[0]
+    assert lines[1].startswith("REFUSED ") and "rep 0, 2 rank(s))" in lines[1]
+
+
+def test_check_reports_an_edited_config(archive, tmp_path):
+    _, results = archive
+    def edit(df):
+        df["prov_config_json"] = df.prov_config_json.str.replace('"max_iter":3', '"max_iter":9')
+        return df
+    edited = edited_results(results, tmp_path / "edited.parquet", edit)
+    result = run_cli("check", edited)
+    assert result.returncode == 1
+    assert "config hash does not match the stored config on rows" in result.stdout
+
+
+def test_a_one_ulp_difference_is_found_at_its_iteration(archive, tmp_path):
+    benchmark, results = archive
+    def nudge(df):
+        row = df.index[df.solver_name.str.startswith("pnp") & (df.stop_val == 2)][0]
+        df.loc[row, "objective_psnr_db"] = np.nextafter(df.loc[row, "objective_psnr_db"], 99)
+        return df
+    nudged = edited_results(results, tmp_path / "nudged.parquet", nudge)
+    result = run_cli("replay", nudged, "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "DIFFER tomography_2d x pnp" in result.stdout
+    assert "first divergent iteration 2 (objective_psnr_db)" in result.stdout
+    assert "max ULP 1" in result.stdout
+    assert "MATCH tomography_2d x denoiser" in result.stdout
+
+
+def test_other_weights_differ_by_name_even_when_forced(archive, tmp_path):
+    benchmark, results = archive
+    archived = pd.read_parquet(results)
+    pnp = archived.solver_name.str.startswith("pnp")
+    def reweighted(df):
+        df.loc[df.solver_name.str.startswith("pnp"), "prov_weights_sha256"] = "ab" * 32
+        return df
+    edited = edited_results(results, tmp_path / "reweighted.parquet", reweighted)
+    for extra in ((), ("--force",)):
+        result = run_cli("replay", edited, "--benchmark", benchmark, *extra)
+        assert result.returncode == 1, result.stdout
+        ran = archived.loc[pnp, "prov_weights"].iloc[0]
+        now = archived.loc[pnp, "prov_weights_sha256"].iloc[0][:12] or "-"
+        assert ("DIFFER tomography_2d x pnp" in result.stdout and
+                f"the denoiser weights that ran differ: {ran} sha256 abababababab archived vs "
+                f"{ran} sha256 {now} now" in result.stdout), result.stdout
+        assert "MATCH tomography_2d x denoiser" in result.stdout
+
+
+def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
+    benchmark, results = archive
+    def elsewhere(df):
+        df["prov_gpu_models"] = "NVIDIA H200"
+        return df
+    moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
+    refused = run_cli("replay", moved, "--benchmark", benchmark)
+    assert refused.returncode == 1
+    assert "REFUSED" in refused.stdout and "gpu_models 'none' here vs 'NVIDIA H200'" in \
+        refused.stdout
+    forced = run_cli("replay", moved, "--force", "--benchmark", benchmark)
+    assert forced.returncode == 0, forced.stdout
+    assert forced.stdout.count("MATCH") == 2 and "within rtol 1e-05 (forced" in forced.stdout
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("prov_torch", "2.0.0", "here vs '2.0.0' archived"),
+    ("prov_numpy", "1.0.0", "here vs '1.0.0' archived"),
+    ("prov_astra", "", "astra"),
+    ("prov_cpu_model", "Some Other CPU", "cpu_model"),
+    ("prov_code_dirty", True, "uncommitted changes in the working tree"),
+])
+def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp_path, column,
+                                                                     value, message):
+    benchmark, results = archive
+    def elsewhere(df):
+        df[column] = value
+        if column == "prov_code_dirty":
+            df["prov_code_diff_sha256"] = "0" * 64
+        return df
+    moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
+    refused = run_cli("replay", moved, "--benchmark", benchmark)
+    assert refused.returncode == 1
+    lines = refused.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("REFUSED") for line in lines)
+    assert message in refused.stdout and "DIFFER" not in refused.stdout
+
+
+def test_a_rerun_without_matching_rows_says_why(archive, tmp_path):
+    """An archive written before a parameter existed: the re-run resolves another config."""
+    benchmark, results = archive
+    def older(df):
+        pnp = df.solver_name.str.startswith("pnp")
+        config = json.loads(df.loc[pnp, "prov_config_json"].iloc[0])
+        del config["solver"]["params"]["eval_every"]
+        text = canonical_json(config)
+        df.loc[pnp, "prov_config_json"] = text
+        df.loc[pnp, "prov_config_hash"] = config_hash(text)
+        return df
+    old = edited_results(results, tmp_path / "old.parquet", older)
+    first_pnp = int(np.flatnonzero(pd.read_parquet(old).solver_name.str.startswith("pnp"))[0])
+    result = run_cli("replay", old, "--rows", str(first_pnp), "--benchmark", benchmark)
+    assert result.returncode == 1
+    assert "0 replayed rows" not in result.stdout
+    assert "DIFFER tomography_2d x pnp" in result.stdout
+    assert "the re-run produced no rows with config hash" in result.stdout
+    assert "solver parameter 'eval_every' added (now 1)" in result.stdout
+
+
+BAD_FILES = {
+    "truncated": lambda source, path: path.write_bytes(source.read_bytes()[:2000]),
+    "text": lambda source, path: path.write_text("solver,psnr\npnp,30\n"),
+    "other_tool": lambda source, path: pd.DataFrame({"loss": [0.1, 0.2]}).to_parquet(path),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_unreadable_files_exit_2_for_check_and_replay(archive, tmp_path, kind):
+    _, results = archive
+    path = tmp_path / f"{kind}.parquet"
+    BAD_FILES[kind](results, path)
+    before = _digest(path)
+    for command in ("check", "replay"):
+        result = run_cli(command, path)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert result.stderr.startswith("scalebench: error: ")
+        assert result.stderr.strip().count("\n") == 0
+        assert "not a readable parquet file" in result.stderr or \
+            "not a benchopt results file" in result.stderr
+    assert _digest(path) == before
+
+
+def test_rows_without_provenance(archive, tmp_path):
+    _, results = archive
+    bare = edited_results(results, tmp_path / "bare.parquet",
+                        lambda df: df.drop(columns=[c for c in df if c.startswith("prov_")]))
+    check = run_cli("check", bare)
+    assert check.returncode == 1 and "column 'prov_schema_version' is missing" in check.stdout
+    replay = run_cli("replay", bare)
+    assert replay.returncode == 2 and "rows without provenance" in replay.stderr
+    incomplete = edited_results(results, tmp_path / "incomplete.parquet",
+                              lambda df: df.assign(prov_complete=False, prov_missing="gpus"))
+    check = run_cli("check", incomplete)
+    assert check.returncode == 1 and "could not read: gpus" in check.stdout
+
+
+def test_pickled_values_are_refused_never_unpickled(archive, tmp_path):
+    _, results = archive
+    marker = tmp_path / "unpickled"
+    # A pickle that would create a file if it were ever loaded.
+    payload = b"\x00benchopt-pkl\x00" + (
+        b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    table = pq.read_table(results)
+    table = table.append_column("p_solver_kernel", pa.array([payload] * len(table),
+                                                           type=pa.large_binary()))
+    path = tmp_path / "pickled.parquet"
+    pq.write_table(table, path)
+    for command in ("check", "replay"):
+        result = run_cli(command, path)
+        assert result.returncode == 2
+        assert "column 'p_solver_kernel' holds an encoded (pickled) object" in result.stderr
+    assert not marker.exists()
+
+
+def test_bad_rows_argument(archive):
+    _, results = archive
+    result = run_cli("replay", results, "--rows", "0,99")
+    assert result.returncode == 2 and "row 99 is outside 0-6" in result.stderr
+    result = run_cli("replay", results, "--rows", "first")
+    assert result.returncode == 2 and "--rows must look like '0,3-5'" in result.stderr
+
+
+def _hostname_namespace_works() -> bool:
+    probe = subprocess.run(["unshare", "-u", "hostname", "probe-host"], capture_output=True,
+                           check=False)
+    return probe.returncode == 0
+
+
+def test_job_array_tasks_on_two_hosts_stamp_their_own_rows(tmp_path, write_config):
+    """Two tasks of one SLURM job array, each in its own process, host and environment."""
+    benchmark = copy_benchmark(tmp_path)
+    config = write_config(tiny_experiment(solver=[{"denoiser": {"max_iter": 1}}]))
+    separate_hosts = _hostname_namespace_works()
+    for task, host in ((0, "node-a"), (1, "node-b")):
+        env = {"SLURM_JOB_ID": "4242", "SLURM_ARRAY_TASK_ID": str(task),
+               "SLURM_JOB_NODELIST": host, "CUDA_VISIBLE_DEVICES": str(task)}
+        command = [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
+                   str(benchmark), "--output", f"task{task}", "--no-html"]
+        if separate_hosts:  # a UTS namespace gives the task its own host name
+            command = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh",
+                       *command]
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                                env={**_base_env(), **env}, check=False, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+    frames = [pd.read_parquet(benchmark / "outputs" / f"task{t}.parquet") for t in (0, 1)]
+    merged = pd.concat(frames, ignore_index=True)
+    assert merged.groupby("prov_slurm_array_task_id").prov_slurm_nodelist.unique().to_dict() \
+        == {"0": ["node-a"], "1": ["node-b"]}
+    envs = merged.prov_env.map(lambda e: json.loads(e)["CUDA_VISIBLE_DEVICES"])
+    assert (envs == merged.prov_slurm_array_task_id).all()
+    assert set(merged.prov_slurm_job_id) == {"4242"}
+    if separate_hosts:
+        assert merged.groupby("prov_slurm_array_task_id").prov_hostname.unique().to_dict() \
+            == {"0": ["node-a"], "1": ["node-b"]}
+
+
+def _base_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}

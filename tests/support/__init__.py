@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: paths, the command line, real clusters, images and browsers."""

@@ -1,0 +1,68 @@
+"""Running scalebench as a user does, and the small files the tests give it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.paths import BENCHMARK, REPO
+
+
+def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m scalebench ARGS`` as a user would, capturing its output."""
+    return subprocess.run([sys.executable, "-m", "scalebench", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def copy_benchmark(folder: Path, source: Path = BENCHMARK) -> Path:
+    """A private copy of a benchmark folder inside ``folder``, so outputs stay in the test."""
+    copy = folder / source.name
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+    return copy
+
+
+def edited_results(source: Path, target: Path, edit) -> Path:
+    """``target``: the results file ``source`` with ``edit(DataFrame)`` applied to its rows,
+    its metadata (provenance records, run record) kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    frame = edit(table.to_pandas())
+    edited = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), target)
+    return target
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children of each of its threads, recursively)."""
+    found, queue = [], [pid]
+    while queue:
+        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                children = []
+            found += children
+            queue += children
+    return found
+
+
+def tiny_experiment(**overrides) -> dict:
+    """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
+    experiment = {
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12,
+                                       "num_operators": 2, "noise_level": 0.05}}],
+        "solver": [
+            {"pnp": {"max_iter": 3, "device": "cpu", "denoiser_sigma": 0.002}},
+            {"denoiser": {"max_iter": 2, "device": "cpu"}},
+        ],
+        "n-repetitions": 1,
+        "max-runs": 100,
+        "timeout": 300,
+    }
+    experiment.update(overrides)
+    return experiment

@@ -1,0 +1,162 @@
+"""The calibrated memory model (scalebench.experiment.capacity) and `scalebench capacity`."""
+
+
+import re
+
+import pytest
+
+from scalebench.errors import ConfigError
+from scalebench.experiment.capacity.calibration import Configuration, largest_fitting, probe_sizes
+from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, Sizes, fit
+from scalebench.experiment.plan import memory_bytes
+
+MIB = 2**20
+
+
+def superres(**solver) -> Configuration:
+    return Configuration("multiframe_superres", {"num_frames": 4, "factor": 4}, "pnp",
+                         {"device": "cpu", **solver}, "image_size")
+
+
+def points_of(coefficients, sizes, exponent=2.0, scale=3.0):
+    """Calibration points of a super-resolution configuration under a known model."""
+    model = MemoryModel(coefficients, scale, exponent, ())
+    configuration, points = superres(), []
+    for size in sizes:
+        counts = configuration.sizes(size, 1, model)
+        points.append(CalibrationPoint(size, counts.unknowns, round(counts.measurements),
+                                       counts.denoised, round(model.predict(counts))))
+    return points
+
+
+def test_fit_recovers_the_terms_of_peaks_it_is_given():
+    # Super-resolution without tiling: unknowns and denoised pixels are one column twice
+    # over, so their coefficients are recovered as a sum.
+    points = points_of((400 * MIB, 40.0, 12.0, 0.0, 0.0), [32, 64, 96, 128])
+    model = fit(points)
+    assert model.measurement_exponent == pytest.approx(2.0, rel=1e-9)
+    assert model.measurement_scale == pytest.approx(3.0, rel=1e-6)
+    assert model.coefficients[0] == pytest.approx(400 * MIB, rel=1e-6)
+    for point in points:
+        assert model.predict(point.sizes) == pytest.approx(point.peak_bytes, rel=1e-9)
+    assert min(model.coefficients) >= 0
+
+
+def torch_ct() -> Configuration:
+    return Configuration("tomography_2d", {"num_angles": 45, "projector": "torch"}, "pnp",
+                         {"device": "cpu"}, "image_size")
+
+
+def test_the_torch_projectors_workspace_grows_to_its_chunk_limit_then_stays():
+    from scalebench.physics.parallel_beam import CHUNK_ELEMENTS, workspace_elements
+
+    # Below the limit every angle is in one chunk: the adjoint's 4 elements per pixel.
+    assert workspace_elements(64, 45) == 45 * 4 * 64 * 64
+    assert torch_ct().workspace(64) == 45 * 4 * 64 * 64
+    assert torch_ct().sizes(64, 1, None).workspace == 45 * 4 * 64 * 64
+    # Above it, chunks of whole angles stay within the limit; one angle at the least.
+    for size in (1024, 2048):
+        assert CHUNK_ELEMENTS // 2 < workspace_elements(size, 45) <= CHUNK_ELEMENTS
+    assert workspace_elements(4096, 45) == 4 * 4096 * 4096 > CHUNK_ELEMENTS
+    assert workspace_elements(256, 45, chunk_elements=2**20) <= 2**20
+    # ASTRA's projector and the denoiser solver have no chunk term.
+    astra = Configuration("tomography_2d", {"projector": "astra"}, "pnp", {}, "image_size")
+    assert astra.workspace(256) == 0
+    assert Configuration("tomography_2d", {"projector": "torch"}, "denoiser", {},
+                         "image_size").workspace(256) == 0
+
+
+def test_probes_with_cut_chunks_let_the_fit_predict_past_the_chunk_limit():
+    """Peaks made by a known model with a workspace term: probes at the default limit alone
+    grow the workspace like the unknowns, so the fit may give its bytes to the unknowns and
+    overestimate large sizes; with the cut-chunk probes it predicts them."""
+    configuration = torch_ct()
+    truth = MemoryModel((1200 * MIB, 20.0, 8.0, 0.0, 12.0), 0.0, 1.0, ())
+
+    def point(size, limit=None):
+        counts = configuration.sizes(size, 1, None)
+        workspace = configuration.workspace(size, limit)
+        measurements = 45 * (size * 3 // 2)  # the peaks below do not depend on the law
+        peak = truth.predict(Sizes(counts.unknowns, measurements, counts.denoised, workspace))
+        return CalibrationPoint(size, counts.unknowns, measurements, counts.denoised,
+                                round(peak), workspace)
+
+    sizes = [64, 128, 192, 256]
+    cut = [point(size, configuration.workspace(size) // 4) for size in sizes[-2:]]
+    model = fit([point(size) for size in sizes] + cut)
+    for size in (1024, 2048):
+        expected = point(size).peak_bytes
+        counts = configuration.sizes(size, 1, model)
+        counts = Sizes(counts.unknowns, 45 * (size * 3 // 2), counts.denoised, counts.workspace)
+        assert model.predict(counts) == pytest.approx(expected, rel=1e-3)
+
+
+def test_fit_needs_three_sizes():
+    with pytest.raises(ValueError, match="three sizes"):
+        fit(points_of((1.0, 1.0, 1.0, 1.0, 0.0), [32, 64]))
+
+
+def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
+    configuration = superres()
+    model = MemoryModel((300 * MIB, 64.0, 16.0, 0.0, 0.0), 0.1875, 2.0, ())
+    budget = 2 * 2**30
+    size = largest_fitting(configuration, model, 1, budget)
+    assert size % 4 == 0  # super-resolution's images are multiples of the factor
+    assert model.predict(configuration.sizes(size, 1, model)) <= budget
+    assert model.predict(configuration.sizes(size + 4, 1, model)) > budget
+    assert model.dominant(configuration.sizes(size, 1, model)) == "per unknown"
+    assert largest_fitting(configuration, model, 1, 200 * MIB) is None
+
+
+def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
+    model = MemoryModel((100 * MIB, 0.0, 64.0, 0.0, 0.0), 0.1875, 2.0, ())
+    alone = largest_fitting(superres(), model, 1, 2**30)
+    split = largest_fitting(superres(distribute_physics=True), model, 4, 2**30)
+    assert split > alone
+    assert largest_fitting(superres(), model, 4, 2**30) == alone  # every rank holds it all
+
+
+def test_a_calibration_that_does_not_grow_gives_no_largest_size():
+    from scalebench.experiment.capacity.command import answer
+
+    points = tuple(CalibrationPoint(size, size * size, 0, size * size, 2**30)
+                   for size in (32, 64, 96, 128))
+    flat = MemoryModel((2**30, 0.0, 0.0, 0.0, 0.0), 0.0, 0.0, points)
+    line = answer(superres(), "flat", 1, 4 * 2**30, flat, False)
+    assert line.largest_size is None
+    assert line.text() == ("flat  1 rank: no answer: the probed peaks do not grow with "
+                           "image_size; calibrate at larger sizes (--calibration-size) "
+                           "(calibrated at 32, 64, 96, 128)")
+
+
+def test_probe_sizes_are_valid_and_below_the_largest():
+    assert probe_sizes(superres(), 128) == [32, 64, 96, 128]
+    assert probe_sizes(superres(), 70) == [16, 32, 52, 68]
+
+
+@pytest.mark.parametrize(("text", "bare_unit", "expected"), [
+    ("80GiB", "B", 80 * 2**30), ("512MiB", "B", 512 * MIB), ("1.5G", "B", int(1.5 * 2**30)),
+    ("1073741824", "B", 2**30), ("64000", "M", 64000 * MIB), ("64G", "M", 64 * 2**30),
+    ("100B", "M", 100)])
+def test_memory_amounts_parse_by_one_rule_for_budgets_and_slurm(text, bare_unit, expected):
+    assert memory_bytes(text, "--memory", bare_unit) == expected
+
+
+@pytest.mark.parametrize("text", ["lots", "0G", "-1G", "1.5Q", "G"])
+def test_a_memory_amount_that_is_not_one_is_a_one_line_error(text):
+    with pytest.raises(ConfigError, match=f"--memory: '{re.escape(text)}' is not a memory "
+                                          f"size: give a positive number"):
+        memory_bytes(text, "--memory", "B")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def capacity_cache(tmp_path_factory):
+    """The module's calibrations in a cache of their own: plan and run read calibrations, and
+    the other modules on this worker must not find these."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", str(tmp_path_factory.mktemp("capacity-cache")))
+        yield
+
+
+
+

@@ -1,0 +1,32 @@
+"""The merged report of the seed's example campaign, read as a user reads it.
+
+Two solvers (PnP with TV, PnP with a DnCNN) on three rank counts (1, 2 and 4 ranks, one
+``scalebench run --nproc N`` and one results file each) for two image sizes: twelve real runs,
+at seconds-long sizes on the CPU. Every figure is checked from its drawn layout (the window
+extents of the texts matplotlib paints) and the page from Chromium's layout (the boxes of its
+text lines and images), not by eye only.
+"""
+
+from __future__ import annotations
+
+from scalebench.results.report import FIGURE_DPI
+from tests.support.figure_layout import layout_problems
+
+
+def test_the_layout_check_finds_what_the_old_report_drew():
+    """Twelve two-line bar labels in a short figure and a legend inside the axes, as the
+    report drew them before: the check names both."""
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(10, 2.5))
+    labels = [f"pnp on tomography_2d denoiser=tv\nimage_size={32 * (i % 2 + 1)} {i} ranks"
+              for i in range(12)]
+    for step in ("grad", "denoise"):
+        axis.barh(labels, range(1, 13), label=step)
+    axis.legend(loc="upper right")
+    figure.set_dpi(FIGURE_DPI)
+    problems = layout_problems(figure)
+    plt.close(figure)
+    assert len(problems) >= 2
+    assert any(p.startswith("texts overlap: 'pnp on tomography_2d") for p in problems)
+    assert any(p.startswith("legend drawn over the data") for p in problems)

@@ -1,0 +1,156 @@
+"""The package's layering, read from the source: no import cycle, each package imports only
+those below it, and the rules the design rests on (the launcher holds no stack, provenance
+depends on nothing of scalebench, results never reach back into the launcher)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+# Lowest first: a package may import its own modules and those of lower layers only (imports
+# at module level; imports inside functions load on use and are checked by the rules below).
+LAYERS = (
+    ("scalebench", "scalebench.errors", "provenance"),
+    ("scalebench.benchmarks", "scalebench.params"),
+    ("scalebench.launch", "scalebench.data"),
+    ("scalebench.runtime",),
+    ("scalebench.physics", "scalebench.denoisers"),
+    ("scalebench.problems",),
+    ("scalebench.loops",),
+    ("scalebench.experiment", "scalebench.results"),
+    ("scalebench.benchopt_glue",),
+    ("scalebench.cli", "scalebench.__main__"),
+)
+LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
+# What the launcher may import at module level besides the standard library.
+LAUNCHER_ALLOWED = ("scalebench.launch", "scalebench.errors", "scalebench.benchmarks",
+                    "provenance")
+THIRD_PARTY = ("torch", "numpy", "yaml", "pandas", "pyarrow", "deepinv", "benchopt", "scipy",
+               "matplotlib", "astra", "submitit")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for base in ("scalebench", "provenance")
+           for path in sorted((REPO / base).rglob("*.py"))}
+
+
+def imported(path: Path, module_level: bool) -> set[str]:
+    """Absolute names ``path`` imports (``from a import b`` gives ``a`` and ``a.b``), at
+    module level only (``TYPE_CHECKING`` blocks aside) or anywhere."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+
+    def note(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            note(node)
+            for field in ("body", "orelse", "handlers", "finalbody"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list) and not isinstance(
+                        node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    walk(inner)
+
+    if module_level:
+        walk(tree.body)
+    else:
+        for node in ast.walk(tree):
+            note(node)
+    return found
+
+
+def package(module: str) -> str:
+    """The layer unit of a module: its subpackage of scalebench (or a root module), or
+    provenance."""
+    parts = module.split(".")
+    if parts[0] == "provenance":
+        return "provenance"
+    return ".".join(parts[:2])
+
+
+def internal_imports(module: str, module_level: bool = True) -> set[str]:
+    return {name for name in imported(MODULES[module], module_level) if name in MODULES}
+
+
+def test_every_package_is_in_a_layer():
+    assert {package(module) for module in MODULES} == set(LAYER)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = {module: internal_imports(module) - {module} for module in MODULES}
+    done: set[str] = set()
+
+    def cycle_from(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return None
+        for other in sorted(graph[module]):
+            found = cycle_from(other, [*path, module])
+            if found:
+                return found
+        done.add(module)
+        return None
+
+    for module in MODULES:
+        assert cycle_from(module, []) is None
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_imports_only_its_layer_and_those_below(module):
+    level = LAYER[package(module)]
+    above = sorted(name for name in internal_imports(module)
+                   if LAYER[package(name)] > level)
+    assert above == [], f"{module} (layer {level}) imports {above} from above it"
+
+
+def test_the_launcher_imports_the_standard_library_and_light_modules_only():
+    for module in (m for m in MODULES if m.startswith("scalebench.launch")):
+        names = imported(MODULES[module], module_level=True)
+        outside = sorted(name for name in names
+                         if name.split(".")[0] not in sys.stdlib_module_names
+                         and not name.startswith(LAUNCHER_ALLOWED))
+        assert outside == [], f"{module} imports {outside} at module level"
+
+
+def test_provenance_imports_nothing_of_scalebench():
+    for module in (m for m in MODULES if m.startswith("provenance")):
+        reached = sorted(name for name in imported(MODULES[module], module_level=False)
+                         if name.startswith("scalebench"))
+        assert reached == [], f"{module} imports {reached}"
+
+
+def test_results_never_import_the_launcher():
+    for module in (m for m in MODULES if m.startswith("scalebench.results")):
+        reached = sorted(name for name in imported(MODULES[module], module_level=False)
+                         if name.startswith("scalebench.launch"))
+        assert reached == [], f"{module} imports {reached}"
+
+
+def test_the_rules_find_what_they_forbid(tmp_path):
+    """The checks read real imports: a module-level torch import in the launcher, or a lazy
+    launcher import in results, is found."""
+    launcher = tmp_path / "runner.py"
+    launcher.write_text("import json\nimport torch\n\n\ndef f():\n    import numpy\n")
+    assert imported(launcher, module_level=True) == {"json", "torch"}
+    results = tmp_path / "replay.py"
+    results.write_text("def f():\n    from scalebench.launch.runner import run\n")
+    assert "scalebench.launch.runner" in imported(results, module_level=False)
+    assert imported(results, module_level=True) == set()
+    assert not any(name.split(".")[0] in THIRD_PARTY for name in sys.stdlib_module_names)

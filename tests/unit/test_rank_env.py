@@ -1,0 +1,57 @@
+"""The rank environment (scalebench.launch.rank_env): one mapping of SLURM's task variables,
+one port rule for the launcher, the ranks and the batch templates."""
+
+from __future__ import annotations
+
+from scalebench.launch.containers import Host, launch_from_environment
+from scalebench.launch.rank_env import (
+    EXPERIMENT_PORT_SPAN,
+    PREFLIGHT_PORT_OFFSET,
+    export_rank_environment,
+    master_port,
+    slurm_ranks,
+)
+
+TASK = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+        "SLURM_NTASKS_PER_NODE": "4(x2)", "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "n[1-2]"}
+
+
+def test_slurm_task_variables_give_the_torch_rank_variables():
+    assert slurm_ranks(TASK) == {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
+                                 "LOCAL_WORLD_SIZE": "4"}
+    assert slurm_ranks({**TASK, "SLURM_NTASKS_PER_NODE": "",
+                        "SLURM_TASKS_PER_NODE": "2,1"})["LOCAL_WORLD_SIZE"] == "2"
+
+
+def test_a_task_slurm_started_itself_gets_its_rank_and_rendezvous():
+    env = dict(TASK)
+    export_rank_environment(env)
+    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_PORT"]) == \
+        ("5", "8", str(master_port("4242")))
+    launched = {**TASK, "RANK": "0", "MASTER_PORT": "1234"}
+    export_rank_environment(launched)  # the launcher's variables win
+    assert (launched["RANK"], launched["MASTER_PORT"]) == ("0", "1234")
+    alone = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    export_rank_environment(alone)
+    assert "RANK" not in alone
+
+
+def test_ports_of_one_job_and_of_jobs_with_nearby_ids_never_meet():
+    def ports(job: int) -> set[int]:
+        offsets = [*range(EXPERIMENT_PORT_SPAN), PREFLIGHT_PORT_OFFSET]
+        return {master_port(job, offset) for offset in offsets}
+
+    assert len(ports(100)) == EXPERIMENT_PORT_SPAN + 1
+    for job in range(100, 130):
+        assert not ports(job) & ports(job + 1), job
+        assert all(20000 <= port < 65536 for port in ports(job))
+
+
+def test_containers_get_the_rank_variables_and_nccl_settings():
+    env = {**TASK, "SB_REPO": "/repo", "SB_TASK_RANKS": "1", "NCCL_SOCKET_IFNAME": "ib0",
+           "NCCL_IB_HCA": "mlx5", "UNRELATED": "x"}
+    handed = launch_from_environment(env, ["-V"], Host()).env
+    assert handed["RANK"] == "5" and handed["LOCAL_WORLD_SIZE"] == "4"
+    assert handed["NCCL_SOCKET_IFNAME"] == "ib0" and handed["NCCL_IB_HCA"] == "mlx5"
+    assert "UNRELATED" not in handed

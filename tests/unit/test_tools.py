@@ -1,0 +1,43 @@
+"""The measurement tools' own logic, on the CPU: the GPU check's in-process checks and the
+evaluation-cost table (the figures themselves are measurements, printed, not asserted)."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import torch
+
+from tests.support.paths import REPO
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_reports_operators_without_a_deterministic_kernel():
+    gpu_check = _tool("gpu_check")
+
+    def no_kernel(_):
+        raise RuntimeError("grid_sampler_2d_backward_cuda does not have a deterministic "
+                           "implementation")
+    x = torch.ones(1, 1, 4, 4)
+    problem = SimpleNamespace(x_true=x, y=[x], physics=SimpleNamespace(
+        A=lambda v: [v * 2], A_adjoint=no_kernel))
+    findings = gpu_check._apply_twice(problem)
+    assert findings["A"] == "bitwise repeatable"
+    assert findings["A_adjoint"].startswith("no deterministic kernel: grid_sampler_2d")
+
+
+def test_gpu_check_in_process_checks_run_on_the_cpu(tmp_path, monkeypatch):
+    from tests.support.walnut_fixture import walnut_cache
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(walnut_cache(tmp_path)))
+    gpu_check = _tool("gpu_check")
+    findings = gpu_check.operator_determinism(torch.device("cpu"), size=32)
+    assert set(findings) == {"tomography_2d[torch]", "tomography_2d[astra]",
+                             "tomography_2d[deepinv]", "multiframe_superres", "synthetic",
+                             "radio_interferometry", "walnut_conebeam"}
+    assert all(f == {"A": "bitwise repeatable", "A_adjoint": "bitwise repeatable"}
+               for f in findings.values()), findings
