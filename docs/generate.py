@@ -52,12 +52,12 @@ def parameter_table(specs: dict) -> str:
 def problem_tables(problems: dict) -> str:
     parts = []
     for name, spec in problems.items():
-        parts.append(f"#### `{name}`\n\n{spec.description}.\n\n{parameter_table(spec.params)}")
+        parts.append(f"### `{name}`\n\n{spec.description}.\n\n{parameter_table(spec.params)}")
     return "\n".join(parts)
 
 
 def solver_tables(solvers: dict) -> str:
-    return "\n".join(f"#### `{name}`\n\n{parameter_table(specs)}"
+    return "\n".join(f"### `{name}`\n\n{parameter_table(specs)}"
                      for name, specs in solvers.items())
 
 
@@ -125,7 +125,7 @@ def command_reference() -> str:
             names = ", ".join(f"`{option}`" for option in action.option_strings) or \
                 f"`{action.dest}`"
             rows.append([names, action.help or ""])
-        parts.append(f"### `scalebench {name}`\n\n{parser.description or ''}\n\n"
+        parts.append(f"## `scalebench {name}`\n\n{parser.description or ''}\n\n"
                      f"```\n{usage}\n```\n\n{table(['argument', 'meaning'], rows)}")
     return "\n".join(parts)
 

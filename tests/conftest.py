@@ -86,8 +86,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: run_order(item.nodeid))
 
 
-# Variables pytest and the libraries' first import (OpenMP) manage themselves.
-OWN_ENVIRONMENT = ("PYTEST_CURRENT_TEST", "KMP_")
+# Variables pytest and the libraries manage themselves (OpenMP at import, inductor on use).
+OWN_ENVIRONMENT = ("PYTEST_CURRENT_TEST", "KMP_", "TORCHINDUCTOR_")
 
 
 @pytest.fixture(autouse=True)

@@ -277,11 +277,11 @@ def replay(path: Path, rows: str | None, force: bool, rerun: Rerun,
         with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
             replayed = _rerun([e for _, e, _ in group], folder, Path(workdir), rerun)
         for index, run, differences in group:
-            verdicts[index] = _verdict(run, differences, replayed)
+            verdicts[index] = verdict(run, differences, replayed)
     return [verdicts[index] for index in range(len(runs))]
 
 
-def _verdict(run: ArchivedRun, differences: list[str],
+def verdict(run: ArchivedRun, differences: list[str],
              replayed: pd.DataFrame) -> Verdict:
     mine = replayed[(replayed[column("config_hash")] == run.config_hash)
                     & (replayed.idx_rep == run.repetition)

@@ -1,4 +1,5 @@
-"""The calibrated memory model (scalebench.experiment.capacity) and `scalebench capacity`."""
+"""`scalebench capacity` with real probes in fresh processes: calibrations cached, the largest
+size run within its budget, one line per rank count, bad input, the report's capacity view."""
 
 import json
 

@@ -1,6 +1,5 @@
-"""3D cone-beam CT: the projector (analytic ball, adjointness, determinism), the Walnut data
-set's pre-processing and the walnut_conebeam problem, on a miniature walnut in the data set's
-file layout made by tests/support/walnut_fixture.py (no network)."""
+"""A benchopt run of the cone-beam dataset without the Walnut scan names the command that
+fetches it."""
 
 from __future__ import annotations
 

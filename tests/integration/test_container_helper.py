@@ -1,5 +1,5 @@
-"""Container command lines (scalebench.launch.containers): the exact argv of every runtime with and
-without GPUs, the templates' variables turned into a launch, and a real run per engine."""
+"""The container helper's command line (python -m scalebench.launch.containers): bad
+variables are one-line errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The provenance package: what collect() records, hashing, digests, deterministic mode."""
+"""Importing provenance and collecting a record never imports torch, in a fresh interpreter."""
 
 
 

@@ -1,42 +1,20 @@
-"""`scalebench plan`: exact job lists of the shipped configs, and every invalid case refused
-before anything is submitted (one line per problem, exit 2)."""
+"""`scalebench plan` through the command line: the training configs, JSON for scripts, one line
+per problem with exit 2, the large example."""
 
 from __future__ import annotations
 
 import json
 
-import yaml
-
-from scalebench.experiment.plan import make_plan
-from tests.support.cli import run_cli, tiny_experiment
+from tests.support.cli import run_cli
 from tests.support.paths import REPO
-
-CONFIGS = REPO / "configs"
-
-
-SUBMITIT = CONFIGS / "scaling" / "submitit.yml"
-
-
-def _plan(config, parallel=None, nproc=1):
-    return make_plan(config, parallel, nproc)
-
-
-def _jobs(plan, dataset_keys=(), solver_keys=()):
-    """(dataset, its chosen parameters, solver, its chosen parameters, ranks) of every job."""
-    rows = []
-    for job in plan.jobs:
-        (dataset, dataset_params), = job.dataset.items()
-        (solver, solver_params), = job.solver.items()
-        rows.append((dataset, tuple(dataset_params.get(k) for k in dataset_keys), solver,
-                     tuple(solver_params.get(k) for k in solver_keys), job.ranks))
-    return rows
+from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
 
 
 def test_training_configs_plan_for_the_training_benchmark():
     """The objective picks benchmark_training (and its rules); a training run has no memory
     size model, so its estimate is absent rather than an inference figure."""
-    strong = _plan(CONFIGS / "training" / "strong_scaling.yml", SUBMITIT)
-    assert _jobs(strong, ("task",), ("distribution",)) == [
+    strong = plan_of(CONFIGS / "training" / "strong_scaling.yml", SUBMITIT)
+    assert jobs_of(strong, ("task",), ("distribution",)) == [
         ("synthetic", ("superres",), "unrolled_pgd", (mode,), ranks)
         for mode in ("spatial", "data") for ranks in (1, 2, 4, 8)]
     # the shipped parallel config's 2 h limit is too short for the config's 4 h timeout
@@ -59,28 +37,18 @@ def test_cli_prints_json_for_scripts():
     assert document["totals"]["jobs"] == 5
 
 
-def _config(tmp_path, name="c.yml", **overrides):
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(tiny_experiment(**overrides), sort_keys=False))
-    return path
 
 
-def _parallel(tmp_path, **keys):
-    path = tmp_path / "parallel.yml"
-    path.write_text(yaml.safe_dump({"backend": "submitit", **keys}))
-    return path
 
 
-def _pnp(**params):
-    return [{"pnp": {"max_iter": 2, "device": "cpu", **params}}]
 
 
 def test_impossible_resources_give_one_line_per_problem(tmp_path):
     operators = [{"tomography_2d": {"image_size": 32, "num_angles": 12, "num_operators": 8}}]
-    config = _config(tmp_path, dataset=operators, timeout="1h",
-                     solver=_pnp(distribute_physics=True, slurm_ntasks_per_node=[2, 4]))
-    parallel = _parallel(tmp_path, slurm_gres="gpu:2", slurm_time="00:10:00", slurm_mem="1G")
-    problems = _plan(config, parallel).problems
+    config = config_file(tmp_path, dataset=operators, timeout="1h",
+                     solver=pnp(distribute_physics=True, slurm_ntasks_per_node=[2, 4]))
+    parallel = parallel_file(tmp_path, slurm_gres="gpu:2", slurm_time="00:10:00", slurm_mem="1G")
+    problems = plan_of(config, parallel).problems
     assert len(problems) == 5  # 2 jobs x (time, memory) + tasks above GPUs on the 4-rank one
     assert sum("4 tasks per node but 2 GPUs per node" in p for p in problems) == 1
     assert sum("time limit 600 s is shorter than the solver timeout" in p

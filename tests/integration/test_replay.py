@@ -1,4 +1,6 @@
-"""Provenance stamped by real runs, `scalebench check`, and bit-for-bit `scalebench replay`."""
+"""Provenance stamped by real runs, `scalebench check`, and bit-for-bit `scalebench replay`:
+one replay through the command line re-runs the archive, the verdicts on edited archives are
+read in-process from replay's comparisons."""
 
 import hashlib
 import json
@@ -11,9 +13,19 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
-from provenance import canonical_json, config_hash
+from provenance import canonical_json, collect, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
+from scalebench.errors import ScalebenchError
+from scalebench.results.replay import (
+    ArchivedRun,
+    changed_environment,
+    load_runs,
+    parse_rows,
+    replay,
+    verdict,
+)
 from tests.support.cli import copy_benchmark, edited_results, run_cli, tiny_experiment
 from tests.support.paths import REPO
 
@@ -77,33 +89,56 @@ def test_replay_matches_bit_for_bit_and_leaves_the_archive_untouched(archive):
     assert _digest(results) == before
 
 
-def test_replay_of_selected_rows_only(archive):
-    benchmark, results = archive
+# --- the comparisons, in-process on the archive's rows --------------------------------------
+# The CLI replay above re-ran the archive and matched it bit for bit, so its own rows stand for
+# a re-run's: the tests below edit the archived side and read the verdicts replay gives.
+
+
+def _runs(frame: pd.DataFrame) -> list[ArchivedRun]:
+    return load_runs(frame, None)
+
+
+def _run_of(frame: pd.DataFrame, solver: str) -> ArchivedRun:
+    return next(run for run in _runs(frame) if run.config["solver"]["name"] == solver)
+
+
+def _refuse_rerun(*_):
+    raise AssertionError("replay re-ran rows it should have refused")
+
+
+def _here() -> dict:
+    current = collect(refresh=True)
+    current["torch_threads"] = torch.get_num_threads()
+    return current
+
+
+def test_selected_rows_select_their_runs(archive):
+    _, results = archive
     df = pd.read_parquet(results)
     denoiser_row = int(np.flatnonzero(df.solver_name.str.startswith("denoiser"))[0])
-    result = run_cli("replay", results, "--rows", str(denoiser_row), "--benchmark", benchmark)
-    assert result.returncode == 0, result.stdout
-    assert result.stdout.count("MATCH") == 1 and "x denoiser" in result.stdout
+    selected = load_runs(df, parse_rows(str(denoiser_row), len(df)))
+    assert [run.config["solver"]["name"] for run in selected] == ["denoiser"]
+    assert len(selected[0].rows) == 3  # every row of the run, not only the selected one
 
 
 def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
-    benchmark, results = archive
+    _, results = archive
     def tamper(df):
         df["p_dataset_noise_level"] = 0.5
         return df
     tampered = edited_results(results, tmp_path / "tampered.parquet", tamper)
     before = _digest(tampered)
-    result = run_cli("replay", tampered, "--benchmark", benchmark)
-    assert result.returncode == 1
-    assert "TAMPERED" in result.stdout and "parameter 'p_dataset_noise_level' is 0.5 in the " \
-        "rows but 0.05 in the hashed config" in result.stdout
+    verdicts = replay(tampered, None, False, _refuse_rerun)
+    assert [v.status for v in verdicts] == ["TAMPERED", "TAMPERED"]
+    assert "parameter 'p_dataset_noise_level' is 0.5 in the rows but 0.05 in the hashed " \
+        "config" in verdicts[0].line
     assert _digest(tampered) == before
 
 
 def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
-    """The denoiser's rows again as a 2-rank run: two experiments with one config hash, each
-    with its own verdict (here the 1-rank one tampered, the 2-rank one from another GPU)."""
-    benchmark, results = archive
+    """The denoiser's rows again as a 2-rank run: two runs with one config hash, each with its
+    own verdict (here the 1-rank one tampered, the 2-rank one from another GPU)."""
+    _, results = archive
     def two_runs(df):
         one = df[df.solver_name.str.startswith("denoiser")].copy()
         two = one.copy()
@@ -112,72 +147,58 @@ def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
         two["prov_gpu_models"] = "NVIDIA H200"
         return pd.concat([one, two], ignore_index=True)
     both = edited_results(results, tmp_path / "both.parquet", two_runs)
-    result = run_cli("replay", both, "--benchmark", benchmark)
-    assert result.returncode == 1
-    lines = result.stdout.splitlines()
-    assert len(lines) == 2, result.stdout
+    lines = [v.line for v in replay(both, None, False, _refuse_rerun)]
+    assert len(lines) == 2
     assert lines[0].startswith("TAMPERED ") and "rep 0, 1 rank(s))" in lines[0]
     assert lines[1].startswith("REFUSED ") and "rep 0, 2 rank(s))" in lines[1]
 
 
-def test_check_reports_an_edited_config(archive, tmp_path):
+def test_a_one_ulp_difference_is_found_at_its_iteration(archive):
     _, results = archive
-    def edit(df):
-        df["prov_config_json"] = df.prov_config_json.str.replace('"max_iter":3', '"max_iter":9')
-        return df
-    edited = edited_results(results, tmp_path / "edited.parquet", edit)
-    result = run_cli("check", edited)
-    assert result.returncode == 1
-    assert "config hash does not match the stored config on rows" in result.stdout
+    replayed = pd.read_parquet(results)
+    archived = replayed.copy()
+    row = archived.index[archived.solver_name.str.startswith("pnp")
+                         & (archived.stop_val == 2)][0]
+    archived.loc[row, "objective_psnr_db"] = np.nextafter(archived.loc[row, "objective_psnr_db"],
+                                                          99)
+    nudged = verdict(_run_of(archived, "pnp"), [], replayed)
+    assert nudged.status == "DIFFER" and nudged.line.startswith("DIFFER tomography_2d x pnp")
+    assert "first divergent iteration 2 (objective_psnr_db)" in nudged.detail
+    assert "max ULP 1" in nudged.detail
+    same = verdict(_run_of(archived, "denoiser"), [], replayed)
+    assert same.status == "MATCH" and "3 iterations equal bit for bit" in same.detail
 
 
-def test_a_one_ulp_difference_is_found_at_its_iteration(archive, tmp_path):
-    benchmark, results = archive
-    def nudge(df):
-        row = df.index[df.solver_name.str.startswith("pnp") & (df.stop_val == 2)][0]
-        df.loc[row, "objective_psnr_db"] = np.nextafter(df.loc[row, "objective_psnr_db"], 99)
-        return df
-    nudged = edited_results(results, tmp_path / "nudged.parquet", nudge)
-    result = run_cli("replay", nudged, "--benchmark", benchmark)
-    assert result.returncode == 1
-    assert "DIFFER tomography_2d x pnp" in result.stdout
-    assert "first divergent iteration 2 (objective_psnr_db)" in result.stdout
-    assert "max ULP 1" in result.stdout
-    assert "MATCH tomography_2d x denoiser" in result.stdout
-
-
-def test_other_weights_differ_by_name_even_when_forced(archive, tmp_path):
-    benchmark, results = archive
-    archived = pd.read_parquet(results)
+def test_other_weights_differ_by_name_even_when_forced(archive):
+    _, results = archive
+    replayed = pd.read_parquet(results)
+    archived = replayed.copy()
     pnp = archived.solver_name.str.startswith("pnp")
-    def reweighted(df):
-        df.loc[df.solver_name.str.startswith("pnp"), "prov_weights_sha256"] = "ab" * 32
-        return df
-    edited = edited_results(results, tmp_path / "reweighted.parquet", reweighted)
-    for extra in ((), ("--force",)):
-        result = run_cli("replay", edited, "--benchmark", benchmark, *extra)
-        assert result.returncode == 1, result.stdout
-        ran = archived.loc[pnp, "prov_weights"].iloc[0]
-        now = archived.loc[pnp, "prov_weights_sha256"].iloc[0][:12] or "-"
-        assert ("DIFFER tomography_2d x pnp" in result.stdout and
-                f"the denoiser weights that ran differ: {ran} sha256 abababababab archived vs "
-                f"{ran} sha256 {now} now" in result.stdout), result.stdout
-        assert "MATCH tomography_2d x denoiser" in result.stdout
+    archived.loc[pnp, "prov_weights_sha256"] = "ab" * 32
+    ran = replayed.loc[pnp, "prov_weights"].iloc[0]
+    now = replayed.loc[pnp, "prov_weights_sha256"].iloc[0][:12] or "-"
+    for differences in ([], ["gpu_models 'none' here vs 'NVIDIA H200' archived"]):
+        weights = verdict(_run_of(archived, "pnp"), differences, replayed)
+        assert weights.status == "DIFFER"
+        assert weights.detail == (f"the denoiser weights that ran differ: {ran} sha256 "
+                                  f"abababababab archived vs {ran} sha256 {now} now")
+        assert verdict(_run_of(archived, "denoiser"), differences, replayed).status == "MATCH"
 
 
 def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
-    benchmark, results = archive
+    _, results = archive
     def elsewhere(df):
         df["prov_gpu_models"] = "NVIDIA H200"
         return df
     moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
-    refused = run_cli("replay", moved, "--benchmark", benchmark)
-    assert refused.returncode == 1
-    assert "REFUSED" in refused.stdout and "gpu_models 'none' here vs 'NVIDIA H200'" in \
-        refused.stdout
-    forced = run_cli("replay", moved, "--force", "--benchmark", benchmark)
-    assert forced.returncode == 0, forced.stdout
-    assert forced.stdout.count("MATCH") == 2 and "within rtol 1e-05 (forced" in forced.stdout
+    refused = replay(moved, None, False, _refuse_rerun)
+    assert [v.status for v in refused] == ["REFUSED", "REFUSED"]
+    assert "gpu_models 'none' here vs 'NVIDIA H200'" in refused[0].detail
+    archived = pd.read_parquet(moved)
+    differences = changed_environment(_run_of(archived, "pnp"), _here())
+    assert "gpu_models 'none' here vs 'NVIDIA H200' archived" in differences
+    forced = verdict(_run_of(archived, "pnp"), differences, pd.read_parquet(results))
+    assert forced.status == "MATCH" and "within rtol 1e-05 (forced" in forced.detail
 
 
 @pytest.mark.parametrize(("column", "value", "message"), [
@@ -189,39 +210,33 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
 ])
 def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp_path, column,
                                                                      value, message):
-    benchmark, results = archive
+    _, results = archive
     def elsewhere(df):
         df[column] = value
         if column == "prov_code_dirty":
             df["prov_code_diff_sha256"] = "0" * 64
         return df
     moved = edited_results(results, tmp_path / "moved.parquet", elsewhere)
-    refused = run_cli("replay", moved, "--benchmark", benchmark)
-    assert refused.returncode == 1
-    lines = refused.stdout.splitlines()
-    assert len(lines) == 2 and all(line.startswith("REFUSED") for line in lines)
-    assert message in refused.stdout and "DIFFER" not in refused.stdout
+    verdicts = replay(moved, None, False, _refuse_rerun)
+    assert [v.status for v in verdicts] == ["REFUSED", "REFUSED"]
+    assert message in verdicts[0].detail
 
 
-def test_a_rerun_without_matching_rows_says_why(archive, tmp_path):
+def test_a_rerun_without_matching_rows_says_why(archive):
     """An archive written before a parameter existed: the re-run resolves another config."""
-    benchmark, results = archive
-    def older(df):
-        pnp = df.solver_name.str.startswith("pnp")
-        config = json.loads(df.loc[pnp, "prov_config_json"].iloc[0])
-        del config["solver"]["params"]["eval_every"]
-        text = canonical_json(config)
-        df.loc[pnp, "prov_config_json"] = text
-        df.loc[pnp, "prov_config_hash"] = config_hash(text)
-        return df
-    old = edited_results(results, tmp_path / "old.parquet", older)
-    first_pnp = int(np.flatnonzero(pd.read_parquet(old).solver_name.str.startswith("pnp"))[0])
-    result = run_cli("replay", old, "--rows", str(first_pnp), "--benchmark", benchmark)
-    assert result.returncode == 1
-    assert "0 replayed rows" not in result.stdout
-    assert "DIFFER tomography_2d x pnp" in result.stdout
-    assert "the re-run produced no rows with config hash" in result.stdout
-    assert "solver parameter 'eval_every' added (now 1)" in result.stdout
+    _, results = archive
+    replayed = pd.read_parquet(results)
+    archived = replayed.copy()
+    pnp = archived.solver_name.str.startswith("pnp")
+    config = json.loads(archived.loc[pnp, "prov_config_json"].iloc[0])
+    del config["solver"]["params"]["eval_every"]
+    text = canonical_json(config)
+    archived.loc[pnp, "prov_config_json"] = text
+    archived.loc[pnp, "prov_config_hash"] = config_hash(text)
+    older = verdict(_run_of(archived, "pnp"), [], replayed)
+    assert older.status == "DIFFER" and "0 replayed rows" not in older.detail
+    assert "the re-run produced no rows with config hash" in older.detail
+    assert "solver parameter 'eval_every' added (now 1)" in older.detail
 
 
 BAD_FILES = {
@@ -283,8 +298,8 @@ def test_bad_rows_argument(archive):
     _, results = archive
     result = run_cli("replay", results, "--rows", "0,99")
     assert result.returncode == 2 and "row 99 is outside 0-6" in result.stderr
-    result = run_cli("replay", results, "--rows", "first")
-    assert result.returncode == 2 and "--rows must look like '0,3-5'" in result.stderr
+    with pytest.raises(ScalebenchError, match="--rows must look like '0,3-5'"):
+        parse_rows("first", 7)
 
 
 def _hostname_namespace_works() -> bool:

@@ -1,9 +1,5 @@
-"""`scalebench report` on results of real runs, and the page opened in a real browser.
-
-One tiny campaign is really run (`scalebench run`: 2-iteration 32x32 CT on 1 and 2 ranks at
-two angle counts, estimates kept); merge, deduplication and environment cases edit copies of
-its rows. The page is opened in headless Chromium with networking disabled.
-"""
+"""`scalebench report` on the results of real runs: the offline page next to the results,
+scaling axes from the measured world size, merges and duplicates, bad files."""
 
 from __future__ import annotations
 

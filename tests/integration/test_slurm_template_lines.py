@@ -1,17 +1,14 @@
-"""The SLURM templates: exact generated command lines per runtime, and real jobs on a real
-two-node SLURM cluster started by the tests (bare-metal runtime)."""
+"""The SLURM templates' exact command lines per runtime and GPU setting, printed by a dry run of
+the templates (no SLURM, no image); real jobs are in tests/system/test_slurm_templates.py."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
 TEMPLATES = REPO / "slurm_templates"
 
@@ -136,30 +133,3 @@ def test_srun_step_of_one_experiment():
         "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
         "/repo/slurm_templates/task-python.sh -m scalebench.launch.rank_entry --folder /o/e1 "
         "--benchmark /repo/benchmark_inference --config /o/e1.yml --position 2/3 --from-slurm")
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """Where the jobs' ranks run: the SB_* variables, and what their rows must record."""
-
-    name: str
-    env: dict[str, str]
-    image_digest: str
-    image_labels: dict[str, str]
-
-
-@pytest.fixture(scope="module", params=["none", "apptainer"])
-def runtime(request) -> Runtime:
-    """The repository's venv, or the session's SIF (tests/conftest.py builds it once)."""
-    if request.param == "none":
-        return Runtime("none", {}, "none", {})
-    sif = request.getfixturevalue("scalebench_sif")
-    inspected = subprocess.run(["apptainer", "inspect", "--json", "--labels", str(sif.path)],
-                               capture_output=True, text=True, check=True)
-    labels = json.loads(inspected.stdout)["data"]["attributes"]["labels"]
-    return Runtime("apptainer", {"SB_RUNTIME": "apptainer", "SB_IMAGE": str(sif.path)},
-                   sif.digest, labels)
-
-
-
-

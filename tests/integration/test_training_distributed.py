@@ -1,7 +1,6 @@
 """Training on several real processes (gloo): two ranks give the one-rank gradients and
 parameters (spatial and data-parallel), checkpointing leaves gradients equal and lowers the
-measured memory, a training result replays bit for bit, the SLURM template runs a training
-config on a real two-node cluster."""
+measured memory, a training result replays bit for bit."""
 
 from __future__ import annotations
 
@@ -20,20 +19,7 @@ from scalebench.results.report.data import load_results
 from scalebench.results.report.views import training
 from tests.support.cli import run_cli
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401
-
-# 32x32 super-resolution patches of a 48x48 image, 4 tiles of 16 with 4 pixels of overlap.
-DATASET = {"image_size": 48, "task": "superres", "noise_level": 0.05}
-
-
-SOLVER = {"num_stages": 2, "denoiser_width": 8, "denoiser_depth": 3, "patch_size": 32,
-          "batch_size": 4, "device": "cpu", "tile_size": 16, "tile_overlap": 4,
-          "tiles_per_batch": 2, "num_threads": 1}
-
-
-
-
-
+from tests.support.training import DATASET, SOLVER
 
 STEPS = 2
 

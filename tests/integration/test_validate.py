@@ -1,8 +1,5 @@
-"""Bad experiment files are refused in one line, before anything runs."""
-
-
-
-
+"""`scalebench validate` and `plan` through the command line: a GPU config checks on a machine
+without a GPU, a bad training config is one line (exit 2)."""
 
 from tests.support.cli import run_cli, tiny_experiment
 
@@ -23,3 +20,14 @@ def test_cuda_config_validates_and_plans_without_a_gpu_and_run_refuses_it(write_
         "scalebench: error: solver 'pnp': device 'cuda' requested but no CUDA device is "
         "available (allowed here: 'cpu' or 'auto')"]
     assert not (tmp_path / "out" / "gpu.parquet").exists()
+
+
+def test_command_line_refuses_a_bad_training_config_in_one_line(write_config):
+    config = write_config({
+        "objective": ["supervised_training"],
+        "dataset": [{"synthetic": {"image_size": 32, "task": "denoising"}}],
+        "solver": [{"unrolled_pgd": {"num_stages": 2, "denoiser_width": 8, "patch_size": 64,
+                                     "device": "cpu"}}]})
+    done = run_cli("validate", config)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "patch_size 64 is larger" in done.stderr

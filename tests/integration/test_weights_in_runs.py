@@ -1,5 +1,4 @@
-"""The bundled denoisers: shipped files, their records, what ``pretrained`` resolves to, what
-the rows record, and that they denoise and help PnP on images they were never trained on."""
+"""Real runs record the denoiser weights that ran, and random weights warn once."""
 
 from __future__ import annotations
 

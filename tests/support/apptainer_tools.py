@@ -7,7 +7,7 @@ determines it, and writes a small ``apptainer`` wrapper that enters that root in
 mount namespace (unshare + pivot_root: chroot makes apptainer abort) with the host's folders
 bound at their own paths. The tests put the wrapper first on PATH; the product only ever
 calls whatever ``apptainer`` is on PATH. Where an ``apptainer`` is installed it is used as
-it is. Facts behind each fix-up: ../shared/notes/containers.md (2026-12).
+it is. Each fix-up below says what it works around.
 
     python -m tests.support.apptainer_tools     # prepare it; prints the wrapper's folder
 """

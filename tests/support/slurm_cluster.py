@@ -4,7 +4,8 @@ Debian's SLURM is built with MULTIPLE_SLURMD, so several ``slurmd -N nK`` daemon
 as separate nodes. Everything (munge key, state, spool, pid files, logs) lives under one base
 directory, the munge socket in its own /tmp/slurm-munge-* directory, and the ports are picked
 free, so two clusters (or two CI runs) never collide with each other or with a system-wide
-munge/slurm. See shared/notes/local-slurm.md for what was verified.
+munge/slurm. tests/system/test_slurm_cluster.py checks that it behaves like a real cluster
+(multi-node srun, scancel, exit codes, submitit).
 
 Usage: ``from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401`` in a
 test module (``slurm_cluster`` works too, at the cost of ruff F811 on the test arguments), then take

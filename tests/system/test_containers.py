@@ -1,12 +1,6 @@
-"""The container bundle: definitions generated from the pins, a real image built and run.
-
-Fast tests check the Dockerfile and the Apptainer definition against pyproject.toml,
-constraints.txt and containers/base-image.toml (and against each other), run hadolint and the
-weights verification. Slow tests build the Dockerfile with podman from a stand-in base of the
-production base's distribution release (no registry is reachable), run the benchmark inside
-it through the launch helper, replay the rows in the same image and run some of the project's
-tests on the image's interpreter; Apptainer builds run where apptainer is installed.
-"""
+"""The Docker/OCI image built with podman and run for real: the benchmark and its replay bit
+for bit, the launcher's ranks in the image, its self-description and self-test, the pinned
+interpreter, verify-image by ID."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The merged report of the seed's example campaign, read as a user reads it.
-
-Two solvers (PnP with TV, PnP with a DnCNN) on three rank counts (1, 2 and 4 ranks, one
-``scalebench run --nproc N`` and one results file each) for two image sizes: twelve real runs,
-at seconds-long sizes on the CPU. Every figure is checked from its drawn layout (the window
-extents of the texts matplotlib paints) and the page from Chromium's layout (the boxes of its
-text lines and images), not by eye only.
-"""
+"""The seed campaign's report in Chromium: no text overlaps, the page fits the window, and
+the page check finds overlapping text."""
 
 from __future__ import annotations
 

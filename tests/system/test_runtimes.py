@@ -1,5 +1,5 @@
-"""Container command lines (scalebench.launch.containers): the exact argv of every runtime with and
-without GPUs, the templates' variables turned into a launch, and a real run per engine."""
+"""The container command lines run for real: host, podman and Apptainer start the command
+with the rank variables handed in."""
 
 from __future__ import annotations
 
@@ -20,22 +20,7 @@ from scalebench.launch.containers import (
     launch_from_environment,
     launcher_python,
 )
-
-# Checked against apptainer 1.4.5 in test_real_run_of_the_command_line.
-APPTAINER_ENV = {
-    "0,1": "Q=0,1",  # one '=': taken whole, commas and all
-    'x"y': 'Q=x"y',
-    "a=1,B=2": '"Q=a=1,B=2"',  # more than one '=': one quoted CSV field
-    'a=1,B="2"': '"Q=a=1,B=""2"""',
-    "a=b": "Q=a=b",
-}
-
-
-SLURM_TASK = {"SB_REPO": "/repo", "SB_TASK_RANKS": "1", "SLURM_PROCID": "3",
-              "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2",
-              "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "n2", "MASTER_ADDR": "10.0.0.1",
-              "MASTER_PORT": "20042", "SLURM_JOB_NODELIST": "n[1,3]"}
-
+from tests.support.container_lines import APPTAINER_ENV, SLURM_TASK
 
 # What the command in the container reports: variables handed in, the working folder, a file
 # read through a bind.

@@ -1,5 +1,6 @@
-"""The SLURM templates: exact generated command lines per runtime, and real jobs on a real
-two-node SLURM cluster started by the tests (bare-metal runtime)."""
+"""The SLURM templates run for real: jobs on a two-node SLURM cluster started by the tests, on
+the host's venv and in the session's SIF (the exact command lines are checked in
+tests/integration/test_slurm_template_lines.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The calibrated memory model (scalebench.experiment.capacity) and `scalebench capacity`."""
+"""The memory model of scalebench capacity in-process: the fit recovers known terms, the
+workspace term of chunked operators, the largest fitting size, memory amounts."""
 
 
 import re
@@ -148,14 +149,6 @@ def test_a_memory_amount_that_is_not_one_is_a_one_line_error(text):
                                           f"size: give a positive number"):
         memory_bytes(text, "--memory", "B")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def capacity_cache(tmp_path_factory):
-    """The module's calibrations in a cache of their own: plan and run read calibrations, and
-    the other modules on this worker must not find these."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SCALEBENCH_CACHE", str(tmp_path_factory.mktemp("capacity-cache")))
-        yield
 
 
 

@@ -1,5 +1,5 @@
-"""Container command lines (scalebench.launch.containers): the exact argv of every runtime with and
-without GPUs, the templates' variables turned into a launch, and a real run per engine."""
+"""Container command lines (scalebench.launch.containers): the exact argv of every runtime
+with and without GPUs, binds, identities and rank variables."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from scalebench.launch.containers import (
     get_runtime,
     launch_from_environment,
 )
+from tests.support.container_lines import APPTAINER_ENV, SLURM_TASK
 
 IDENTITY = ImageIdentity("sha256:" + "a" * 64, {"org.scalebench.torch": "2.14.1"})
 
@@ -82,14 +83,6 @@ def test_command_line_of_each_runtime(runtime, gpus):
     assert platform.command_line(launch) == GOLDEN[(runtime, gpus)]
 
 
-# Checked against apptainer 1.4.5 in test_real_run_of_the_command_line.
-APPTAINER_ENV = {
-    "0,1": "Q=0,1",  # one '=': taken whole, commas and all
-    'x"y': 'Q=x"y',
-    "a=1,B=2": '"Q=a=1,B=2"',  # more than one '=': one quoted CSV field
-    'a=1,B="2"': '"Q=a=1,B=""2"""',
-    "a=b": "Q=a=b",
-}
 
 
 @pytest.mark.parametrize("value", list(APPTAINER_ENV))
@@ -122,10 +115,6 @@ def test_engine_with_global_options():
     assert not isinstance(engine_runtime("docker"), Podman)
 
 
-SLURM_TASK = {"SB_REPO": "/repo", "SB_TASK_RANKS": "1", "SLURM_PROCID": "3",
-              "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2",
-              "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "n2", "MASTER_ADDR": "10.0.0.1",
-              "MASTER_PORT": "20042", "SLURM_JOB_NODELIST": "n[1,3]"}
 
 
 TASK_ENV = ["RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",

@@ -47,7 +47,7 @@ def test_every_subcommand_is_in_the_command_reference():
 
     reference = (DOCS / "cli.md").read_text()
     for name in COMMANDS:
-        assert f"### `scalebench {name}`" in reference, name
+        assert f"## `scalebench {name}`" in reference, name
 
 
 def test_readme_links_lead_to_existing_pages():

@@ -1,8 +1,5 @@
-"""The paths users take first: every mistake is refused in one line with exit 2 before anything
-runs (a read-only results folder, a problem too large for the machine, non-finite numbers, a
-Walnut config asking for more views than the scan has, several problems at once, a missing
-config), `--version`, `fetch` of an unknown data set or from a server that refuses the
-connection, and the ranks a local plan needs."""
+"""Checks a first use meets, in-process: non-finite numbers, a refused connection, a local plan
+whose ranks exceed the cores."""
 
 from __future__ import annotations
 

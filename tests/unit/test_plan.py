@@ -1,5 +1,5 @@
-"""`scalebench plan`: exact job lists of the shipped configs, and every invalid case refused
-before anything is submitted (one line per problem, exit 2)."""
+"""`scalebench plan` in-process: exact job lists of the shipped configs, resources from the
+parallel config, every invalid case refused before anything is submitted, memory per rank."""
 
 from __future__ import annotations
 
@@ -11,70 +11,50 @@ import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.plan import format_text, make_plan
-from tests.support.cli import tiny_experiment
-from tests.support.paths import BENCHMARK, REPO
-
-CONFIGS = REPO / "configs"
-
-
-SUBMITIT = CONFIGS / "scaling" / "submitit.yml"
-
-
-def _plan(config, parallel=None, nproc=1):
-    return make_plan(config, parallel, nproc)
-
-
-def _jobs(plan, dataset_keys=(), solver_keys=()):
-    """(dataset, its chosen parameters, solver, its chosen parameters, ranks) of every job."""
-    rows = []
-    for job in plan.jobs:
-        (dataset, dataset_params), = job.dataset.items()
-        (solver, solver_params), = job.solver.items()
-        rows.append((dataset, tuple(dataset_params.get(k) for k in dataset_keys), solver,
-                     tuple(solver_params.get(k) for k in solver_keys), job.ranks))
-    return rows
+from tests.support.paths import BENCHMARK
+from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
 
 
 def test_shipped_default_and_example_configs_give_their_exact_job_lists():
-    assert _jobs(_plan(CONFIGS / "default.yml"), ("image_size",), ("denoiser", "max_iter")) == [
+    assert jobs_of(plan_of(CONFIGS / "default.yml"), ("image_size",), ("denoiser", "max_iter")) == [
         ("tomography_2d", (128,), "pnp", ("tv", 40), 1),
         ("tomography_2d", (128,), "denoiser", ("tv", 5), 1)]
-    assert _jobs(_plan(CONFIGS / "examples" / "tomography_2d.yml"), ("num_angles",),
+    assert jobs_of(plan_of(CONFIGS / "examples" / "tomography_2d.yml"), ("num_angles",),
                  ("denoiser",)) == [("tomography_2d", (180,), "pnp", ("tv",), 1),
                                     ("tomography_2d", (180,), "pnp", ("drunet",), 1)]
-    assert _jobs(_plan(CONFIGS / "examples" / "multiframe_superres.yml"), ("image_size",),
+    assert jobs_of(plan_of(CONFIGS / "examples" / "multiframe_superres.yml"), ("image_size",),
                  ("denoiser",)) == [("multiframe_superres", (512,), "pnp", ("tv",), 1),
                                     ("multiframe_superres", (512,), "denoiser", ("tv",), 1),
                                     ("multiframe_superres", (512,), "denoiser", ("dncnn",), 1)]
-    assert _jobs(_plan(CONFIGS / "examples" / "synthetic.yml"), ("image_size",),
+    assert jobs_of(plan_of(CONFIGS / "examples" / "synthetic.yml"), ("image_size",),
                  ("denoiser",)) == [("synthetic", (size,), "pnp", ("drunet",), 1)
                                     for size in (512, 1024, 2048)]
 
 
 def test_shipped_scaling_configs_give_their_exact_job_lists():
-    strong = _plan(CONFIGS / "scaling" / "strong_scaling.yml")
-    assert _jobs(strong, ("num_angles",), ("slurm_ntasks_per_node",)) == [
+    strong = plan_of(CONFIGS / "scaling" / "strong_scaling.yml")
+    assert jobs_of(strong, ("num_angles",), ("slurm_ntasks_per_node",)) == [
         ("tomography_2d", (256,), "pnp", (n,), n) for n in (1, 2, 4, 8)]
-    weak = _plan(CONFIGS / "scaling" / "weak_scaling.yml")
-    assert _jobs(weak, ("num_angles",), ()) == [
+    weak = plan_of(CONFIGS / "scaling" / "weak_scaling.yml")
+    assert jobs_of(weak, ("num_angles",), ()) == [
         ("tomography_2d", (angles,), "pnp", (), ranks)
         for angles in (128, 256, 512) for ranks in (2, 4, 8)]
-    communication = _plan(CONFIGS / "scaling" / "communication.yml")
-    assert _jobs(communication, (), ("distribute_physics", "distribute_denoiser")) == [
+    communication = plan_of(CONFIGS / "scaling" / "communication.yml")
+    assert jobs_of(communication, (), ("distribute_physics", "distribute_denoiser")) == [
         ("multiframe_superres", (), "pnp", pair, 2)
         for pair in ((True, False), (False, True), (True, True))]
-    compiled = _plan(CONFIGS / "scaling" / "compile.yml")
-    assert _jobs(compiled, (), ("denoiser", "compile")) == [
+    compiled = plan_of(CONFIGS / "scaling" / "compile.yml")
+    assert jobs_of(compiled, (), ("denoiser", "compile")) == [
         ("multiframe_superres", (), "pnp", (d, c), 1)
         for d in ("dncnn", "drunet") for c in (False, True)]
-    tiling = _plan(CONFIGS / "scaling" / "tiling.yml")
-    assert _jobs(tiling, (), ("patch_size", "overlap")) == [
+    tiling = plan_of(CONFIGS / "scaling" / "tiling.yml")
+    assert jobs_of(tiling, (), ("patch_size", "overlap")) == [
         ("synthetic", (), "denoiser", pair, 2)
         for pair in ((64, 8), (64, 16), (128, 8), (128, 16), (256, 16))]
 
 
 def test_submitit_plan_takes_time_limits_and_commands_from_the_parallel_config():
-    plan = _plan(CONFIGS / "scaling" / "strong_scaling.yml", SUBMITIT)
+    plan = plan_of(CONFIGS / "scaling" / "strong_scaling.yml", SUBMITIT)
     assert [(j.nodes, j.ntasks_per_node, j.time_limit_s) for j in plan.jobs] == [
         (1, n, 7200.0) for n in (1, 2, 4, 8)]
     assert plan.jobs[0].command == ["benchopt", "run", str(BENCHMARK), "--config",
@@ -99,7 +79,7 @@ def test_a_benchmark_folder_given_to_plan_is_in_its_local_commands(tmp_path):
 def test_a_local_auto_device_counts_gpus_where_the_machine_has_them(tmp_path, monkeypatch):
     import torch
 
-    config = _config(tmp_path, solver=_pnp(device="auto", distribute_physics=True))
+    config = config_file(tmp_path, solver=pnp(device="auto", distribute_physics=True))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert [job.gpus_per_node for job in make_plan(config, None, 2).jobs] == [0]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -118,7 +98,7 @@ def test_suggestions_commented_in_the_shipped_parallel_config_are_accepted(tmp_p
     assert uncommented != text
     parallel = tmp_path / "submitit.yml"
     parallel.write_text(uncommented)
-    assert _plan(CONFIGS / "scaling" / "strong_scaling.yml", parallel).problems == []
+    assert plan_of(CONFIGS / "scaling" / "strong_scaling.yml", parallel).problems == []
 
 
 def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
@@ -129,26 +109,16 @@ def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
         assert yaml.safe_load(config.read_text())["solver"] == [job.solver]
 
 
-def _config(tmp_path, name="c.yml", **overrides):
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(tiny_experiment(**overrides), sort_keys=False))
-    return path
 
 
-def _parallel(tmp_path, **keys):
-    path = tmp_path / "parallel.yml"
-    path.write_text(yaml.safe_dump({"backend": "submitit", **keys}))
-    return path
 
 
-def _pnp(**params):
-    return [{"pnp": {"max_iter": 2, "device": "cpu", **params}}]
 
 
 @pytest.mark.parametrize("overrides, message", [
     ({"unknown_key": 1}, "unknown config key 'unknown_key'"),
-    ({"solver": _pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),
-    ({"solver": _pnp(distribute_physics=True, slurm_ntasks_per_node=4)},
+    ({"solver": pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),
+    ({"solver": pnp(distribute_physics=True, slurm_ntasks_per_node=4)},
      "distribute_physics: 2 operator(s) for 4 ranks"),
     ({"solver": [{"denoiser": {"distribute_denoiser": True, "patch_size": 16,
                                "slurm_ntasks_per_node": 8, "device": "cpu"}}]},
@@ -156,7 +126,7 @@ def _pnp(**params):
 ])
 def test_invalid_experiments_are_refused(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _plan(_config(tmp_path, **overrides))
+        plan_of(config_file(tmp_path, **overrides))
 
 
 @pytest.mark.parametrize("keys, message", [
@@ -168,14 +138,14 @@ def test_invalid_experiments_are_refused(tmp_path, overrides, message):
 ])
 def test_invalid_parallel_configs_are_refused(tmp_path, keys, message):
     with pytest.raises(ConfigError, match=message):
-        _plan(_config(tmp_path, solver=_pnp()), _parallel(tmp_path, **keys))
+        plan_of(config_file(tmp_path, solver=pnp()), parallel_file(tmp_path, **keys))
 
 
 def test_parallel_config_must_submit_through_submitit(tmp_path):
     loky = tmp_path / "loky.yml"
     loky.write_text("backend: loky\nn_jobs: 2\n")
     with pytest.raises(ConfigError, match="'backend: submitit'"):
-        _plan(_config(tmp_path), loky)
+        plan_of(config_file(tmp_path), loky)
 
 
 def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
@@ -186,7 +156,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
-    plan = _plan(_config(tmp_path, dataset=large, solver=_pnp()))
+    plan = plan_of(config_file(tmp_path, dataset=large, solver=pnp()))
     assert plan.problems == []
     job, = plan.jobs
     assert job.memory_model == "uncalibrated"
@@ -195,7 +165,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
     text = format_text(plan)
     assert ">=1." in text and "'>=' marks an uncalibrated lower bound" in text
     huge = [{"synthetic": {"image_size": 100000}}]
-    refused = _plan(_config(tmp_path, dataset=huge, solver=_pnp()))
+    refused = plan_of(config_file(tmp_path, dataset=huge, solver=pnp()))
     assert len(refused.problems) == 1 and "uncalibrated lower bound) is above the node's" in \
         refused.problems[0]
 
@@ -214,7 +184,7 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     path = cache_path(configuration, probe_sizes(configuration))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(model.to_json()))
-    plan = _plan(_config(tmp_path, dataset=[{"tomography_2d": dataset}],
+    plan = plan_of(config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
                          solver=[{"pnp": solver}]))
     job, = plan.jobs
     assert job.memory_model == "calibrated"

@@ -1,5 +1,4 @@
-"""Experiments on several local processes (gloo): same reconstruction as one process,
-communication measured, bad distributions refused before the run, failures contained."""
+"""The profiler's NVTX ranges name the rank."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The light launcher: no copy of the stack in the waiting process, signals reach the ranks,
-progress shown as the run goes (one updating line in a terminal, plain lines elsewhere)."""
+"""Progress lines (scalebench.launch.progress): a line per stage and per tenth of the run, and
+the last iteration sent on flush."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The measurement tools' own logic, on the CPU: the GPU check's in-process checks and the
-evaluation-cost table (the figures themselves are measurements, printed, not asserted)."""
+"""The measurement tools' own logic, on the CPU: the GPU check's in-process checks."""
 
 import importlib.util
 from types import SimpleNamespace
