@@ -51,7 +51,7 @@ class Job:
     ranks: int
     gpus_per_node: int
     cpus_per_task: int
-    time_limit_s: float | None
+    time_limit_s: float | None  # of each submission
     # One rank's peak: the calibrated prediction, else a lower bound (memory_model says
     # which); None where there is no size model (training).
     rank_memory_bytes: int | None
@@ -60,16 +60,21 @@ class Job:
     problems: list[str] = field(default_factory=list)
     # "calibrated" (scalebench capacity), "uncalibrated" (a lower bound) or "none"
     memory_model: str = "none"
+    # Jobs the scheduler runs for it: benchopt's submitit backend submits one per repetition;
+    # a local run is one process running every repetition.
+    submissions: int = 1
 
     @property
     def gpu_hours(self) -> float:
-        return self.nodes * self.gpus_per_node * (self.time_limit_s or 0) / 3600
+        return self.submissions * self.nodes * self.gpus_per_node * \
+            (self.time_limit_s or 0) / 3600
 
     @property
     def cpu_core_hours(self) -> float:
         if self.gpus_per_node:
             return 0.0
-        return self.ranks * self.cpus_per_task * (self.time_limit_s or 0) / 3600
+        return self.submissions * self.ranks * self.cpus_per_task * \
+            (self.time_limit_s or 0) / 3600
 
 
 @dataclass
@@ -344,9 +349,9 @@ def _job_problems(job: Job, experiment: dict, timeout_s: float,
                         f"per node (one GPU per rank: lower slurm_ntasks_per_node or ask for "
                         f"more GPUs)")
     if job.time_limit_s is not None and job.time_limit_s < timeout_s:
+        what = "timeout" if job.submissions > 1 else "timeout x repetitions"
         problems.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
-                        f"timeout x repetitions ({timeout_s:.0f} s): raise slurm_time or lower "
-                        f"timeout")
+                        f"{what} ({timeout_s:.0f} s): raise slurm_time or lower timeout")
     estimate = None if job.rank_memory_bytes is None else \
         MemoryEstimate(job.rank_memory_bytes, job.memory_model == "calibrated")
     memory = memory_problem(estimate, job.ntasks_per_node, job.node_memory_bytes)
@@ -390,23 +395,28 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
         options.update(experiment["options"])
-        timeout_s = timeout_seconds(options["timeout"]) * options["n-repetitions"]
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
-        jobs.append(_job(experiment, parallel, nproc, timeout_s, command, BENCHMARKS[objective]))
+        jobs.append(_job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
+                         options["n-repetitions"], command, BENCHMARKS[objective]))
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
-         command: list[str], rules: BenchmarkRules) -> Job:
+         repetitions: int, command: list[str], rules: BenchmarkRules) -> Job:
+    """The job of ``experiment``: locally one process runs every repetition (bounded by
+    timeout x repetitions); under submitit each repetition is a job of its own (bounded by
+    slurm_time, else 1.5 x the timeout, benchopt's default)."""
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
     resources = job_resources(solver_params, parallel, nproc)
     ranks = resources["nodes"] * resources["ntasks_per_node"]
     where = f"job {experiment['id']}"
     if parallel is None:  # a local run: the solver timeout bounds it, this machine hosts it
-        limit, node_memory = timeout_s, machine_memory_bytes()
+        submissions, run_timeout_s = 1, timeout_s * repetitions
+        limit, node_memory = run_timeout_s, machine_memory_bytes()
     else:  # benchopt's submitit default without slurm_time: 1.5 x the solver timeout
+        submissions, run_timeout_s = repetitions, timeout_s
         limit = slurm_time_seconds(resources["time"], where) if resources["time"] else \
             1.5 * timeout_s
         node_memory = node_memory_bytes(resources["mem"], where)
@@ -415,8 +425,8 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
               experiment["solver"], resources["nodes"], resources["ntasks_per_node"], ranks,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
               estimate.bytes if estimate else None, node_memory, command,
-              memory_model=estimate.model if estimate else "none")
-    job.problems = _job_problems(job, experiment, timeout_s, rules)
+              memory_model=estimate.model if estimate else "none", submissions=submissions)
+    job.problems = _job_problems(job, experiment, run_timeout_s, rules)
     return job
 
 
@@ -432,6 +442,8 @@ def format_text(plan: Plan) -> str:
              + (f" through {plan.parallel_config}" if plan.parallel_config else ""), header]
     for job in plan.jobs:
         limit = f"{job.time_limit_s / 3600:.2f} h" if job.time_limit_s else "-"
+        if job.submissions > 1:  # one scheduler job per repetition
+            limit = f"{job.submissions} x {limit}"
         memory = "n/a" if job.rank_memory_bytes is None else \
             f"{'' if job.memory_model == 'calibrated' else '>='}" \
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"

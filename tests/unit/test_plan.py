@@ -191,3 +191,23 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     assert job.rank_memory_bytes == int(2**30 + 400.0 * 8192**2)
     assert len(plan.problems) == 1 and "GiB, calibrated) is above the node's" in \
         plan.problems[0]
+
+
+def test_each_repetition_is_a_job_of_its_own_under_submitit_and_one_process_locally(tmp_path):
+    """benchopt's submitit backend submits one job per repetition, each bounded by slurm_time
+    (else 1.5 x the timeout); a local run runs every repetition in one process."""
+    config = config_file(tmp_path, **{"n-repetitions": 2, "timeout": "10m"},
+                         solver=pnp(slurm_gres="gpu:1"))
+    parallel = parallel_file(tmp_path, slurm_time="00:10:00", slurm_nodes=1,
+                             slurm_ntasks_per_node=1)
+    submitted = plan_of(config, parallel)
+    assert submitted.problems == []  # a 10 min limit fits each 10 min repetition
+    job, = submitted.jobs
+    assert (job.submissions, job.time_limit_s) == (2, 600)
+    assert job.gpu_hours == pytest.approx(2 * 600 / 3600)
+    assert "2 x 0.17 h" in format_text(submitted)
+    too_short = plan_of(config, parallel_file(tmp_path, slurm_time="00:05:00"))
+    assert len(too_short.problems) == 1 and "time limit 300 s is shorter than the solver " \
+        "timeout (600 s)" in too_short.problems[0]
+    local, = plan_of(config).jobs
+    assert (local.submissions, local.time_limit_s) == (1, 1200)
