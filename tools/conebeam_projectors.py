@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scalebench.physics.backends import astra_available  # noqa: E402
 from scalebench.physics.conebeam import (  # noqa: E402
     AstraConeBeam,
     ConeGeometry,
@@ -37,7 +38,6 @@ from scalebench.physics.conebeam import (  # noqa: E402
     TorchConeBeam,
     circular_vectors,
 )
-from scalebench.physics.parallel_beam import astra_available  # noqa: E402
 from scalebench.runtime.profiling import HostPeakMemory  # noqa: E402
 
 # Walnut scanner proportions (mm): source 66 mm from the axis, detector 133 mm beyond it.

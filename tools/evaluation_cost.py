@@ -38,7 +38,8 @@ def evaluate_row(x_hat: torch.Tensor, x_true: torch.Tensor) -> None:
 
 def measure(size: int, device: torch.device, repeats: int) -> dict:
     from scalebench.denoisers.build import make_denoiser
-    from scalebench.loops.denoising import DENOISING_PARAMS, DenoisingLoop
+    from scalebench.loops.denoising import DenoisingLoop
+    from scalebench.loops.params import DENOISING_PARAMS
     from scalebench.params import resolved_parameters
     from scalebench.problems import setup_problem
     from scalebench.runtime.profiling import HostPeakMemory, StepProfiler, synchronize

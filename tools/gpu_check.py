@@ -101,7 +101,7 @@ def run_case(workdir: Path, name: str, iterations: int) -> dict:
 def step_clock(device: torch.device, iterations: int) -> dict:
     """Profiler step times against CUDA events recorded inside the same steps."""
     from scalebench.denoisers.build import make_denoiser
-    from scalebench.loops.pnp import PNP_PARAMS
+    from scalebench.loops.params import PNP_PARAMS
     from scalebench.params import resolved_parameters
     from scalebench.problems import build_problem
     from scalebench.runtime.profiling import StepProfiler

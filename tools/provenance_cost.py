@@ -39,7 +39,7 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     import torch
 
     from provenance.results import finalize
-    from scalebench.loops.pnp import PNP_PARAMS
+    from scalebench.loops.params import PNP_PARAMS
     from scalebench.params import resolved_parameters
     from scalebench.problems import build_problem
     from scalebench.runtime.stamping import row_provenance, run_provenance

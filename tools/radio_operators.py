@@ -21,7 +21,8 @@ import time
 import numpy as np
 import torch
 
-from scalebench.physics.radio import BACKENDS, VisibilityOperator
+from scalebench.physics.backends import BACKENDS
+from scalebench.physics.radio import VisibilityOperator
 from scalebench.problems.radio_interferometry import observation_uv
 
 ACCURACY = 1e-4  # relative error that counts as accurate (far below any noise level used)

@@ -1,14 +1,15 @@
 """Standalone denoiser timing on the noisy ground truth (scalebench.loops.denoising)."""
 
 from scalebench.benchopt_glue.inference import InferenceSolver
-from scalebench.loops.denoising import DENOISING_PARAMS, DenoisingLoop, ground_truth_digest
+from scalebench.loops.denoising import DenoisingLoop, ground_truth_digest
+from scalebench.loops.params import DENOISING_PARAMS
 from scalebench.params import benchopt_parameters
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "denoiser"
-    # Contract of every parameter: scalebench.loops.denoising.DENOISING_PARAMS; the noise
+    # Contract of every parameter: scalebench.loops.params.DENOISING_PARAMS; the noise
     # added to the ground truth has std denoiser_sigma.
     param_specs = DENOISING_PARAMS
     # Default grid: each parameter at its default.

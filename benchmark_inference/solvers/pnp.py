@@ -1,14 +1,15 @@
 """Plug-and-play proximal gradient reconstruction (scalebench.loops.pnp)."""
 
 from scalebench.benchopt_glue.inference import InferenceSolver
-from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, build_physics
+from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops.pnp import PnPLoop, build_physics
 from scalebench.params import benchopt_parameters
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "pnp"
-    # Contract of every parameter (type, range, meaning): scalebench.loops.pnp.PNP_PARAMS.
+    # Contract of every parameter (type, range, meaning): scalebench.loops.params.PNP_PARAMS.
     param_specs = PNP_PARAMS
     # Default grid: each parameter at its default.
     parameters = benchopt_parameters(PNP_PARAMS)

@@ -20,7 +20,8 @@ from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
 from scalebench.params import Param, resolved_parameters, validate_parameters
-from scalebench.problems import PROBLEMS, ProblemSetup, setup_problem
+from scalebench.problems import PROBLEMS, setup_problem
+from scalebench.problems.base import ProblemSetup
 from scalebench.results.estimates import save_estimates
 from scalebench.runtime.context import resolve_device, run_context
 from scalebench.runtime.determinism import apply_determinism, set_threads

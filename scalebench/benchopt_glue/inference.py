@@ -7,14 +7,11 @@ from abc import abstractmethod
 import torch
 
 from scalebench.benchopt_glue.base import LoopSolver
-from scalebench.denoisers.build import (
-    check_denoiser_fits,
-    make_denoiser_with_record,
-    warm_up,
-)
+from scalebench.denoisers.build import make_denoiser_with_record, warm_up
+from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.launch import progress
 from scalebench.loops.params import check_distribution
-from scalebench.problems import ProblemSetup
+from scalebench.problems.base import ProblemSetup
 
 
 class InferenceSolver(LoopSolver):

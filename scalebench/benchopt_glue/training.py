@@ -23,7 +23,7 @@ from scalebench.loops.training.step import (
     choose_checkpointing,
     set_checkpointing,
 )
-from scalebench.problems import ProblemSetup
+from scalebench.problems.base import ProblemSetup
 from scalebench.problems.training import TRAINING_PROBLEMS
 from scalebench.runtime.metrics import METRIC_NAMES, quality_metrics
 from scalebench.runtime.profiling import StepProfiler

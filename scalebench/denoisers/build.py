@@ -8,20 +8,10 @@ import time
 import torch
 from torch import nn
 
-from scalebench.denoisers.networks import SIZE_MULTIPLE, load_denoiser, warn_random_weights
-from scalebench.denoisers.tiling import (
-    BatchDealtProcessing,
-    TiledDenoiser,
-    WindowTiling,
-    check_input_size,
-    is_tiled,
-)
-
-
-def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:
-    """Raise ConfigError when the denoiser or the tiling cannot take an image of this shape."""
-    check_input_size(params["denoiser"], tuple(image_shape[1:]), params["patch_size"],
-                     params["overlap"])
+from scalebench.denoisers.catalog import SIZE_MULTIPLE, warn_random_weights
+from scalebench.denoisers.networks import load_denoiser
+from scalebench.denoisers.tiles import is_tiled
+from scalebench.denoisers.tiling import BatchDealtProcessing, TiledDenoiser, WindowTiling
 
 
 def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.device,

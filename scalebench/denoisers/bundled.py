@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalebench.denoisers.catalog import bundled_record
 from scalebench.runtime.metrics import psnr
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "data" / "weights"
@@ -280,7 +281,7 @@ def train_and_save(recipe: Recipe, directory: Path, log=print) -> dict:
 
 def load_record(name: str, directory: Path = WEIGHTS_DIR) -> dict:
     """The recipe record of a bundled file (architecture, recipe, data, held-out figures)."""
-    return json.loads((directory / f"{name}.json").read_text())
+    return bundled_record(directory / f"{name}.pth")
 
 
 def load_bundled(name: str, directory: Path = WEIGHTS_DIR) -> nn.Module:

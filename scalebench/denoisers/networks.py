@@ -1,44 +1,25 @@
-"""The denoisers (learned and classical): architectures, weights and their provenance."""
+"""The denoisers as networks: deepinv's DRUNet and DnCNN (published, bundled or random
+weights) and a TV denoiser whose calls are independent, with the provenance of the weights
+that ran (scalebench.denoisers.catalog resolves which)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import pickle
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from provenance import array_digest
+from scalebench.denoisers.catalog import (
+    DEFAULT_WIDTHS,
+    DENOISERS,
+    TV_ITERATIONS,
+    Weights,
+    resolve_weights,
+)
 from scalebench.errors import ConfigError, MissingFileError
-
-if TYPE_CHECKING:
-    from scalebench.data.manifest import Entry
-
-DENOISERS = ("tv", "drunet", "dncnn")
-TV_ITERATIONS = 50  # exactly this many per call (IndependentTV): every TV step costs the same
-# deepinv publishes weights per architecture for grey and colour images: the manifest's
-# entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).
-HUB_CHANNELS = {1: "gray", 3: "color"}
-# 'auto': deepinv's published file when it is in the torch hub cache, else the bundled one;
-# 'bundled': the small networks scalebench trains and ships (scalebench.denoisers.bundled); 'hub':
-# deepinv's published file only; 'none': seeded random weights (cost-only runs). Any other
-# value is the path of a weights file.
-PRETRAINED_VALUES = ("auto", "bundled", "hub", "none")
-# deepinv's architectures when no bundled record says otherwise (the published weights' ones).
-DEFAULT_WIDTHS = {"drunet": {"nc": [64, 128, 256, 512], "nb": 4},
-                  "dncnn": {"depth": 20, "nf": 64}}
-SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
-# Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that
-# makes tiles exact. DnCNN: 20 convolutions of 3x3; TV: each iteration reads one neighbour
-# further (a forward and a backward difference). DRUNet (deepinv's default widths, 4 blocks
-# per scale): 183 pixels measured by an impulse at 512^2, so an overlap of 184 or more
-# (a multiple of its 8-pixel grid) for exact tiles.
-RECEPTIVE_RADIUS = {"dncnn": 20, "tv": TV_ITERATIONS, "drunet": 184}
 
 
 class IndependentTV(nn.Module):
@@ -64,92 +45,12 @@ class IndependentTV(nn.Module):
         finally:
             self.tv.x2 = self.tv.u2 = None  # hold no image-sized state between calls
 
-
-def hub_weights_entry(name: str, channels: int) -> Entry:
-    """The manifest entry of deepinv's published weights for ``name`` on ``channels``."""
-    from scalebench.data.manifest import load_manifest
-
-    if channels not in HUB_CHANNELS:
-        raise ConfigError(f"denoiser '{name}': published weights exist for 1 or 3 channels, "
-                          f"not {channels} (use pretrained 'none' or a weights file)")
-    return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}"]
-
-
-def bundled_weights_entry(name: str, channels: int) -> Entry:
-    """The manifest entry of the weights scalebench ships for ``name`` on ``channels``."""
-    from scalebench.data.manifest import load_manifest
-
-    if channels not in HUB_CHANNELS:
-        raise ConfigError(f"denoiser '{name}': bundled weights exist for 1 or 3 channels, "
-                          f"not {channels} (use pretrained 'none' or a weights file)")
-    return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}_bundled"]
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The weights a denoiser runs with: what ``pretrained`` resolved to."""
-
-    source: str  # "none" (TV has no weights), "random", "bundled", "hub" or "file"
-    path: Path | None = None  # the file loaded (None for "none" and "random")
-    widths: dict | None = None  # architecture keyword arguments; None: deepinv's defaults
-
-    @property
-    def label(self) -> str:
-        """What rows record in ``prov_weights``: the source, or the path of a user's file."""
-        return str(self.path) if self.source == "file" else self.source
-
-
-def _verified(entry: Entry) -> Path:
-    from scalebench.data.fetch import destination, require_file
-
-    # Only a copy verified against the manifest (or accepted by `scalebench fetch
-    # --allow-unverified`) is used.
-    return require_file(entry, destination(entry))
-
-
-def _bundled(name: str, channels: int) -> Weights:
-    from scalebench.denoisers.bundled import load_record
-
-    entry = bundled_weights_entry(name, channels)
-    path = _verified(entry)
-    return Weights("bundled", path, load_record(path.stem, path.parent)["architecture"]["widths"])
-
-
-def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
-    """The weights ``pretrained`` names (PRETRAINED_VALUES or a path) for ``name``.
-
-    'auto' is 'hub' when deepinv's published file is in the torch hub cache, else 'bundled';
-    rows record which one ran.
-    """
-    if name == "tv":
-        return Weights("none")
-    if pretrained == "none":
-        return Weights("random")
-    if pretrained == "bundled":
-        return _bundled(name, channels)
-    if pretrained in ("hub", "auto"):
-        from scalebench.data.fetch import destination
-
-        entry = hub_weights_entry(name, channels)
-        if pretrained == "auto" and not destination(entry).is_file():
-            return _bundled(name, channels)
-        return Weights("hub", _verified(entry))
-    path = Path(pretrained).expanduser()
-    if not path.is_file():
-        raise MissingFileError(
-            f"denoiser '{name}': weights file not found: {path} (pretrained must be one of "
-            f"{', '.join(PRETRAINED_VALUES)} or the path of an existing .pth file)"
-        )
-    return Weights("file", path)
-
-
 def _state_digest(model: nn.Module) -> str:
     digest = hashlib.sha256()
     for key, tensor in model.state_dict().items():
         digest.update(key.encode())
         digest.update(array_digest(tensor).encode())
     return digest.hexdigest()
-
 
 def weights_record(name: str, weights: Weights, model: nn.Module) -> dict[str, str]:
     """The ``prov_weights``, ``prov_weights_sha256`` and ``prov_denoiser_architecture``
@@ -167,20 +68,6 @@ def weights_record(name: str, weights: Weights, model: nn.Module) -> dict[str, s
                         "parameters": sum(p.numel() for p in model.parameters())}
     return {"weights": weights.label, "weights_sha256": sha256,
             "denoiser_architecture": json.dumps(architecture, sort_keys=True)}
-
-
-_warned_random: set[str] = set()
-
-
-def warn_random_weights(name: str) -> None:
-    """One warning per process and denoiser: quality figures of random weights mean nothing."""
-    if name in _warned_random:
-        return
-    _warned_random.add(name)
-    print(f"scalebench: warning: denoiser '{name}' runs with random weights (pretrained: "
-          f"none): its quality figures (PSNR, SSIM) are meaningless, its cost figures are "
-          f"not; use pretrained auto, bundled, hub or a weights file for quality",
-          file=sys.stderr, flush=True)
 
 
 def load_denoiser(name: str, channels: int, pretrained: str = "auto",
@@ -210,7 +97,6 @@ def load_denoiser(name: str, channels: int, pretrained: str = "auto",
     # skips its gradient synchronisation).
     model = model.to(device).eval().requires_grad_(False)
     return model, weights_record(name, weights, model)
-
 
 def build_denoiser(name: str, channels: int, pretrained: str = "none",
                    device: torch.device | str = "cpu", seed: int = 0) -> nn.Module:

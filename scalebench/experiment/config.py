@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from scalebench.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
-from scalebench.denoisers.build import check_denoiser_fits
-from scalebench.denoisers.networks import resolve_weights
+from scalebench.denoisers.catalog import resolve_weights
+from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
@@ -30,9 +30,9 @@ from scalebench.loops import SOLVERS
 from scalebench.loops.params import check_distribution, evaluations
 from scalebench.loops.training.params import TRAINING_SOLVERS, check_training, training_rows
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
-from scalebench.problems import PROBLEMS, ProblemSpec
+from scalebench.problems import PROBLEMS
+from scalebench.problems.spec import ProblemSpec
 from scalebench.problems.training import TRAINING_PROBLEMS
-from scalebench.runtime.context import resolve_device
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
 RUN_OPTIONS = {
@@ -262,11 +262,16 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
 
 
 def check_devices_available(experiment: Experiment) -> None:
-    """Raise ConfigError when a solver asks for a device this machine does not have."""
+    """Raise ConfigError when a solver asks for a device this machine does not have (only
+    'cuda' can be missing: torch is loaded only to look for one)."""
     for solver in experiment.solvers:
         for solver_values in solver.combinations():
+            if solver_values.get("device", "auto") != "cuda":
+                continue
+            from scalebench.runtime.context import resolve_device
+
             try:
-                resolve_device(solver_values.get("device", "auto"))
+                resolve_device("cuda")
             except ScalebenchError as error:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 

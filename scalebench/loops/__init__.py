@@ -1,8 +1,7 @@
-"""The solvers' loops, independent of benchopt: PnP reconstruction and denoiser timing."""
+"""The solvers' loops, independent of benchopt: PnP reconstruction (``pnp``), denoiser timing
+(``denoising``) and the training step (``training``); their parameters (``params``, which
+imports no torch, as this package's own namespace does)."""
 
-from scalebench.loops.denoising import DENOISING_PARAMS
-from scalebench.loops.pnp import PNP_PARAMS
-from scalebench.params import Param
+from scalebench.loops.params import SOLVERS
 
-# Parameter specifications of every solver, by the solver name used in configs and results.
-SOLVERS: dict[str, dict[str, Param]] = {"pnp": PNP_PARAMS, "denoiser": DENOISING_PARAMS}
+__all__ = ["SOLVERS"]

@@ -1,15 +1,17 @@
-"""The parameters of the inference loops and of every run, and the checks of a denoiser's
-distribution across ranks."""
+"""The parameters of every solver (``SOLVERS``: pnp, denoiser; the training solver's are in
+scalebench.loops.training.params) and of every run, and the checks of a denoiser's
+distribution across ranks. Imports no torch: the checks of a config read them before anything
+runs."""
 
 from __future__ import annotations
 
 import math
 
-from scalebench.denoisers.networks import DENOISERS
-from scalebench.denoisers.tiling import count_tiles, dealt_batch_count
+from scalebench.denoisers.catalog import DENOISERS
+from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.params import Param
-from scalebench.runtime.profiling import PROFILER_MODES
+from scalebench.runtime.names import PROFILER_MODES
 
 # Resources of one run under benchopt's submitit backend (``--parallel-config``): benchopt
 # hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
@@ -68,6 +70,21 @@ DENOISER_PARAMS = {
 }
 
 
+# The standalone denoiser timing (scalebench.loops.denoising).
+DENOISING_PARAMS = dict(DENOISER_PARAMS)
+
+# PnP proximal gradient (scalebench.loops.pnp).
+INITS = ("zeros", "adjoint", "pseudo_inverse", "dirty")
+PNP_PARAMS = {
+    **DENOISER_PARAMS,
+    "step_size": Param(None, float, minimum=0.0, nullable=True,
+                       doc="gradient step; null: 1 / ||A||^2 (Lanczos)"),
+    "init": Param("adjoint", str, choices=INITS, doc="initial estimate"),
+    "distribute_physics": Param(False, bool, doc="each rank builds and applies only its share "
+                                                 "of the operators A_k"),
+}
+
+
 def evaluations(params: dict) -> int:
     """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
     return math.ceil(params["max_iter"] / params["eval_every"]) + 1
@@ -93,3 +110,8 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
                           f"of max_batch_size {params['max_batch_size']} for {world_size} "
                           f"ranks leaves ranks without work (lower patch_size or "
                           f"max_batch_size, or use fewer ranks)")
+
+
+# Parameter specifications of every inference solver, by the solver name used in configs and
+# results.
+SOLVERS: dict[str, dict[str, Param]] = {"pnp": PNP_PARAMS, "denoiser": DENOISING_PARAMS}

@@ -13,23 +13,11 @@ import torch
 from torch import nn
 
 from scalebench.launch import progress
-from scalebench.loops.params import DENOISER_PARAMS
-from scalebench.params import Param
 from scalebench.physics.distributed import RankStack, local_indices
-from scalebench.problems import Problem, ProblemSetup
+from scalebench.problems.base import Problem, ProblemSetup
 from scalebench.runtime.context import TimedContext
 from scalebench.runtime.operator_norm import estimate_operator_norm
 from scalebench.runtime.profiling import StepProfiler
-
-INITS = ("zeros", "adjoint", "pseudo_inverse", "dirty")
-PNP_PARAMS = {
-    **DENOISER_PARAMS,
-    "step_size": Param(None, float, minimum=0.0, nullable=True,
-                       doc="gradient step; null: 1 / ||A||^2 (Lanczos)"),
-    "init": Param("adjoint", str, choices=INITS, doc="initial estimate"),
-    "distribute_physics": Param(False, bool, doc="each rank builds and applies only its share "
-                                                 "of the operators A_k"),
-}
 
 
 def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) -> Problem:

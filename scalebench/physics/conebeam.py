@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from deepinv.physics import LinearPhysics
 
+from scalebench.physics.backends import CONEBEAM_PROJECTORS
 from scalebench.physics.host import per_item_on_host
 
 # Sample points per chunk: with 8 corners each, 128 MiB of int64 indices and 64 MiB of
@@ -278,18 +279,6 @@ class AstraConeBeam(LinearPhysics):
         return per_item_on_host(y, back_project)
 
 
-def rtk_available() -> bool:
-    """True when ITK-RTK (the ``rtk`` extra) is installed (found without importing ITK, whose
-    import takes tens of seconds)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        version("itk-rtk")
-    except PackageNotFoundError:
-        return False
-    return True
-
-
 class RtkConeBeam(LinearPhysics):
     """ITK-RTK's Joseph projector pair (CPU, multithreaded) on the same geometry and layouts.
 
@@ -359,7 +348,6 @@ class RtkConeBeam(LinearPhysics):
             self.projection_frame))
 
 
-PROJECTORS = ("torch", "rtk", "astra")
 
 
 def make_projector(name: str, geometry: ConeGeometry) -> LinearPhysics:
@@ -370,7 +358,7 @@ def make_projector(name: str, geometry: ConeGeometry) -> LinearPhysics:
         return RtkConeBeam(geometry)
     if name == "torch":
         return TorchConeBeam(geometry)
-    raise ValueError(f"unknown projector '{name}' (allowed: {', '.join(PROJECTORS)})")
+    raise ValueError(f"unknown projector '{name}' (allowed: {', '.join(CONEBEAM_PROJECTORS)})")
 
 
 def circular_vectors(num_views: int, source_distance: float, detector_distance: float,

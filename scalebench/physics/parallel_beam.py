@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from deepinv.physics import LinearPhysics
 
+from scalebench.physics.backends import astra_available
 from scalebench.physics.host import per_item_on_host
 
 # Elements of the largest temporary per chunk of angles (samples x batch x channels):
@@ -256,16 +257,6 @@ class AstraParallelBeam:
                 total += part
             return total
         return per_item_on_host(y, back_project)
-
-
-def astra_available(cuda: bool = False) -> bool:
-    """True when ASTRA is installed and, with ``cuda``, can use a CUDA device (its 3D
-    projectors and its 2D projector on CUDA tensors need one)."""
-    try:
-        import astra
-    except ImportError:
-        return False
-    return bool(astra.use_cuda()) if cuda else True
 
 
 class ParallelBeam2D(LinearPhysics):

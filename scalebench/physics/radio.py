@@ -24,51 +24,18 @@ on) the CPU adjoints grid with one thread, which makes them bit-reproducible.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
 import torch
 from deepinv.physics import LinearPhysics
 
-BACKENDS = ("auto", "ducc0", "finufft", "torchkbnufft", "dft")
+from scalebench.physics.backends import BACKENDS, resolve_backend
+
 NUFFT_EPSILON = 1e-5  # requested relative accuracy of the gridding libraries (float32 floor)
 SPEED_OF_LIGHT = 299_792_458.0  # m/s; ducc0 takes uvw in metres with frequencies
 DFT_CHUNK_ELEMENTS = 1 << 22  # visibilities x pixels per DFT block (bounds its memory)
 
-
-# Fastest accurate first, per device type (tools/radio_operators.py), with the Python module
-# each needs on that device.
-PREFERENCE = {"cpu": (("ducc0", "ducc0"), ("finufft", "finufft"),
-                      ("torchkbnufft", "torchkbnufft")),
-              "cuda": (("finufft", "cufinufft"), ("torchkbnufft", "torchkbnufft"))}
-
-
-INSTALL_HINT = "pip install 'scalebench[radio]'"
-
-
-def resolve_backend(name: str, device: torch.device) -> str:
-    """The library behind ``name`` on ``device``: ``auto`` picks the fastest accurate one
-    among those installed."""
-    if name != "auto":
-        return name
-    preference = PREFERENCE.get(device.type, PREFERENCE["cpu"])
-    for backend, module in preference:
-        if importlib.util.find_spec(module):
-            return backend
-    hint = INSTALL_HINT if device.type == "cpu" else "pip install 'scalebench[radio-cuda]'"
-    raise RuntimeError(f"operator 'auto' on {device.type} found none of "
-                       f"{', '.join(module for _, module in preference)} installed ({hint})")
-
-
-def check_installed(name: str) -> None:
-    """Raise ValueError when the CPU library of operator ``name`` is not installed."""
-    try:
-        library = resolve_backend(name, torch.device("cpu"))
-    except RuntimeError as error:
-        raise ValueError(str(error)) from None
-    if library != "dft" and importlib.util.find_spec(library) is None:
-        raise ValueError(f"operator '{name}' needs the {library} package ({INSTALL_HINT})")
 
 
 def _threads() -> int:

@@ -1,6 +1,10 @@
-"""Imaging problems y = A x + n, by dataset name."""
+"""Imaging problems y = A x + n, by dataset name: each module holds a problem's spec (its
+parameters, shapes and set-up) and imports its heavy parts only when it sets up, so that this
+registry imports no torch (``spec``: ProblemSpec; ``base``: the problem as set up and built)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from scalebench.errors import ConfigError
 from scalebench.params import resolved_parameters, validate_parameters
@@ -11,8 +15,10 @@ from scalebench.problems import (
     tomography_2d,
     walnut_conebeam,
 )
-from scalebench.problems.base import Problem, ProblemSetup, ProblemSpec
-from scalebench.runtime.metrics import data_range
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    from scalebench.problems.base import Problem, ProblemSetup
 
 PROBLEMS: dict[str, ProblemSpec] = {
     spec.name: spec for spec in (tomography_2d.SPEC, multiframe_superres.SPEC, synthetic.SPEC,
@@ -30,6 +36,8 @@ def setup_problem(name: str, *, problems: dict[str, ProblemSpec] | None = None,
     spec = problems[name]
     values = resolved_parameters(
         validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
+    from scalebench.runtime.metrics import data_range
+
     try:
         setup = spec.setup(**values)
         data_range(setup.x_true)  # a constant ground truth has no PSNR or SSIM: refused here
@@ -44,5 +52,4 @@ def build_problem(name: str, **params) -> Problem:
     return setup_problem(name, **params).build()
 
 
-__all__ = ["PROBLEMS", "Problem", "ProblemSetup", "ProblemSpec", "build_problem",
-           "setup_problem"]
+__all__ = ["PROBLEMS", "build_problem", "setup_problem"]

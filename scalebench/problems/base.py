@@ -19,7 +19,6 @@ from deepinv.physics import LinearPhysics, StackedLinearPhysics
 from deepinv.utils import TensorList
 
 from provenance import array_digest
-from scalebench.params import Param
 
 # Gathers one list of Python values per rank (rank order); a single process passes identity.
 Gather = Callable[[list], list[list]]
@@ -136,31 +135,6 @@ def operator_noise(clean: torch.Tensor, seed: int, k: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed * 1_000_003 + k)
     noise = torch.randn(clean.shape, generator=generator, dtype=clean.dtype)
     return noise.to(clean.device)
-
-
-@dataclass(frozen=True)
-class ProblemSpec:
-    """How to set up a problem: its parameters and the function that takes them."""
-
-    name: str
-    params: dict[str, Param]
-    setup: Callable[..., ProblemSetup]
-    # (C, *spatial) of the ground truth for these parameters, without building anything;
-    # raises ValueError when the parameters are inconsistent with each other.
-    image_shape: Callable[..., tuple[int, ...]]
-    # Number of operators A_k for these parameters (what distribute_physics splits).
-    num_operators: Callable[..., int]
-    description: str
-    # Elements of the largest temporary one application of an operator makes, for these
-    # parameters and a chunk limit (``chunk_elements=None``: the operator's own), where its
-    # operators work in chunks (scalebench.experiment.capacity fits its bytes); None: no such term.
-    workspace_elements: Callable[..., int] | None = None
-
-    def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
-        """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""
-        if self.workspace_elements is None:
-            return 0
-        return self.workspace_elements(**values, chunk_elements=chunk_elements)
 
 
 def stack(operators: list[LinearPhysics]) -> StackedLinearPhysics:

@@ -11,13 +11,15 @@ and each frame's operator stores only its small blur kernel
 from __future__ import annotations
 
 import math
-
-import torch
+from typing import TYPE_CHECKING
 
 from scalebench.params import Param
-from scalebench.physics.downsampling import BlurDownsampling
-from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.phantoms import astronaut
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from scalebench.problems.base import ProblemSetup
 
 PARAMS = {
     "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image "
@@ -32,6 +34,8 @@ PARAMS = {
 
 def rotated_gaussian_kernel(sigma: float, angle: float) -> torch.Tensor:
     """Normalised (1, 1, k, k) Gaussian with stds (sigma, sigma / 2) rotated by ``angle``."""
+    import torch
+
     radius = max(1, math.ceil(3 * sigma))
     offsets = torch.arange(-radius, radius + 1, dtype=torch.float32)
     yy, xx = torch.meshgrid(offsets, offsets, indexing="ij")
@@ -53,6 +57,10 @@ def operator_count(num_frames: int, **_) -> int:
 
 def setup(image_size: int, num_frames: int, blur_sigma: float, factor: int,
           noise_level: float, seed: int) -> ProblemSetup:
+    from scalebench.physics.downsampling import BlurDownsampling
+    from scalebench.problems.base import ProblemSetup
+    from scalebench.problems.phantoms import astronaut
+
     image_shape(image_size, factor)
 
     def make_operator(k: int) -> BlurDownsampling:

@@ -39,14 +39,19 @@ from __future__ import annotations
 import math
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from scalebench.params import Param
-from scalebench.physics.radio import BACKENDS, VisibilityOperator, check_installed
-from scalebench.problems.base import ProblemSetup, ProblemSpec
+from scalebench.physics.backends import BACKENDS, check_installed
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from scalebench.physics.radio import VisibilityOperator
+    from scalebench.problems.base import ProblemSetup
 
 ANTENNA_FILE = "meerkat_antennas.csv"
 LATITUDE_DEG = -(30 + 42 / 60 + 39.8 / 3600)  # MeerKAT's array reference position
@@ -160,6 +165,8 @@ def visibility_weights(uv_pixels: np.ndarray, image_size: int, weighting: str) -
 
 def generated_sky(image_size: int, seed: int, dynamic_range: float) -> torch.Tensor:
     """(1, 1, N, N) non-negative sky: point sources, Gaussian components, diffuse emission."""
+    import torch
+
     rng = np.random.default_rng(seed)
     n = image_size
     sky = 1e-3 * _diffuse_emission(rng, n)
@@ -176,6 +183,9 @@ def generated_sky(image_size: int, seed: int, dynamic_range: float) -> torch.Ten
 
 def _diffuse_emission(rng: np.random.Generator, n: int) -> np.ndarray:
     """Smooth positive emission (a log-normal field under a broad envelope), peak 1."""
+    import torch
+    import torch.nn.functional as F
+
     coarse = torch.from_numpy(rng.standard_normal((1, 1, 8, 8)))
     field = F.interpolate(coarse, size=(n, n), mode="bicubic", align_corners=True)[0, 0]
     axis = (np.arange(n) - n / 2) / (n / 4)
@@ -204,6 +214,9 @@ def _add_gaussian(sky: np.ndarray, rng: np.random.Generator, amplitude: float) -
 
 def fits_sky(path: str, image_size: int) -> torch.Tensor:
     """(1, 1, N, N) sky from a FITS image: central square resampled to ``image_size``."""
+    import torch
+    import torch.nn.functional as F
+
     try:
         from astropy.io import fits
     except ImportError:
@@ -256,6 +269,11 @@ def operator_count(num_operators: int, **_) -> int:
 
 
 def setup(**params) -> ProblemSetup:
+    import torch
+
+    from scalebench.physics.radio import VisibilityOperator
+    from scalebench.problems.base import ProblemSetup
+
     image_shape(**params)
     size, num_operators = params["image_size"], params["num_operators"]
     uv = observation_uv(params)  # (T, C, B, 2) wavelengths

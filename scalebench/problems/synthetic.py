@@ -8,13 +8,13 @@ only that small kernel (scalebench.physics.downsampling).
 
 from __future__ import annotations
 
-from deepinv.physics import Denoising
-from deepinv.physics import functional as dF
+from typing import TYPE_CHECKING
 
 from scalebench.params import Param
-from scalebench.physics.downsampling import BlurDownsampling
-from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.phantoms import random_ellipses, random_ellipsoids
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    from scalebench.problems.base import ProblemSetup
 
 PARAMS = {
     "image_size": Param(256, int, minimum=16, doc="side of the square image (cubic volume)"),
@@ -38,6 +38,13 @@ def image_shape(image_size: int, channels: int, task: str, factor: int, ndim: in
 
 def setup(image_size: int, channels: int, task: str, ndim: int, factor: int,
           noise_level: float, seed: int) -> ProblemSetup:
+    from deepinv.physics import Denoising
+    from deepinv.physics import functional as dF
+
+    from scalebench.physics.downsampling import BlurDownsampling
+    from scalebench.problems.base import ProblemSetup
+    from scalebench.problems.phantoms import random_ellipses, random_ellipsoids
+
     image_shape(image_size, channels, task, factor, ndim)
 
     def make_operator(_: int) -> Denoising | BlurDownsampling:

@@ -11,14 +11,17 @@ torch). Every choice has the same geometry and sinogram layout.
 
 from __future__ import annotations
 
-import torch
-from deepinv.physics import LinearPhysics, Tomography
+from typing import TYPE_CHECKING
 
 from scalebench.params import Param
-from scalebench.physics import parallel_beam
-from scalebench.physics.parallel_beam import ParallelBeam2D, astra_available
-from scalebench.problems.base import ProblemSetup, ProblemSpec
-from scalebench.problems.phantoms import shepp_logan
+from scalebench.physics.backends import astra_available
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    import torch
+    from deepinv.physics import LinearPhysics
+
+    from scalebench.problems.base import ProblemSetup
 
 PROJECTOR_CHOICES = ("auto", "astra", "torch", "deepinv")
 PARAMS = {
@@ -34,6 +37,8 @@ PARAMS = {
 
 def angle_groups(num_angles: int, num_operators: int) -> list[torch.Tensor]:
     """Interleaved groups of projection angles in degrees: group k holds angles k, k+K, ..."""
+    import torch
+
     angles = torch.arange(num_angles, dtype=torch.float32) * (180.0 / num_angles)
     return [angles[k::num_operators] for k in range(num_operators)]
 
@@ -83,11 +88,17 @@ def workspace_elements(image_size: int, num_angles: int, num_operators: int, pro
     if resolve_projector(projector) != "torch":
         return 0
     angles = -(-num_angles // num_operators)
+    from scalebench.physics import parallel_beam
+
     return parallel_beam.workspace_elements(image_size, angles, chunk_elements=chunk_elements)
 
 
 def make_projector(angles: torch.Tensor, image_size: int, projector: str) -> LinearPhysics:
     """One parallel-beam operator over ``angles`` (degrees) with a resolved projector name."""
+    from deepinv.physics import Tomography
+
+    from scalebench.physics.parallel_beam import ParallelBeam2D
+
     if projector == "deepinv":
         return Tomography(angles=angles, img_width=image_size, circle=False, normalize=False)
     return ParallelBeam2D(angles, image_size, projector)
@@ -95,6 +106,9 @@ def make_projector(angles: torch.Tensor, image_size: int, projector: str) -> Lin
 
 def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
           noise_level: float, seed: int) -> ProblemSetup:
+    from scalebench.problems.base import ProblemSetup
+    from scalebench.problems.phantoms import shepp_logan
+
     image_shape(image_size, num_angles, num_operators)
     projector = resolve_projector(projector)
     groups = angle_groups(num_angles, num_operators)

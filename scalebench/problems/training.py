@@ -8,12 +8,16 @@ images along the depth axis), so that 3D training runs without a 3D problem in
 
 from __future__ import annotations
 
-import torch
-from deepinv.physics import Denoising
+from typing import TYPE_CHECKING
 
 from scalebench.params import Param
-from scalebench.problems import PROBLEMS, ProblemSetup, ProblemSpec, setup_problem
-from scalebench.problems.phantoms import random_ellipses
+from scalebench.problems import PROBLEMS, setup_problem
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from scalebench.problems.base import ProblemSetup
 
 VOLUME_PARAMS = {
     "image_size": Param(64, int, minimum=16, doc="side of the cubic volume, in voxels"),
@@ -26,6 +30,10 @@ OTHER_IMAGE_SEED = 7919  # second image of a volume's blend: another seed of the
 
 def ellipse_volume(size: int, channels: int, seed: int) -> torch.Tensor:
     """(1, C, size, size, size) volume: slice d blends two ellipse images with weight d/size."""
+    import torch
+
+    from scalebench.problems.phantoms import random_ellipses
+
     first = random_ellipses(size, channels, seed)
     second = random_ellipses(size, channels, seed + OTHER_IMAGE_SEED)
     weight = ((torch.arange(size, dtype=torch.float32) + 0.5) / size).view(1, 1, size, 1, 1)
@@ -38,6 +46,10 @@ def volume_shape(image_size: int, channels: int, **_) -> tuple[int, ...]:
 
 def volume_setup(image_size: int, channels: int, noise_level: float,
                  seed: int) -> ProblemSetup:
+    from deepinv.physics import Denoising
+
+    from scalebench.problems.base import ProblemSetup
+
     return ProblemSetup("volume_denoising", ellipse_volume(image_size, channels, seed), 1,
                         lambda _: Denoising(), noise_level, seed + 1)
 

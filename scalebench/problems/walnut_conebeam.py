@@ -13,21 +13,19 @@ downloaded here.
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
 from scalebench.data import walnut
 from scalebench.data.cache import cache_root
 from scalebench.params import Param
-from scalebench.physics.conebeam import (
-    PROJECTORS,
-    ConeGeometry,
-    RtkConeBeam,
-    make_projector,
-    rtk_available,
-)
-from scalebench.physics.parallel_beam import astra_available
-from scalebench.problems.base import ProblemSetup, ProblemSpec
+from scalebench.physics.backends import CONEBEAM_PROJECTORS, astra_available, rtk_available
+from scalebench.problems.spec import ProblemSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from scalebench.physics.conebeam import ConeGeometry
+    from scalebench.problems.base import ProblemSetup
 
 PARAMS = {
     "orbit": Param(2, int, choices=walnut.ORBITS,
@@ -35,7 +33,7 @@ PARAMS = {
     "binning": Param(4, int, minimum=1, doc="b x b detector pixels and b^3 voxels per sample"),
     "num_projections": Param(60, int, minimum=1, doc="views kept, evenly spread over the orbit"),
     "num_operators": Param(1, int, minimum=1, doc="groups the views are split into"),
-    "projector": Param("auto", str, choices=("auto", *PROJECTORS),
+    "projector": Param("auto", str, choices=("auto", *CONEBEAM_PROJECTORS),
                        doc="cone-beam projector: torch (CPU/CUDA), rtk (CPU, the rtk extra), "
                        "astra (CUDA); auto = astra when ASTRA has a GPU, else rtk when installed "
                        "and able to take the vectors, else torch"),
@@ -69,6 +67,8 @@ def operator_count(num_operators: int, **_) -> int:
 
 def resolve_projector(name: str, geometry: ConeGeometry) -> str:
     """The projector ``name`` stands for on this machine and geometry."""
+    from scalebench.physics.conebeam import RtkConeBeam
+
     if name == "astra" and not astra_available(cuda=True):
         raise ValueError("projector 'astra' needs astra-toolbox with a CUDA device (use "
                          "'torch', 'rtk' or 'auto')")
@@ -90,6 +90,12 @@ def resolve_projector(name: str, geometry: ConeGeometry) -> str:
 
 def setup(orbit: int, binning: int, num_projections: int, num_operators: int, projector: str,
           data: str, noise_level: float, seed: int) -> ProblemSetup:
+    import numpy as np
+    import torch
+
+    from scalebench.physics.conebeam import ConeGeometry, make_projector
+    from scalebench.problems.base import ProblemSetup
+
     image_shape(orbit, binning, num_projections, num_operators)
     prepared = walnut.load_prepared(walnut.prepare(cache_root(), orbit, binning,
                                                    num_projections))

@@ -29,7 +29,7 @@ from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
-from scalebench.runtime.metric_names import METRIC_NAMES, metric_column
+from scalebench.runtime.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5

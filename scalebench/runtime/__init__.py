@@ -1,5 +1,5 @@
 """What runs inside a rank around the loops: the process group and its timed collectives
 (``context``), checks across ranks (``rank_checks``), deterministic mode, per-step profiling,
 quality metrics (and their names), the operator norm, the provenance stamped on every row, and
-the pre-flight check of a SLURM job. ``metric_names`` imports no torch.
+the pre-flight check of a SLURM job. ``names`` imports no torch.
 """

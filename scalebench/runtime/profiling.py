@@ -34,7 +34,8 @@ from pathlib import Path
 
 import torch
 
-PROFILER_MODES = ("light", "torch", "nvtx")
+from scalebench.runtime.names import PROFILER_MODES
+
 MIB = 1024.0**2
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")

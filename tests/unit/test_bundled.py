@@ -13,7 +13,8 @@ import torch
 from scalebench.data.fetch import accept_file, file_digest
 from scalebench.data.manifest import load_manifest
 from scalebench.denoisers.bundled import HELD_OUT, RECIPES, WEIGHTS_DIR, load_record, skimage_file
-from scalebench.denoisers.networks import build_denoiser, load_denoiser, resolve_weights
+from scalebench.denoisers.catalog import resolve_weights
+from scalebench.denoisers.networks import build_denoiser, load_denoiser
 from scalebench.errors import ConfigError
 from scalebench.loops.denoising import noisy_copy
 from scalebench.loops.pnp import PnPLoop

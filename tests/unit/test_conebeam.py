@@ -11,17 +11,17 @@ import torch
 from scalebench.data import walnut
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError, MissingFileError
-from scalebench.loops.pnp import PNP_PARAMS, PnPLoop
+from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops.pnp import PnPLoop
 from scalebench.params import resolved_parameters
+from scalebench.physics.backends import astra_available, rtk_available
 from scalebench.physics.conebeam import (
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
     TorchConeBeam,
     circular_vectors,
-    rtk_available,
 )
-from scalebench.physics.parallel_beam import astra_available
 from scalebench.problems import build_problem, setup_problem
 from scalebench.runtime.metrics import psnr
 from scalebench.runtime.profiling import StepProfiler

@@ -25,7 +25,8 @@ from scalebench.data.fetch import (
     require_file,
 )
 from scalebench.data.manifest import Entry, load_manifest
-from scalebench.denoisers.networks import build_denoiser, hub_weights_entry
+from scalebench.denoisers.catalog import hub_weights_entry
+from scalebench.denoisers.networks import build_denoiser
 from scalebench.errors import ConfigError, MissingFileError
 from tests.support import walnut_fixture
 from tests.support.paths import REPO

@@ -11,9 +11,11 @@ import yaml
 from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError
-from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
+from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops.pnp import PnPLoop, initial_estimate, operator_norm_squared
 from scalebench.params import resolved_parameters
-from scalebench.physics.radio import VisibilityOperator, resolve_backend
+from scalebench.physics.backends import resolve_backend
+from scalebench.physics.radio import VisibilityOperator
 from scalebench.problems import PROBLEMS, build_problem, setup_problem
 from scalebench.problems.radio_interferometry import (
     antenna_positions,

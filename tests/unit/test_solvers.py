@@ -9,17 +9,20 @@ import pytest
 import torch
 
 from scalebench.data.fetch import accept_file
-from scalebench.denoisers.build import check_denoiser_fits, make_denoiser
-from scalebench.denoisers.networks import (
-    RECEPTIVE_RADIUS,
-    TV_ITERATIONS,
-    IndependentTV,
-    build_denoiser,
+from scalebench.denoisers.build import make_denoiser
+from scalebench.denoisers.catalog import RECEPTIVE_RADIUS, TV_ITERATIONS
+from scalebench.denoisers.networks import IndependentTV, build_denoiser
+from scalebench.denoisers.tiles import (
+    check_denoiser_fits,
+    dealt_batch_count,
+    dealt_tiles,
+    tile_windows,
 )
-from scalebench.denoisers.tiling import TiledDenoiser, dealt_batch_count, dealt_tiles, tile_windows
+from scalebench.denoisers.tiling import TiledDenoiser
 from scalebench.errors import ConfigError, MissingFileError
-from scalebench.loops.denoising import DENOISING_PARAMS, DenoisingLoop
-from scalebench.loops.pnp import PNP_PARAMS, PnPLoop, initial_estimate, operator_norm_squared
+from scalebench.loops.denoising import DenoisingLoop
+from scalebench.loops.params import DENOISING_PARAMS, PNP_PARAMS
+from scalebench.loops.pnp import PnPLoop, initial_estimate, operator_norm_squared
 from scalebench.params import resolved_parameters
 from scalebench.problems import build_problem
 from scalebench.runtime.metrics import psnr

@@ -10,8 +10,8 @@ import pytest
 import torch
 from deepinv.physics import Downsampling, Tomography
 
-from scalebench.denoisers.build import check_denoiser_fits
 from scalebench.denoisers.networks import build_denoiser
+from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError
 from scalebench.loops.pnp import PnPLoop
 from scalebench.physics import parallel_beam

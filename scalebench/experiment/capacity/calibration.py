@@ -111,7 +111,7 @@ class Configuration:
     def sizes(self, size: int, ranks: int, model: MemoryModel | None) -> Sizes:
         """The term counts of one of ``ranks`` ranks at ``size`` (measurements by the model's
         law; without a model, none)."""
-        from scalebench.denoisers.tiling import denoised_pixels
+        from scalebench.denoisers.tiles import denoised_pixels
         from scalebench.problems import PROBLEMS
 
         spec, values = PROBLEMS[self.dataset], self.at(size).resolved_dataset()

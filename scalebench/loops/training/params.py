@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
-from scalebench.denoisers.networks import SIZE_MULTIPLE
-from scalebench.denoisers.tiling import dealt_batch_count, tile_windows
+from scalebench.denoisers.catalog import SIZE_MULTIPLE
+from scalebench.denoisers.tiles import dealt_batch_count, tile_windows
 from scalebench.errors import ConfigError
 from scalebench.loops.params import RUN_PARAMS, SLURM_PARAMS
 from scalebench.params import Param
-from scalebench.problems import ProblemSpec
+from scalebench.problems.spec import ProblemSpec
 
 CHECKPOINTING = ("none", "stage", "tile_batch", "auto")
 DISTRIBUTIONS = ("none", "data", "spatial")

@@ -21,7 +21,8 @@ from deepinv.utils import TensorList
 
 from provenance import array_digest
 from scalebench.loops.pnp import operator_norm_squared
-from scalebench.problems import Problem, ProblemSetup, ProblemSpec
+from scalebench.problems.base import Problem, ProblemSetup
+from scalebench.problems.spec import ProblemSpec
 
 PATCH_SEED_STRIDE = 1_000_003  # generator of patch i at step s: seed * stride^2 + s * stride + i
 

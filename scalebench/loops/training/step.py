@@ -17,8 +17,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from scalebench.denoisers.networks import SIZE_MULTIPLE
-from scalebench.denoisers.tiling import BatchDealtProcessing, WindowTiling, dealt_tiles
+from scalebench.denoisers.catalog import SIZE_MULTIPLE
+from scalebench.denoisers.tiles import dealt_tiles
+from scalebench.denoisers.tiling import BatchDealtProcessing, WindowTiling
 from scalebench.loops.training.network import UnrolledPGD, build_network
 from scalebench.loops.training.patches import TrainingData
 from scalebench.runtime.context import TimedContext

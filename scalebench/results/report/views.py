@@ -38,7 +38,7 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
-from scalebench.runtime.metric_names import QUALITY_METRICS, metric_column
+from scalebench.runtime.names import QUALITY_METRICS, metric_column
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])

@@ -1,5 +1,7 @@
-"""Names of the quality metrics every row carries, in one place, without importing torch:
-``scalebench.runtime.metrics`` computes them, the report plots them, ``replay`` compares them."""
+"""Names the rows and the run parameters use, in one place, without importing torch: the
+quality metrics every row carries (``scalebench.runtime.metrics`` computes them, the report
+plots them, ``replay`` compares them) and the profiler's modes (the ``profiler`` parameter,
+``scalebench.runtime.profiling``)."""
 
 from __future__ import annotations
 
@@ -13,3 +15,7 @@ METRIC_NAMES = tuple(QUALITY_METRICS)
 def metric_column(name: str) -> str:
     """The result column of metric ``name`` (benchopt prefixes objective values)."""
     return f"objective_{name}"
+
+# The profiler's modes (scalebench.runtime.profiling): light (clock and memory), torch (also a
+# torch.profiler trace), nvtx (also NVTX ranges).
+PROFILER_MODES = ("light", "torch", "nvtx")

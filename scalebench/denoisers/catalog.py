@@ -1,0 +1,133 @@
+"""The denoisers scalebench knows, and the weights each one runs with: names, the input sizes
+they take, their receptive radius, and what ``pretrained`` resolves to (deepinv's published
+file, scalebench's bundled one, a user's file, seeded random weights). Imports no torch: the
+checks of a config (scalebench.experiment.config) read it before anything runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scalebench.errors import ConfigError, MissingFileError
+
+if TYPE_CHECKING:
+    from scalebench.data.manifest import Entry
+
+DENOISERS = ("tv", "drunet", "dncnn")
+
+TV_ITERATIONS = 50  # exactly this many per call (IndependentTV): every TV step costs the same
+
+# deepinv publishes weights per architecture for grey and colour images: the manifest's
+# entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).
+HUB_CHANNELS = {1: "gray", 3: "color"}
+
+# 'auto': deepinv's published file when it is in the torch hub cache, else the bundled one;
+# 'bundled': the small networks scalebench trains and ships (scalebench.denoisers.bundled); 'hub':
+# deepinv's published file only; 'none': seeded random weights (cost-only runs). Any other
+# value is the path of a weights file.
+PRETRAINED_VALUES = ("auto", "bundled", "hub", "none")
+
+# deepinv's architectures when no bundled record says otherwise (the published weights' ones).
+DEFAULT_WIDTHS = {"drunet": {"nc": [64, 128, 256, 512], "nb": 4},
+                  "dncnn": {"depth": 20, "nf": 64}}
+
+SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
+
+# Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that
+# makes tiles exact. DnCNN: 20 convolutions of 3x3; TV: each iteration reads one neighbour
+# further (a forward and a backward difference). DRUNet (deepinv's default widths, 4 blocks
+# per scale): 183 pixels measured by an impulse at 512^2, so an overlap of 184 or more
+# (a multiple of its 8-pixel grid) for exact tiles.
+RECEPTIVE_RADIUS = {"dncnn": 20, "tv": TV_ITERATIONS, "drunet": 184}
+
+def hub_weights_entry(name: str, channels: int) -> Entry:
+    """The manifest entry of deepinv's published weights for ``name`` on ``channels``."""
+    from scalebench.data.manifest import load_manifest
+
+    if channels not in HUB_CHANNELS:
+        raise ConfigError(f"denoiser '{name}': published weights exist for 1 or 3 channels, "
+                          f"not {channels} (use pretrained 'none' or a weights file)")
+    return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}"]
+
+def bundled_weights_entry(name: str, channels: int) -> Entry:
+    """The manifest entry of the weights scalebench ships for ``name`` on ``channels``."""
+    from scalebench.data.manifest import load_manifest
+
+    if channels not in HUB_CHANNELS:
+        raise ConfigError(f"denoiser '{name}': bundled weights exist for 1 or 3 channels, "
+                          f"not {channels} (use pretrained 'none' or a weights file)")
+    return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}_bundled"]
+
+@dataclass(frozen=True)
+class Weights:
+    """The weights a denoiser runs with: what ``pretrained`` resolved to."""
+
+    source: str  # "none" (TV has no weights), "random", "bundled", "hub" or "file"
+    path: Path | None = None  # the file loaded (None for "none" and "random")
+    widths: dict | None = None  # architecture keyword arguments; None: deepinv's defaults
+
+    @property
+    def label(self) -> str:
+        """What rows record in ``prov_weights``: the source, or the path of a user's file."""
+        return str(self.path) if self.source == "file" else self.source
+
+def _verified(entry: Entry) -> Path:
+    from scalebench.data.fetch import destination, require_file
+
+    # Only a copy verified against the manifest (or accepted by `scalebench fetch
+    # --allow-unverified`) is used.
+    return require_file(entry, destination(entry))
+
+def _bundled(name: str, channels: int) -> Weights:
+    entry = bundled_weights_entry(name, channels)
+    path = _verified(entry)
+    return Weights("bundled", path, bundled_record(path)["architecture"]["widths"])
+
+def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
+    """The weights ``pretrained`` names (PRETRAINED_VALUES or a path) for ``name``.
+
+    'auto' is 'hub' when deepinv's published file is in the torch hub cache, else 'bundled';
+    rows record which one ran.
+    """
+    if name == "tv":
+        return Weights("none")
+    if pretrained == "none":
+        return Weights("random")
+    if pretrained == "bundled":
+        return _bundled(name, channels)
+    if pretrained in ("hub", "auto"):
+        from scalebench.data.fetch import destination
+
+        entry = hub_weights_entry(name, channels)
+        if pretrained == "auto" and not destination(entry).is_file():
+            return _bundled(name, channels)
+        return Weights("hub", _verified(entry))
+    path = Path(pretrained).expanduser()
+    if not path.is_file():
+        raise MissingFileError(
+            f"denoiser '{name}': weights file not found: {path} (pretrained must be one of "
+            f"{', '.join(PRETRAINED_VALUES)} or the path of an existing .pth file)"
+        )
+    return Weights("file", path)
+
+_warned_random: set[str] = set()
+
+
+def warn_random_weights(name: str) -> None:
+    """One warning per process and denoiser: quality figures of random weights mean nothing."""
+    if name in _warned_random:
+        return
+    _warned_random.add(name)
+    print(f"scalebench: warning: denoiser '{name}' runs with random weights (pretrained: "
+          f"none): its quality figures (PSNR, SSIM) are meaningless, its cost figures are "
+          f"not; use pretrained auto, bundled, hub or a weights file for quality",
+          file=sys.stderr, flush=True)
+
+
+def bundled_record(weights: Path) -> dict:
+    """The recipe record shipped beside a bundled weights file (``<name>.json``): the network's
+    architecture, its recipe, data and held-out figures (scalebench.denoisers.bundled)."""
+    return json.loads(weights.with_suffix(".json").read_text())
