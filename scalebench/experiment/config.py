@@ -92,7 +92,10 @@ class Experiment:
 
 
 def _bracketed(section: str, entry: str) -> Component:
-    """'name' or benchopt's 'name[parameter=value,...]' form, parsed as benchopt parses it."""
+    """'name' or benchopt's 'name[parameter=value,...]' form, parsed as benchopt parses it
+    (benchopt, a second of imports, is loaded only for the bracketed form)."""
+    if "[" not in entry:
+        return Component(entry.strip())
     from benchopt.utils.parametrized_name_mixin import _extract_options
 
     try:
