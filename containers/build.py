@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -30,8 +29,19 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the package from this checkout
-from scalebench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ScalebenchError  # noqa: E402
-from scalebench.launch.containers import DIGEST, image_digest  # noqa: E402
+from scalebench.errors import (  # noqa: E402
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    ScalebenchError,
+    error_lines,
+)
+from scalebench.launch.containers import (  # noqa: E402
+    DIGEST,
+    Podman,
+    engine_runtime,
+    image_digest,
+)
 
 
 def _git(*args: str) -> str:
@@ -93,18 +103,18 @@ def stage_context(folder: Path, weights: Path) -> Path:
 def build(engine: str | list[str], tag: str, base: str | None, weights: Path,
           extra: list[str]) -> str:
     """Build the Docker/podman image; return its digest (image ID)."""
-    engine = shlex.split(engine) if isinstance(engine, str) else list(engine)
+    runtime = engine_runtime(engine)
     arguments = build_arguments(base)
     with tempfile.TemporaryDirectory(prefix="scalebench-context-") as folder:
         context = stage_context(Path(folder), weights.resolve())
-        argv = [*engine, "build", "-f", str(context / "containers/Dockerfile"), "-t", tag,
+        argv = [*runtime.engine, "build", "-f", str(context / "containers/Dockerfile"), "-t", tag,
                 "--build-arg", "WEIGHTS=.build-weights"]
         argv += [f"--build-arg={key}={value}" for key, value in arguments.items()]
-        if Path(engine[0]).name == "podman":
+        if isinstance(runtime, Podman):
             # Layer files and history get this time instead of the clock's.
             argv += ["--timestamp", arguments["SOURCE_DATE_EPOCH"]]
         subprocess.run([*argv, *extra, str(context)], check=True)
-    return image_digest(tag, engine)
+    return image_digest(tag, runtime.engine)
 
 
 BOOTSTRAP = "Bootstrap: docker\nFrom: {{ BASE_NAME }}@{{ BASE_DIGEST }}\n"
@@ -198,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             print(build_sif(args.output, args.base, args.weights, rest, args.base_archive))
         return EXIT_OK
     except ScalebenchError as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_BAD_INPUT
     except subprocess.CalledProcessError as error:
         print(f"scalebench: error: {error.cmd[0]} failed with exit status {error.returncode}",

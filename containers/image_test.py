@@ -18,9 +18,11 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from provenance.environment import PACKAGES
+
 SOURCE = Path(__file__).resolve().parent.parent
-MODULES = {"torch": "torch", "torchvision": "torchvision", "deepinv": "deepinv",
-           "benchopt": "benchopt", "astra-toolbox": "astra", "numpy": "numpy"}
+# Distribution -> module of every pinned package (provenance's fields are the module names).
+MODULES = {distribution: module for module, distribution in PACKAGES.items()}
 TINY = {  # benchmark folder -> a seconds-long config of it
     "benchmark_inference": """\
 objective: [imaging_inverse_problem]

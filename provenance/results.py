@@ -28,8 +28,18 @@ class UnreadableResults(Exception):
 
 
 def read_table(path: Path) -> pa.Table:
+    return _read(path, pq.read_table)
+
+
+def read_schema(path: Path) -> pa.Schema:
+    """The schema (and metadata) of a parquet file, without reading its rows."""
+    return _read(path, pq.read_schema)
+
+
+def _read(path: Path, reader):
+    """``reader(path)``; a missing or unreadable file is an UnreadableResults naming it."""
     try:
-        return pq.read_table(path)
+        return reader(path)
     except FileNotFoundError:
         raise UnreadableResults(f"{path}: no such file") from None
     except (pa.ArrowException, OSError) as error:

@@ -17,12 +17,11 @@ from pathlib import Path
 
 from scalebench import __version__
 from scalebench.errors import (
-    EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
+    ConfigError,
     ScalebenchError,
-    error_lines,
-    exit_status,
+    reported,
     unreadable_file_error,
 )
 from scalebench.launch.runner import RunRequest, check_writable_folder, run, run_child
@@ -247,9 +246,9 @@ def _validate(args: argparse.Namespace) -> int:
         experiments = json.loads(run_child(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder, "--check-memory",
                                           "local"))
-    from scalebench.launch.resources import experiment_solver_params, requested_ranks
+    from scalebench.launch.resources import experiment_ranks
 
-    counts = sorted({requested_ranks(experiment_solver_params(e), nproc) for e in experiments})
+    counts = sorted({experiment_ranks(e, nproc) for e in experiments})
     print(f"{config}: valid ({len(experiments)} experiment(s); ranks per experiment: "
           f"{', '.join(map(str, counts))})")
     return EXIT_OK
@@ -261,9 +260,7 @@ def _plan(args: argparse.Namespace) -> int:
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
                      args.configs)
     if plan.problems:
-        for problem in plan.problems:
-            print(f"scalebench: error: {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise ConfigError("\n".join(plan.problems))
     print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
     for warning in plan.warnings():
         print(f"scalebench: warning: {warning}", file=sys.stderr)
@@ -346,20 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the subcommand; every error ends in ``scalebench: error:`` lines and the exit
     status of errors.exit_status (2 bad input, 1 failed work)."""
     args = _parser().parse_args(argv)
-    try:
+
+    def command() -> int:
         if args.command in ("run", "validate", "plan", "capacity"):
             _readable_config(args.config)
         return COMMANDS[args.command](args)
-    except ScalebenchError as error:
-        print(*error_lines(error), sep="\n", file=sys.stderr)
-        return exit_status(error)
-    except Exception as error:
-        from provenance.results import UnreadableResults  # imported only on this path
 
-        if not isinstance(error, UnreadableResults):
-            raise
-        print(*error_lines(error), sep="\n", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    return reported(command)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ lines (``error_lines``) and exit with ``exit_status``.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -39,6 +41,24 @@ class MissingFileError(ScalebenchError):
 def error_lines(error: Exception) -> list[str]:
     """How the CLI prints an error: one ``scalebench: error:`` line per problem it names."""
     return [f"scalebench: error: {line}" for line in str(error).splitlines() or [""]]
+
+
+def reported(call: Callable[[], int]) -> int:
+    """``call()``'s exit status; a ScalebenchError or an unreadable results file is printed
+    as ``error_lines`` and ends in its exit status instead (anything else propagates)."""
+    try:
+        return call()
+    except ScalebenchError as error:
+        print(*error_lines(error), sep="\n", file=sys.stderr)
+        return exit_status(error)
+    except Exception as error:
+        # provenance.results loads pandas: imported only on this path
+        from provenance.results import UnreadableResults
+
+        if not isinstance(error, UnreadableResults):
+            raise
+        print(*error_lines(error), sep="\n", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def unbound_hint(path: Path) -> str:

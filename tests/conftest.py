@@ -157,6 +157,16 @@ def chromium() -> str:
 
 
 @pytest.fixture
+def empty_hub(tmp_path, monkeypatch):
+    """A torch hub cache without deepinv's published files (as on a fresh offline machine)."""
+    import torch
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setattr(torch.hub, "_hub_dir", None)
+    return tmp_path / "torch" / "hub" / "checkpoints"
+
+
+@pytest.fixture
 def write_config(tmp_path):
     def write(experiment: dict, name: str = "experiment.yml") -> Path:
         path = tmp_path / name

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scalebench.data.fetch import BUNDLED_WEIGHTS  # noqa: E402
 from scalebench.denoisers.bundled import (  # noqa: E402
     EVAL_SIGMAS,
     RECIPES,
-    WEIGHTS_DIR,
     held_out_figures,
     load_bundled,
     load_record,
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(RECIPES), default=sorted(RECIPES))
     parser.add_argument("--tolerance-db", type=float, default=0.2)
-    parser.add_argument("--shipped", type=Path, default=WEIGHTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--shipped", type=Path, default=BUNDLED_WEIGHTS, help=argparse.SUPPRESS)
     parser.add_argument("--rerun", type=Path, default=None,
                         help="compare with the files a separate run of "
                              "tools/train_bundled_denoisers.py --out DIR wrote, "

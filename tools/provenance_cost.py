@@ -42,10 +42,12 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     from scalebench.loops.params import PNP_PARAMS
     from scalebench.params import resolved_parameters
     from scalebench.problems import build_problem
+    from scalebench.runtime.context import run_context
     from scalebench.runtime.stamping import row_provenance, run_provenance
 
     problem = build_problem("synthetic", image_size=16, task="denoising")
-    record = run_provenance(problem, "pnp", resolved_parameters({}, PNP_PARAMS))
+    record = run_provenance(problem.source, "0" * 64, "pnp",
+                            resolved_parameters({}, PNP_PARAMS), run_context(torch.device("cpu")))
     estimate = torch.zeros(1, 1, 16, 16)
     start = time.perf_counter()
     fields = [row_provenance(record, estimate) for _ in range(rows)]

@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scalebench.denoisers.bundled import RECIPES, WEIGHTS_DIR, train_and_save  # noqa: E402
+from scalebench.data.fetch import BUNDLED_WEIGHTS  # noqa: E402
+from scalebench.denoisers.bundled import RECIPES, train_and_save  # noqa: E402
 
 
 def manifest_entry(document: dict) -> str:
@@ -37,7 +38,7 @@ def manifest_entry(document: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(RECIPES), default=sorted(RECIPES))
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    parser.add_argument("--out", type=Path, default=BUNDLED_WEIGHTS)
     args = parser.parse_args(argv)
     for name in args.only:
         document = train_and_save(RECIPES[name], args.out)

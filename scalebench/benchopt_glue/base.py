@@ -155,9 +155,9 @@ class LoopSolver(BaseSolver):
         start = time.perf_counter()
         progress.stage("preparing the loop")
         mode, rank = self.params["profiler"], self.context.rank
-        self.run_provenance = run_provenance(self.source, self.data_sha256, self.name, self.params,
-                                     self.context, self.benchmark_name, self.objective_name,
-                                     self.weights_record)
+        self.run_provenance = run_provenance(
+            self.source, self.data_sha256, self.name, self.params, self.context,
+            self.benchmark_name, self.objective_name, self.weights_record)
         label = f" rank {rank}" if self.context.world_size > 1 else ""
         trace = self._trace_path() if mode == "torch" else None
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)

@@ -15,7 +15,7 @@ import torch
 from scalebench.benchmarks import TRAINING_BENCHMARK, TRAINING_OBJECTIVE
 from scalebench.benchopt_glue.base import LoopSolver, ProblemDataset
 from scalebench.launch import progress
-from scalebench.loops.training.params import TRAINING_PARAMS, check_training
+from scalebench.loops.training.params import check_training
 from scalebench.loops.training.patches import TrainingData
 from scalebench.loops.training.step import (
     Trainer,
@@ -39,7 +39,6 @@ class TrainingDataset(ProblemDataset):
 class TrainingSolver(LoopSolver):
     """Trains the unrolled network for ``max_iter`` steps on one problem."""
 
-    param_specs = TRAINING_PARAMS
     benchmark_name, objective_name = TRAINING_BENCHMARK, TRAINING_OBJECTIVE
     # benchopt's own test suite (`benchopt test`) trains a tiny network for a few steps.
     test_config = {"max_iter": 3, "device": "cpu", "num_stages": 2, "denoiser_width": 4,

@@ -39,11 +39,15 @@ def hub_checkpoints() -> Path:
     return Path(torch_home).expanduser() / "hub" / "checkpoints"
 
 
+# The weights scalebench trains and ships (scalebench.denoisers.bundled), inside the package.
+BUNDLED_WEIGHTS = Path(__file__).resolve().parent / "weights"
+
+
 def destination(entry: Entry, cache: Path | None = None) -> Path:
     """Where ``entry`` is kept: the torch hub cache for weights, the scalebench cache for data,
     the package's own folder for bundled weights."""
     if entry.kind == "bundled":
-        return Path(__file__).resolve().parent / "weights" / entry.file
+        return BUNDLED_WEIGHTS / entry.file
     if entry.kind == "weights":
         return hub_checkpoints() / entry.file
     return (cache if cache is not None else cache_root()) / "data" / entry.name / entry.file

@@ -22,8 +22,8 @@ def make_denoiser(params: dict, image_shape: tuple[int, ...], device: torch.devi
 
 def make_denoiser_with_record(params: dict, image_shape: tuple[int, ...], device: torch.device,
                               context=None) -> tuple[nn.Module, dict[str, str]]:
-    """``make_denoiser`` and the provenance of its weights (denoisers.weights_record); warns
-    once (on rank 0) when the weights are random."""
+    """``make_denoiser`` and the provenance of its weights (networks.weights_record); warns once
+    (on rank 0) when the weights are random."""
     model, record = load_denoiser(params["denoiser"], image_shape[0], params["pretrained"],
                                   device, params["seed"])
     if record["weights"] == "random" and getattr(context, "rank", 0) == 0:

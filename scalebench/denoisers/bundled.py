@@ -17,7 +17,6 @@ the files; ``tools/check_bundled_denoisers.py`` re-runs it and compares with the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -30,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalebench.data.fetch import BUNDLED_WEIGHTS, file_digest
 from scalebench.denoisers.catalog import bundled_record
 from scalebench.runtime.metrics import psnr
 
-WEIGHTS_DIR = Path(__file__).resolve().parents[1] / "data" / "weights"
 SKIMAGE_DISTRIBUTION = "scikit-image"
 # Pictures of scikit-image's wheel used for training. Grey models also train on the luminance
 # of the colour pictures.
@@ -84,6 +83,8 @@ RECIPES = {r.name: r for r in (
     Recipe("dncnn_gray", "dncnn", 1, DNCNN_WIDTHS, seed=3),
     Recipe("dncnn_color", "dncnn", 3, DNCNN_WIDTHS, steps=450, seed=4),
 )}
+
+
 def make_network(architecture: str, channels: int, widths: dict) -> nn.Module:
     """deepinv's network of ``architecture`` with the given widths, randomly initialised."""
     import deepinv as dinv
@@ -126,10 +127,6 @@ def skimage_file(name: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is listed by {SKIMAGE_DISTRIBUTION} but missing")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _to_tensor(array: np.ndarray, channels: int) -> torch.Tensor:
@@ -245,7 +242,7 @@ def record(recipe: Recipe, model: nn.Module, facts: dict, weights: Path) -> dict
         "record_version": RECORD_VERSION,
         "name": recipe.name,
         "file": weights.name,
-        "sha256": file_sha256(weights),
+        "sha256": file_digest(weights),
         "size": weights.stat().st_size,
         "architecture": {"class": recipe.architecture, "in_channels": recipe.channels,
                          "widths": recipe.widths,
@@ -258,7 +255,7 @@ def record(recipe: Recipe, model: nn.Module, facts: dict, weights: Path) -> dict
                            f"{metadata.version(SKIMAGE_DISTRIBUTION)} wheel (listed in its "
                            f"RECORD; never fetched), longest side downscaled to {MAX_SIDE}",
                  "channels": "luminance of colour pictures" if recipe.channels == 1 else "RGB",
-                 "files": {name: file_sha256(skimage_file(name)) for name in recipe.images},
+                 "files": {name: file_digest(skimage_file(name)) for name in recipe.images},
                  "held_out": list(HELD_OUT)},
         "held_out_check": {"image": f"astronaut.png at {EVAL_SIZE}x{EVAL_SIZE}, noise seed 0",
                            "psnr_db": held_out_figures(model, recipe.channels)},
@@ -279,13 +276,14 @@ def train_and_save(recipe: Recipe, directory: Path, log=print) -> dict:
     return document
 
 
-def load_record(name: str, directory: Path = WEIGHTS_DIR) -> dict:
+def load_record(name: str, directory: Path = BUNDLED_WEIGHTS) -> dict:
     """The recipe record of a bundled file (architecture, recipe, data, held-out figures)."""
     return bundled_record(directory / f"{name}.pth")
 
 
-def load_bundled(name: str, directory: Path = WEIGHTS_DIR) -> nn.Module:
-    """A bundled network from ``directory`` (no checksum check: see denoisers.resolve_weights)."""
+def load_bundled(name: str, directory: Path = BUNDLED_WEIGHTS) -> nn.Module:
+    """A bundled network from ``directory`` (no checksum check: see
+    denoisers.catalog.resolve_weights)."""
     document = load_record(name, directory)
     arch = document["architecture"]
     model = make_network(arch["class"], arch["in_channels"], arch["widths"])

@@ -43,6 +43,7 @@ SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three t
 # (a multiple of its 8-pixel grid) for exact tiles.
 RECEPTIVE_RADIUS = {"dncnn": 20, "tv": TV_ITERATIONS, "drunet": 184}
 
+
 def hub_weights_entry(name: str, channels: int) -> Entry:
     """The manifest entry of deepinv's published weights for ``name`` on ``channels``."""
     from scalebench.data.manifest import load_manifest
@@ -52,6 +53,7 @@ def hub_weights_entry(name: str, channels: int) -> Entry:
                           f"not {channels} (use pretrained 'none' or a weights file)")
     return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}"]
 
+
 def bundled_weights_entry(name: str, channels: int) -> Entry:
     """The manifest entry of the weights scalebench ships for ``name`` on ``channels``."""
     from scalebench.data.manifest import load_manifest
@@ -60,6 +62,7 @@ def bundled_weights_entry(name: str, channels: int) -> Entry:
         raise ConfigError(f"denoiser '{name}': bundled weights exist for 1 or 3 channels, "
                           f"not {channels} (use pretrained 'none' or a weights file)")
     return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}_bundled"]
+
 
 @dataclass(frozen=True)
 class Weights:
@@ -74,6 +77,7 @@ class Weights:
         """What rows record in ``prov_weights``: the source, or the path of a user's file."""
         return str(self.path) if self.source == "file" else self.source
 
+
 def _verified(entry: Entry) -> Path:
     from scalebench.data.fetch import destination, require_file
 
@@ -81,10 +85,12 @@ def _verified(entry: Entry) -> Path:
     # --allow-unverified`) is used.
     return require_file(entry, destination(entry))
 
+
 def _bundled(name: str, channels: int) -> Weights:
     entry = bundled_weights_entry(name, channels)
     path = _verified(entry)
     return Weights("bundled", path, bundled_record(path)["architecture"]["widths"])
+
 
 def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
     """The weights ``pretrained`` names (PRETRAINED_VALUES or a path) for ``name``.
@@ -112,6 +118,7 @@ def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
             f"{', '.join(PRETRAINED_VALUES)} or the path of an existing .pth file)"
         )
     return Weights("file", path)
+
 
 _warned_random: set[str] = set()
 

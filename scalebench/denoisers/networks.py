@@ -45,12 +45,14 @@ class IndependentTV(nn.Module):
         finally:
             self.tv.x2 = self.tv.u2 = None  # hold no image-sized state between calls
 
+
 def _state_digest(model: nn.Module) -> str:
     digest = hashlib.sha256()
     for key, tensor in model.state_dict().items():
         digest.update(key.encode())
         digest.update(array_digest(tensor).encode())
     return digest.hexdigest()
+
 
 def weights_record(name: str, weights: Weights, model: nn.Module) -> dict[str, str]:
     """The ``prov_weights``, ``prov_weights_sha256`` and ``prov_denoiser_architecture``
@@ -97,6 +99,7 @@ def load_denoiser(name: str, channels: int, pretrained: str = "auto",
     # skips its gradient synchronisation).
     model = model.to(device).eval().requires_grad_(False)
     return model, weights_record(name, weights, model)
+
 
 def build_denoiser(name: str, channels: int, pretrained: str = "none",
                    device: torch.device | str = "cpu", seed: int = 0) -> nn.Module:

@@ -23,6 +23,7 @@ from scalebench.errors import ConfigError
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
+
 def tile_windows(length: int, patch_size: int, overlap: int,
                  multiple: int = 1) -> tuple[int, list[tuple[int, int, int]]]:
     """Window length and tiles along one axis, as (window_start, core_start, core_end).
@@ -41,19 +42,23 @@ def tile_windows(length: int, patch_size: int, overlap: int,
     return window, [(min(first, length - window), start, end)
                     for first, (start, end) in zip(starts, cores, strict=True)]
 
+
 def dealing_unit(batch_size: int) -> int:
     """Tiles per unit dealt to a rank: a whole batch of ``batch_size`` consecutive tiles;
     ``batch_size`` 0 (each rank's share at once) deals single tiles."""
     return batch_size if batch_size > 0 else 1
+
 
 def dealt_batch_count(num_tiles: int, batch_size: int) -> int:
     """The units (dealing_unit) ``num_tiles`` tiles are dealt to ranks in; the last one may
     be shorter."""
     return math.ceil(num_tiles / dealing_unit(batch_size))
 
+
 def is_tiled(spatial: tuple[int, ...], patch_size: int) -> bool:
     """Whether an image of this size is cut into tiles (patch_size 0 or >= the image: no)."""
     return 0 < patch_size < max(spatial)
+
 
 def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overlap: int) -> None:
     """Raise ConfigError when ``name`` cannot take the image (or its tiles) of this size."""
@@ -76,8 +81,10 @@ def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overl
             f"patch_size={patch_size}, overlap={overlap})"
         )
 
+
 # One (window_start, core_start, core_end) per spatial axis, as tile_windows gives.
 Tile = tuple[tuple[int, int, int], ...]
+
 
 def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int,
                 multiple: int = 1) -> tuple[list[int], list[Tile]]:
@@ -87,6 +94,7 @@ def image_tiles(spatial: Sequence[int], patch_size: int, overlap: int,
     return ([window for window, _ in axes],
             list(itertools.product(*(starts for _, starts in axes))))
 
+
 def dealt_tiles(num_tiles: int, batch_size: int, rank: int, world_size: int) -> list[int]:
     """The tiles of ``rank``: those of the batches b (``batch_size`` consecutive tiles each,
     the last one possibly shorter) with b mod world_size == rank, in order. ``batch_size`` 0
@@ -95,6 +103,7 @@ def dealt_tiles(num_tiles: int, batch_size: int, rank: int, world_size: int) -> 
     unit = dealing_unit(batch_size)
     return [i for i in range(num_tiles) if (i // unit) % world_size == rank]
 
+
 def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     """Tiles the denoiser cuts an image of shape (C, *spatial) into (1 when untiled)."""
     spatial = tuple(image_shape[1:])
@@ -102,6 +111,7 @@ def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
         return 1
     counts = [len(tile_windows(n, params["patch_size"], params["overlap"])[1]) for n in spatial]
     return math.prod(counts)
+
 
 def denoised_pixels(params: dict, image_shape: tuple[int, ...], ranks: int) -> int:
     """Pixels one denoiser call takes on one of ``ranks`` ranks: the image, or a batch of

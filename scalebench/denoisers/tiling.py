@@ -58,6 +58,7 @@ class TiledDenoiser(nn.Module):
                 ]
         return out
 
+
 class WindowTiling(DistributedSignalStrategy):
     """Windows of at least ``patch_size + 2 * overlap`` around cores of ``patch_size`` on every
     spatial axis, starting on multiples of ``multiple``."""
@@ -83,6 +84,7 @@ class WindowTiling(DistributedSignalStrategy):
             cores = tuple(slice(axis[1], axis[2]) for axis in self.tiles[i])
             inside = tuple(slice(axis[1] - axis[0], axis[2] - axis[0]) for axis in self.tiles[i])
             out_tensor[(..., *cores)] = tile[(..., *inside)]
+
 
 class BatchDealtProcessing(DistributedProcessing):
     """deepinv's distributed processing with whole batches of ``max_batch_size`` tiles dealt

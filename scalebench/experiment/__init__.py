@@ -1,6 +1,6 @@
 """Experiments: one YAML file of benchopt's format, a grid of dataset x solver parameters.
 
-- ``benchmarks``: the repository's benchmark folders and the objective each runs;
+- ``reading``: the one YAML reader of configs and parallel configs;
 - ``config``: reading a config and validating its whole grid before anything runs;
 - ``expand``: the grid as one benchopt config per experiment, checked for this machine;
 - ``plan``: every job of a campaign with its resources, memory and command;

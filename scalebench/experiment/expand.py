@@ -17,9 +17,9 @@ from scalebench.errors import ConfigError
 from scalebench.experiment.config import check_devices_available, load_experiment
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
+    experiment_ranks,
     experiment_solver_params,
     names_slurm_resources,
-    requested_ranks,
 )
 
 
@@ -30,13 +30,12 @@ def component_label(name: str, params: dict) -> str:
 
 def expand(config: Path, world_size: int, folder: Path,
            check_devices: bool = False, check_memory: str = "") -> list[dict]:
-    """One benchopt config per experiment of ``config``, in benchopt's order, with the
-    resources it asks for (slurm_nodes, slurm_ntasks_per_node; None when not set), its
-    dataset and solver ({name: parameters}) and the run options. ``check_devices``: also
-    refuse a device this machine does not have; ``check_memory``: refuse experiments whose
-    ranks, all on this machine, cannot fit its memory (nothing is written then): "all" of
-    them (a local run), "local" those that name no SLURM resources (the others run on
-    compute nodes this machine knows nothing of), "" none."""
+    """One benchopt config per experiment of ``config``, in benchopt's order: its id, label,
+    config file, dataset and solver ({name: parameters}) and the run options.
+    ``check_devices``: also refuse a device this machine does not have; ``check_memory``:
+    refuse experiments whose ranks, all on this machine, cannot fit its memory (nothing is
+    written then): "all" of them (a local run), "local" those that name no SLURM resources
+    (the others run on compute nodes this machine knows nothing of), "" none."""
 
     experiment = load_experiment(config, world_size)
     if check_devices:
@@ -63,7 +62,7 @@ def expand(config: Path, world_size: int, folder: Path,
         here = [e for e in experiments if check_memory == "all"
                 or not names_slurm_resources(experiment_solver_params(e))]
         problems = local_memory_problems(
-            here, lambda e: requested_ranks(experiment_solver_params(e), world_size))
+            here, lambda e: experiment_ranks(e, world_size))
         if problems:
             raise ConfigError("\n".join(problems))
     folder.mkdir(parents=True, exist_ok=True)

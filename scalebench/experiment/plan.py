@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.launch.resources import requested_ranks
 
-if TYPE_CHECKING:  # the rules import torch: plan loads them only when it plans
+if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.experiment.config import BenchmarkRules
 
 # Resident memory of one rank before any data, a lower bound: Python with torch, deepinv and
@@ -303,18 +304,21 @@ def _uses_cuda_here(device: str) -> bool:
     return device == "cuda"
 
 
+def _over_parallel(solver_params: dict, parallel: dict) -> dict:
+    """The parallel config's slurm_* options with the solver's set ones over them."""
+    return {**parallel, **{key: value for key, value in solver_params.items()
+                           if key.startswith("slurm_") and value is not None}}
+
+
 def job_resources(solver_params: dict, parallel: dict | None, nproc: int) -> dict:
     """Nodes, tasks, GPUs, CPUs and the time limit of a job (solver over parallel config)."""
-    given = {key: value for key, value in solver_params.items()
-             if key.startswith("slurm_") and value is not None}
     if parallel is None:  # a local run: this machine, --nproc ranks unless the solver says
-        nodes, per_node = given.get("slurm_nodes"), given.get("slurm_ntasks_per_node")
-        ranks = nproc if nodes is None and per_node is None else (nodes or 1) * (per_node or 1)
+        ranks = requested_ranks(solver_params, nproc)
         gpus = ranks if _uses_cuda_here(solver_params.get("device", "auto")) else 0
         threads = solver_params.get("num_threads") or 1
         return {"nodes": 1, "ntasks_per_node": ranks, "gpus_per_node": gpus,
                 "cpus_per_task": threads, "time": None}
-    merged = {**parallel, **given}
+    merged = _over_parallel(solver_params, parallel)
     gpus = merged.get("slurm_gpus_per_node") or gres_gpus(merged.get("slurm_gres"))
     return {"nodes": merged.get("slurm_nodes") or 1,
             "ntasks_per_node": merged.get("slurm_ntasks_per_node") or 1,
@@ -323,15 +327,17 @@ def job_resources(solver_params: dict, parallel: dict | None, nproc: int) -> dic
 
 
 def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
-    """The ranks a job runs on (``job_resources``: nodes x tasks per node)."""
-    resources = job_resources(solver_params, parallel, nproc)
-    return resources["nodes"] * resources["ntasks_per_node"]
+    """The ranks a job runs on (``job_resources``: nodes x tasks per node), without looking
+    for GPUs."""
+    if parallel is None:
+        return requested_ranks(solver_params, nproc)
+    merged = _over_parallel(solver_params, parallel)
+    return (merged.get("slurm_nodes") or 1) * (merged.get("slurm_ntasks_per_node") or 1)
 
 
 def _job_problems(job: Job, experiment: dict, timeout_s: float,
                   rules: BenchmarkRules) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each."""
-    from scalebench.errors import ScalebenchError
     from scalebench.params import resolved_parameters
 
     (dataset, dataset_params), = experiment["dataset"].items()
@@ -410,7 +416,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
     resources = job_resources(solver_params, parallel, nproc)
-    ranks = resources["nodes"] * resources["ntasks_per_node"]
+    ranks = job_ranks(solver_params, parallel, nproc)
     where = f"job {experiment['id']}"
     if parallel is None:  # a local run: the solver timeout bounds it, this machine hosts it
         submissions, run_timeout_s = 1, timeout_s * repetitions

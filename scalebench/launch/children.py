@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalebench.errors import ScalebenchError, error_lines, exit_status
+from scalebench.errors import reported
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,17 +96,12 @@ def _run(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from provenance.results import UnreadableResults
 
-    try:
+    def child() -> int:
         print(_run(args))
-    except ScalebenchError as error:
-        print(*error_lines(error), sep="\n", file=sys.stderr)
-        return exit_status(error)
-    except UnreadableResults as error:
-        print(*error_lines(error), sep="\n", file=sys.stderr)
-        return exit_status(ScalebenchError())
-    return 0
+        return 0
+
+    return reported(child)
 
 
 if __name__ == "__main__":

@@ -57,11 +57,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from scalebench.benchmarks import REPO
 from scalebench.errors import EXIT_BAD_INPUT, CommandFailed, ScalebenchError, error_lines
 from scalebench.launch.rank_env import slurm_ranks
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-CHECKOUT = Path(__file__).resolve().parents[2]
 # Handed into containers when set: what the ranks, the pre-flight and provenance read.
 PASSED_VARIABLES = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -261,10 +261,6 @@ class ImageMismatch(CommandFailed):
     """The image exists but its digest is not the expected one."""
 
 
-def _engine(engine: str | list[str]) -> list[str]:
-    return shlex.split(engine) if isinstance(engine, str) else list(engine)
-
-
 def image_digest(image: str, engine: str | list[str] = "docker") -> str:
     """The digest rows record: of a SIF file (provenance.sif: the file's sha256 without its
     build stamps), or the image ID of an engine's image, as 'sha256:HEX'."""
@@ -272,10 +268,10 @@ def image_digest(image: str, engine: str | list[str] = "docker") -> str:
         if not Path(image).is_file():
             raise ScalebenchError(f"SIF file {image} does not exist")
         return Apptainer().identity(image).digest
-    return engine_runtime(_engine(engine)).image_id(image)
+    return engine_runtime(engine).image_id(image)
 
 
-def _repo_digests(image: str, engine: list[str]) -> list[str]:
+def _repo_digests(image: str, engine: str | list[str]) -> list[str]:
     listed = json.loads(engine_runtime(engine).inspect(image, "{{json .RepoDigests}}")) or []
     return [entry.split("@", 1)[1] for entry in listed if "@" in entry]
 
@@ -292,7 +288,7 @@ def verify_image(image: str, digest: str, engine: str | list[str] = "docker") ->
     actual = image_digest(image, engine)
     if actual == digest:
         return f"{image}: digest {digest} verified"
-    if not Path(image).is_file() and digest in _repo_digests(image, _engine(engine)):
+    if not Path(image).is_file() and digest in _repo_digests(image, engine):
         return f"{image}: repository digest {digest} verified (image ID {actual})"
     raise ImageMismatch(f"{image} has digest {actual}, not {digest}: it is another image")
 
@@ -301,7 +297,7 @@ def run_argv(image: str, command: list[str], engine: str | list[str] = "docker",
              gpus: bool = True, binds: list[str] | None = None) -> list[str]:
     """The ``docker/podman run`` command line (``command_line``) that hands the image's
     identity in; the image is started by its ID, so the digest handed in is what runs."""
-    runtime = engine_runtime(_engine(engine))
+    runtime = engine_runtime(engine)
     identity = runtime.identity(image)
     volumes = []
     for bind in binds or []:
@@ -389,7 +385,7 @@ def launcher_python(runtime: Runtime, image: str, folders: Mapping[str, Path | N
     ``--python`` command, and the variables it reads (``folders``: SB_CONFIG, SB_BENCHMARK,
     SB_OUTPUTS, each bound when set). Docker/podman images are resolved here, once."""
     variables = {"SB_RUNTIME": runtime.name, "SB_ENGINE": shlex.join(runtime.engine),
-                 "SB_IMAGE": image, "SB_REPO": os.environ.get("SB_REPO") or str(CHECKOUT)}
+                 "SB_IMAGE": image, "SB_REPO": os.environ.get("SB_REPO") or str(REPO)}
     variables.update({name: str(path.resolve()) for name, path in folders.items() if path})
     identity = runtime.identity(image)  # the image named now, whatever an old SB_IMAGE_DIGEST says
     if identity is not None:
@@ -438,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                             ("SB_IMAGE", args.image)):
         if value is not None:
             env[variable] = value
-    env.setdefault("SB_REPO", str(CHECKOUT))
+    env.setdefault("SB_REPO", str(REPO))
     try:
         runtime = get_runtime(env.get("SB_RUNTIME") or "none", env.get("SB_ENGINE") or None)
         if args.command == "identity":
@@ -450,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         launch = launch_from_environment(env, command, runtime)
     except ScalebenchError as error:
-        print(f"scalebench: error: {error}", file=sys.stderr)
+        print(*error_lines(error), sep="\n", file=sys.stderr)
         return EXIT_BAD_INPUT
     line = runtime.command_line(launch)
     if args.command == "argv":

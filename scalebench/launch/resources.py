@@ -42,3 +42,8 @@ def experiment_solver_params(experiment: Mapping[str, Any]) -> Mapping[str, Any]
     """The solver parameters of an expanded experiment ({"solver": {name: parameters}})."""
     (params,) = experiment["solver"].values()
     return params
+
+
+def experiment_ranks(experiment: Mapping[str, Any], default: int) -> int:
+    """Ranks of an expanded experiment (``requested_ranks`` of its solver's parameters)."""
+    return requested_ranks(experiment_solver_params(experiment), default)

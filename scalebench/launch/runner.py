@@ -34,8 +34,8 @@ from scalebench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandFaile
 from scalebench.launch import processes
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
+    experiment_ranks,
     experiment_solver_params,
-    requested_ranks,
     srun_resources,
 )
 
@@ -219,7 +219,7 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
         state.group = processes.start_srun(request.python, folder, request.benchmark, config,
                                            [*request.srun_args, *resources], port, position)
     else:
-        ranks = requested_ranks(experiment_solver_params(experiment), request.nproc)
+        ranks = experiment_ranks(experiment, request.nproc)
         state.group = processes.start_local(request.python, ranks, folder, request.benchmark,
                                             config, position)
     group, statuses = state.group, state.group.wait()
@@ -247,7 +247,7 @@ def _check_allocation(request: RunRequest, experiments: list[dict]) -> None:
     """Refuse experiments that need more ranks than the allocation has."""
     available = world_size(request)
     for experiment in experiments:
-        needed = requested_ranks(experiment_solver_params(experiment), available)
+        needed = experiment_ranks(experiment, available)
         if request.launcher == "srun" and needed > available:
             raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
                                   f"the allocation has {available} tasks")

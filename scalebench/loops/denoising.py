@@ -8,10 +8,7 @@ import torch
 from torch import nn
 
 from provenance import array_digest
-from scalebench.loops.params import DENOISER_PARAMS
 from scalebench.runtime.profiling import StepProfiler
-
-DENOISING_PARAMS = dict(DENOISER_PARAMS)
 
 
 def ground_truth_digest(x_true: torch.Tensor) -> str:

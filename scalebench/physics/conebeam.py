@@ -348,8 +348,6 @@ class RtkConeBeam(LinearPhysics):
             self.projection_frame))
 
 
-
-
 def make_projector(name: str, geometry: ConeGeometry) -> LinearPhysics:
     """The named cone-beam projector ('torch', 'rtk' or 'astra') for ``geometry``."""
     if name == "astra":

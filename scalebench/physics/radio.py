@@ -37,7 +37,6 @@ SPEED_OF_LIGHT = 299_792_458.0  # m/s; ducc0 takes uvw in metres with frequencie
 DFT_CHUNK_ELEMENTS = 1 << 22  # visibilities x pixels per DFT block (bounds its memory)
 
 
-
 def _threads() -> int:
     return max(1, torch.get_num_threads())
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 import re
 
 from provenance.schema import COLUMN_PREFIX, FIELDS
-
-INFERENCE_STEPS = ("grad", "denoise")
-TRAINING_STEPS = ("forward", "backward", "optimizer")
+from scalebench.runtime.names import INFERENCE_STEPS, TRAINING_STEPS
 
 # benchopt's own columns, and the ones scalebench run adds.
 RUN_COLUMNS = {

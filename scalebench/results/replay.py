@@ -246,14 +246,21 @@ class Verdict:
         return f"{self.status} {self.label}: {self.detail}"
 
 
+def current_environment() -> dict:
+    """This machine's environment as a re-run records it (provenance's fields, torch's
+    threads), for comparison with a run's archived one."""
+    current = collect(refresh=True)
+    current["torch_threads"] = torch.get_num_threads()
+    return current
+
+
 def replay(path: Path, rows: str | None, force: bool, rerun: Rerun,
            benchmark: Path | None = None) -> list[Verdict]:
     """One verdict per run of the selected rows, in the file's order, re-run by
     ``rerun``; ``benchmark`` overrides the folder each run's config names."""
     df = read_results(path)
     runs = load_runs(df, parse_rows(rows, len(df)))
-    current = collect(refresh=True)
-    current["torch_threads"] = torch.get_num_threads()
+    current = current_environment()
     # By position: one config on other rank counts gives runs with one config hash.
     runnable, verdicts = [], {}
     for index, run in enumerate(runs):
@@ -312,6 +319,7 @@ def weights_difference(archived: pd.DataFrame, replayed: pd.DataFrame) -> str | 
                      for rows in (archived, replayed))
     if before == after:
         return None
+
     def described(pairs: list[tuple[str, str]]) -> str:
         return ", ".join(f"{name} sha256 {digest[:12] or '-'}" for name, digest in pairs)
     return (f"the denoiser weights that ran differ: {described(before)} archived vs "

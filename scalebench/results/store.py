@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from provenance.results import (
     distinct_records,
+    read_schema,
     read_table,
     rename_provenance,
     write_atomically,
@@ -28,7 +29,11 @@ EXPERIMENT_COLUMN = "experiment_id"
 def run_status(path: Path) -> dict:
     """The run status ``publish`` stored in a results file: status (partial, complete),
     finished experiments, failures, config ({} for files ``scalebench run`` did not write)."""
-    metadata = read_table(path).schema.metadata or {}
+    return _status(read_schema(path).metadata)
+
+
+def _status(metadata: dict | None) -> dict:
+    metadata = metadata or {}
     return json.loads(metadata[RUN_KEY]) if RUN_KEY in metadata else {}
 
 
@@ -37,8 +42,9 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
     """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows."""
     tables, done = [], []
     if final.is_file():
-        tables.append(read_table(final).replace_schema_metadata(None))
-        done = list(run_status(final).get("experiments", []))
+        existing = read_table(final)
+        tables.append(existing.replace_schema_metadata(None))
+        done = list(_status(existing.schema.metadata).get("experiments", []))
     for identifier, part in parts:
         table = rename_provenance(read_table(part))
         tables.append(table.append_column(EXPERIMENT_COLUMN,

@@ -16,6 +16,12 @@ def metric_column(name: str) -> str:
     """The result column of metric ``name`` (benchopt prefixes objective values)."""
     return f"objective_{name}"
 
+
+# The steps whose time and peak memory each row records (<step>_time_s, <step>_peak_*): an
+# inference iteration's (scalebench.loops.pnp, .denoising) and a training step's.
+INFERENCE_STEPS = ("grad", "denoise")
+TRAINING_STEPS = ("forward", "backward", "optimizer")
+
 # The profiler's modes (scalebench.runtime.profiling): light (clock and memory), torch (also a
 # torch.profiler trace), nvtx (also NVTX ranges).
 PROFILER_MODES = ("light", "torch", "nvtx")

@@ -41,12 +41,12 @@ def experiment_config(source: dict, solver_name: str, solver_params: dict,
 
 
 def run_provenance(source: dict, data_sha256: str, solver_name: str, solver_params: dict,
-               context: TimedContext, benchmark: str = INFERENCE_BENCHMARK,
+                   context: TimedContext, benchmark: str = INFERENCE_BENCHMARK,
                    objective: str = INFERENCE_OBJECTIVE,
-               weights: dict[str, str] = NO_WEIGHTS) -> dict[str, Any]:
+                   weights: dict[str, str] = NO_WEIGHTS) -> dict[str, Any]:
     """Every ``prov_*`` field of a run's rows but the result digest (computed once per run).
 
-    ``weights``: which denoiser weights ran (``denoisers.weights_record``)."""
+    ``weights``: which denoiser weights ran (``denoisers.networks.weights_record``)."""
     config_json = canonical_json(experiment_config(source, solver_name, solver_params,
                                                    benchmark, objective))
     seeds = {"dataset": source["params"].get("seed"), "solver": solver_params["seed"]}

@@ -37,12 +37,6 @@ def test_cli_prints_json_for_scripts():
     assert document["totals"]["jobs"] == 5
 
 
-
-
-
-
-
-
 def test_impossible_resources_give_one_line_per_problem(tmp_path):
     operators = [{"tomography_2d": {"image_size": 32, "num_angles": 12, "num_operators": 8}}]
     config = config_file(tmp_path, dataset=operators, timeout="1h",

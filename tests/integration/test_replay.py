@@ -13,14 +13,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
 
-from provenance import canonical_json, collect, config_hash
+from provenance import canonical_json, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
 from scalebench.errors import ScalebenchError
 from scalebench.results.replay import (
     ArchivedRun,
     changed_environment,
+    current_environment,
     load_runs,
     parse_rows,
     replay,
@@ -94,22 +94,12 @@ def test_replay_matches_bit_for_bit_and_leaves_the_archive_untouched(archive):
 # a re-run's: the tests below edit the archived side and read the verdicts replay gives.
 
 
-def _runs(frame: pd.DataFrame) -> list[ArchivedRun]:
-    return load_runs(frame, None)
-
-
 def _run_of(frame: pd.DataFrame, solver: str) -> ArchivedRun:
-    return next(run for run in _runs(frame) if run.config["solver"]["name"] == solver)
+    return next(run for run in load_runs(frame, None) if run.config["solver"]["name"] == solver)
 
 
 def _refuse_rerun(*_):
     raise AssertionError("replay re-ran rows it should have refused")
-
-
-def _here() -> dict:
-    current = collect(refresh=True)
-    current["torch_threads"] = torch.get_num_threads()
-    return current
 
 
 def test_selected_rows_select_their_runs(archive):
@@ -123,6 +113,7 @@ def test_selected_rows_select_their_runs(archive):
 
 def test_tampered_parameter_is_reported_and_nothing_runs(archive, tmp_path):
     _, results = archive
+
     def tamper(df):
         df["p_dataset_noise_level"] = 0.5
         return df
@@ -139,6 +130,7 @@ def test_one_config_on_two_rank_counts_gets_a_verdict_each(archive, tmp_path):
     """The denoiser's rows again as a 2-rank run: two runs with one config hash, each with its
     own verdict (here the 1-rank one tampered, the 2-rank one from another GPU)."""
     _, results = archive
+
     def two_runs(df):
         one = df[df.solver_name.str.startswith("denoiser")].copy()
         two = one.copy()
@@ -187,6 +179,7 @@ def test_other_weights_differ_by_name_even_when_forced(archive):
 
 def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     _, results = archive
+
     def elsewhere(df):
         df["prov_gpu_models"] = "NVIDIA H200"
         return df
@@ -195,7 +188,7 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     assert [v.status for v in refused] == ["REFUSED", "REFUSED"]
     assert "gpu_models 'none' here vs 'NVIDIA H200'" in refused[0].detail
     archived = pd.read_parquet(moved)
-    differences = changed_environment(_run_of(archived, "pnp"), _here())
+    differences = changed_environment(_run_of(archived, "pnp"), current_environment())
     assert "gpu_models 'none' here vs 'NVIDIA H200' archived" in differences
     forced = verdict(_run_of(archived, "pnp"), differences, pd.read_parquet(results))
     assert forced.status == "MATCH" and "within rtol 1e-05 (forced" in forced.detail
@@ -211,6 +204,7 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
 def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp_path, column,
                                                                      value, message):
     _, results = archive
+
     def elsewhere(df):
         df[column] = value
         if column == "prov_code_dirty":

@@ -11,12 +11,9 @@ import pytest
 from scalebench.results.report import FIGURE_DPI, write_report
 from scalebench.results.report.data import load_results
 from scalebench.results.report.views import all_views
-from tests.support.campaigns import RANKS
+from tests.support.campaigns import RANKS, SHOWN
 from tests.support.cli import edited_results
 from tests.support.figure_layout import layout_problems
-
-SHOWN = ["quality", "steps", "memory", "strong_scaling", "weak_scaling"]
-
 
 FLOAT_INTEGER = re.compile(r"=\d+\.0\b")  # num_operators=1.0
 

@@ -59,7 +59,6 @@ def train_and_dump(runs_json: str, folder: str) -> None:
                    Path(folder) / f"{name}.rank{context.rank}.pt")
 
 
-
 def launch(runs: dict, folder: Path, ranks: int) -> dict[str, list[dict]]:
     """Run ``train_and_dump`` on ``ranks`` processes; {run name: [rank 0's dump, ...]}."""
     port = free_port()

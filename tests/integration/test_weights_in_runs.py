@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
-import torch
 
 from scalebench.data.manifest import load_manifest
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment
-
-
-@pytest.fixture
-def empty_hub(tmp_path, monkeypatch):
-    """A torch hub cache without deepinv's published files (as on a fresh offline machine)."""
-    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    monkeypatch.setattr(torch.hub, "_hub_dir", None)
-    return tmp_path / "torch" / "hub" / "checkpoints"
 
 
 def test_rows_record_the_weights_that_ran_and_random_ones_warn_once(tmp_path, write_config,

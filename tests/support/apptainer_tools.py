@@ -204,3 +204,30 @@ if __name__ == "__main__":
     except HarnessError as error:
         print(error, file=sys.stderr)
         sys.exit(2)
+
+
+# Where pip in an Apptainer build finds the test machine's wheels and CA: a folder the
+# Ubuntu base has (empty), bound over for the build only.
+APPTAINER_BUILD_MOUNT = "/mnt"
+
+
+def sif_build_options(folder: Path) -> tuple[str, ...]:
+    """apptainer build options of the tests: fakeroot (root needs it for %post here), pip's
+    build-time settings bound read-only, the self-test left to `apptainer test`."""
+    from tests.support.container_tools import pip_settings
+
+    options = ["--fakeroot", "--notest"]
+    for source, target in pip_settings(folder, APPTAINER_BUILD_MOUNT):
+        options += ["--bind", f"{source}:{target}:ro"]
+    return tuple(options)
+
+
+def build_test_sif(output: Path, base_reference: str, base_archive: Path, weights: Path,
+                   options: tuple[str, ...]) -> str:
+    """containers/build.py's build_sif from the stand-in base's archive (``base_reference``:
+    NAME@sha256:DIGEST); returns the digest."""
+    from containers.build import build_sif
+
+    with pytest.MonkeyPatch.context() as patch:  # read by apptainer for %post only
+        patch.setenv("APPTAINERENV_PIP_CONFIG_FILE", f"{APPTAINER_BUILD_MOUNT}/pip.conf")
+        return build_sif(output, base_reference, weights, list(options), base_archive)

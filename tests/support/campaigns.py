@@ -12,6 +12,8 @@ from scalebench.results.report import write_report
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment
 
 RANKS = (1, 2, 4)
+# The report views a campaign shows (the browser checks them too).
+SHOWN = ["quality", "steps", "memory", "strong_scaling", "weak_scaling"]
 
 
 IMAGE_SIZES = [32, 64]

@@ -16,6 +16,16 @@ def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.Comp
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def modules_loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter in the repository holds after running
+    ``code``."""
+    check = f"import sys; {code}; print(','.join(m for m in {modules!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                            cwd=REPO, check=False)
+    assert result.returncode == 0, result.stderr
+    return [name for name in result.stdout.strip().split(",") if name]
+
+
 def copy_benchmark(folder: Path, source: Path = BENCHMARK) -> Path:
     """A private copy of a benchmark folder inside ``folder``, so outputs stay in the test."""
     copy = folder / source.name

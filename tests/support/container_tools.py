@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from containers.generate import read_lock
 from tests.support.apt import apt_install
+from tests.support.paths import REPO
 
 TOOLS = {"podman": "podman", "buildah": "buildah", "runc": "runc", "mmdebstrap": "mmdebstrap"}
 CONTAINERS_CONF = """\
@@ -31,8 +33,11 @@ default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 """
-DISTRIBUTION = tomllib.loads((Path(__file__).resolve().parents[2] /
-                             "containers/base-image.toml").read_text())["base"]["distribution"]
+# The images' base and interpreter (containers/base-image.toml) and the lock they pin.
+BASE_IMAGE = tomllib.loads((REPO / "containers/base-image.toml").read_text())
+DISTRIBUTION = BASE_IMAGE["base"]["distribution"]
+IMAGE_PYTHON = BASE_IMAGE["python"]
+LOCK = read_lock((REPO / "constraints.txt").read_text())
 BASE_TAG = f"localhost/{DISTRIBUTION['name']}:{DISTRIBUTION['release']}-minbase"
 # Debian packages the Ubuntu archive keys (from trixie on), checked by Debian's signed archive.
 UBUNTU_KEYRING = ("ubuntu-archive-keyring", "trixie",
@@ -213,10 +218,16 @@ def seeded_weights(folder: Path) -> Path:
     return folder
 
 
+def run_python(*args: str, timeout: int = 120, **kwargs) -> subprocess.CompletedProcess:
+    """This interpreter with ``args`` in the repository, its output captured."""
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, check=False, **kwargs)
+
+
 def pinned_wheels(folder: Path, names: tuple[str, ...], python: str) -> Path:
     """Wheels of ``names`` and of their dependencies, at the lock's versions, for ``python``
     (MAJOR.MINOR): a local index for pip inside a container, which keeps no pip settings."""
-    constraints = Path(__file__).resolve().parents[2] / "constraints.txt"
+    constraints = REPO / "constraints.txt"
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
                     "--python-version", python, "-c", str(constraints), "-d", str(folder),
                     *names], check=True, capture_output=True, timeout=600)

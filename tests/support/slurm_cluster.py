@@ -7,9 +7,9 @@ free, so two clusters (or two CI runs) never collide with each other or with a s
 munge/slurm. tests/system/test_slurm_cluster.py checks that it behaves like a real cluster
 (multi-node srun, scancel, exit codes, submitit).
 
-Usage: ``from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401`` in a
-test module (``slurm_cluster`` works too, at the cost of ruff F811 on the test arguments), then take
-``slurm_cluster`` as a fixture and merge ``slurm_cluster.env`` into the environment of clients.
+Usage: tests/system/conftest.py registers ``slurm_cluster_fixture`` (one cluster per pytest
+worker, whichever modules take it); a test takes ``slurm_cluster`` as a fixture and merges
+``slurm_cluster.env`` into the environment of its clients.
 """
 
 from __future__ import annotations
@@ -499,8 +499,8 @@ def _link_target(link: Path) -> str:
 # Fixture
 # --------------------------------------------------------------------------------------------
 
-# The fixture is named by ``name=``, so importing ``slurm_cluster_fixture`` registers it without
-# ruff's F811 on every test argument called ``slurm_cluster``; ``slurm_cluster`` is an alias.
+# Named by ``name=``: the conftest that imports ``slurm_cluster_fixture`` registers it without
+# ruff's F811 on every test argument called ``slurm_cluster``.
 @pytest.fixture(scope="session", name="slurm_cluster")
 def slurm_cluster_fixture(
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurmCluster]:
@@ -514,5 +514,3 @@ def slurm_cluster_fixture(
     with LocalSlurmCluster(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
 
-
-slurm_cluster = slurm_cluster_fixture

@@ -1,5 +1,6 @@
 """Real container images, built once per test session (the image group's modules,
-tests/conftest.py)."""
+tests/conftest.py), and the SLURM cluster (``slurm_cluster``: one per worker, shared by the
+modules that take it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401 (registers it)
 
 
 @dataclass(frozen=True)
@@ -29,16 +32,14 @@ class BuiltSif:
     """scalebench.sif built from containers/scalebench.def (the `scalebench_sif` fixture).
 
     ``path``: the SIF; ``digest``: what rows record for it (provenance.sif.sif_digest);
-    ``apptainer``: the folder of the ``apptainer`` that built it (first on PATH for the
-    session); ``base``, ``weights`` and ``build_options`` rebuild it the same way."""
+    ``base``, ``weights`` and ``build_options`` rebuild it the same way (``apptainer`` is
+    first on PATH for the session: the ``apptainer_on_path`` fixture)."""
 
     path: Path
     digest: str
-    apptainer: str
     base: ContainerBase
     weights: Path
     build_options: tuple[str, ...]
-    seconds: float
 
 
 # The disk the image group takes at its peak, the podman build of the image (its layers
@@ -87,36 +88,11 @@ def apptainer_on_path() -> str:
         yield folder
 
 
-# Where pip in an Apptainer build finds the test machine's wheels and CA: a folder the
-# Ubuntu base has (empty), bound over for the build only.
-APPTAINER_BUILD_MOUNT = "/mnt"
-
-
-def sif_build_options(folder: Path) -> tuple[str, ...]:
-    """apptainer build options of the tests: fakeroot (root needs it for %post here), pip's
-    build-time settings bound read-only, the self-test left to `apptainer test`."""
-    from tests.support.container_tools import pip_settings
-
-    options = ["--fakeroot", "--notest"]
-    for source, target in pip_settings(folder, APPTAINER_BUILD_MOUNT):
-        options += ["--bind", f"{source}:{target}:ro"]
-    return tuple(options)
-
-
-def build_test_sif(output: Path, base: ContainerBase, weights: Path,
-                   options: tuple[str, ...]) -> str:
-    """containers/build.py's build_sif from the stand-in base's archive; returns the digest."""
-    from containers.build import build_sif
-
-    with pytest.MonkeyPatch.context() as patch:  # read by apptainer for %post only
-        patch.setenv("APPTAINERENV_PIP_CONFIG_FILE", f"{APPTAINER_BUILD_MOUNT}/pip.conf")
-        return build_sif(output, base.reference, weights, list(options), base.archive)
-
-
 @pytest.fixture(scope="session")
 def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory):
     """containers/scalebench.def built once per session, every line the committed one but
     the bootstrap (the stand-in base's archive)."""
+    from tests.support.apptainer_tools import build_test_sif, sif_build_options
     from tests.support.container_tools import seeded_weights
 
     folder = tmp_path_factory.mktemp("sif")
@@ -124,8 +100,9 @@ def scalebench_sif(apptainer_on_path, container_base, tmp_path_factory):
     options = sif_build_options(folder)
     started = time.monotonic()
     path = folder / "scalebench.sif"
-    digest = build_test_sif(path, container_base, weights, options)
+    digest = build_test_sif(path, container_base.reference, container_base.archive, weights,
+                            options)
     seconds = time.monotonic() - started
     print(f"\nSIF built in {seconds:.0f} s, {path.stat().st_size / 2**20:.0f} MiB")
-    yield BuiltSif(path, digest, apptainer_on_path, container_base, weights, options, seconds)
+    yield BuiltSif(path, digest, container_base, weights, options)
     path.unlink()  # gigabytes that pytest's kept temporary folders would hold on to

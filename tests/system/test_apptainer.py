@@ -17,15 +17,12 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from containers.generate import read_lock
 from provenance.results import read_results
 from tests.support.cli import tiny_experiment
+from tests.support.container_tools import LOCK
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.slow
-
-
-LOCK = read_lock((REPO / "constraints.txt").read_text())
 
 
 SRC = "/opt/scalebench/src"
@@ -234,12 +231,12 @@ def test_a_rebuild_of_the_same_inputs_is_the_same_image(scalebench_sif, tmp_path
     import hashlib
     import time
 
-    from tests.system.conftest import build_test_sif
+    from tests.support.apptainer_tools import build_test_sif
 
     again = tmp_path / "again.sif"
     started = time.monotonic()
-    digest = build_test_sif(again, scalebench_sif.base, scalebench_sif.weights,
-                            scalebench_sif.build_options)
+    digest = build_test_sif(again, scalebench_sif.base.reference, scalebench_sif.base.archive,
+                            scalebench_sif.weights, scalebench_sif.build_options)
     print(f"\nSIF rebuilt in {time.monotonic() - started:.0f} s")
     try:
         with scalebench_sif.path.open("rb") as first, again.open("rb") as second:

@@ -7,36 +7,27 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from containers.generate import read_lock
 from tests.support.cli import tiny_experiment
 from tests.support.container_tools import (
+    BASE_IMAGE,
     BASE_TAG,
     DISTRIBUTION,
+    IMAGE_PYTHON,
+    LOCK,
     Podman,
     local_pip_options,
     pinned_wheels,
+    run_python,
     seeded_weights,
 )
 from tests.support.paths import REPO
-
-LOCK = read_lock((REPO / "constraints.txt").read_text())
-
-
-IMAGE_PYTHON = tomllib.loads((REPO / "containers/base-image.toml").read_text())["python"]
-
-
-def run(*args: str, timeout: int = 120, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, check=False, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def rows_of_the_image(podman: Podman, digest: str, results: Path) -> tuple[pd.Da
 
 def in_image(podman: Podman, digest: str, results: Path, *command: str):
     """Run ``command`` through the launch helper, results folder bound at /results."""
-    return run("-m", "scalebench.launch.containers", "run", digest, "--engine",
+    return run_python("-m", "scalebench.launch.containers", "run", digest, "--engine",
                " ".join(podman.command),
                "--no-gpus", "--bind", f"{results}:/results", "--", *command, timeout=900,
                env=podman.environment())
@@ -122,7 +113,7 @@ def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
     experiment = tiny_experiment(dataset=[dataset], solver=[{"pnp": solver}])
     (results / "two.yml").write_text(yaml.safe_dump(experiment, sort_keys=False))
     env = {**podman.environment(), "SB_ENGINE": " ".join(podman.command)}
-    ran = run("-m", "scalebench", "run", str(results / "two.yml"), "--runtime", "podman",
+    ran = run_python("-m", "scalebench", "run", str(results / "two.yml"), "--runtime", "podman",
               "--image", "localhost/scalebench:test", "--nproc", "2", "--outputs",
               str(results), "--output", "two", "--no-html", timeout=900, env=env)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
@@ -172,7 +163,7 @@ def test_image_interpreter_is_a_final_release_of_the_pinned_python(image, tmp_pa
     assert level == "final"  # not an alpha, beta or release candidate
     assert release["ID"] == DISTRIBUTION["name"]
     assert release["VERSION_ID"] == DISTRIBUTION["version"]
-    tag = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]["tag"]
+    tag = BASE_IMAGE["base"]["tag"]
     assert tag.endswith(f"{DISTRIBUTION['name']}{DISTRIBUTION['version']}")
 
 
@@ -202,12 +193,12 @@ def test_verify_image_by_id(image):
     podman, digest = image
     engine = " ".join(podman.command)
     env = podman.environment()
-    ok = run("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
+    ok = run_python("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
              digest, "--engine", engine, env=env)
     assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
-    other = run("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
+    other = run_python("-m", "scalebench", "verify-image", "localhost/scalebench:test", "--digest",
                 "sha256:" + "2" * 64, "--engine", engine, env=env)
     assert other.returncode == 1 and "another image" in other.stderr
-    missing = run("-m", "scalebench", "verify-image", "localhost/absent:1", "--digest",
+    missing = run_python("-m", "scalebench", "verify-image", "localhost/absent:1", "--digest",
                   digest, "--engine", engine, env=env)
     assert missing.returncode == 2 and "cannot inspect image" in missing.stderr

@@ -4,8 +4,7 @@ the page check finds overlapping text."""
 from __future__ import annotations
 
 from tests.support.browser import WIDTH, box_overlaps, visit
-
-SHOWN = ["quality", "steps", "memory", "strong_scaling", "weak_scaling"]
+from tests.support.campaigns import SHOWN
 
 
 def test_the_page_in_chromium_has_no_overlapping_text_and_fits_the_window(

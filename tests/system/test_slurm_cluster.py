@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import LocalSlurmCluster, slurm_cluster_fixture  # noqa: F401
+from tests.support.slurm_cluster import LocalSlurmCluster
 
 # Each srun task prints one line of KEY=VALUE pairs.
 TASK_REPORT = """#!/bin/bash

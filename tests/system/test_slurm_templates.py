@@ -20,7 +20,6 @@ import pytest
 
 from tests.support.cli import copy_benchmark, run_cli
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 
 TEMPLATES = REPO / "slurm_templates"
 

@@ -7,7 +7,6 @@ import json
 import pandas as pd
 
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import slurm_cluster_fixture  # noqa: F401
 from tests.support.training import DATASET, SOLVER
 
 

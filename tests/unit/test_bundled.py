@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from scalebench.data.fetch import accept_file, file_digest
+from scalebench.data.fetch import BUNDLED_WEIGHTS, accept_file, file_digest
 from scalebench.data.manifest import load_manifest
-from scalebench.denoisers.bundled import HELD_OUT, RECIPES, WEIGHTS_DIR, load_record, skimage_file
+from scalebench.denoisers.bundled import HELD_OUT, RECIPES, load_record, skimage_file
 from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.networks import build_denoiser, load_denoiser
 from scalebench.errors import ConfigError
@@ -28,18 +28,10 @@ CPU = torch.device("cpu")
 MAX_BYTES = 4 * 2**20  # each shipped file stays a few MB
 
 
-@pytest.fixture
-def empty_hub(tmp_path, monkeypatch):
-    """A torch hub cache without deepinv's published files (as on a fresh offline machine)."""
-    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    monkeypatch.setattr(torch.hub, "_hub_dir", None)
-    return tmp_path / "torch" / "hub" / "checkpoints"
-
-
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_each_bundled_file_is_in_the_manifest_with_its_sha256_and_its_recipe(name):
     entry = load_manifest()[f"{name}_bundled"]
-    path = WEIGHTS_DIR / entry.file
+    path = BUNDLED_WEIGHTS / entry.file
     assert entry.kind == "bundled" and entry.algorithm == "sha256"
     assert path.stat().st_size == entry.size <= MAX_BYTES
     assert file_digest(path) == entry.checksum

@@ -83,8 +83,6 @@ def test_command_line_of_each_runtime(runtime, gpus):
     assert platform.command_line(launch) == GOLDEN[(runtime, gpus)]
 
 
-
-
 @pytest.mark.parametrize("value", list(APPTAINER_ENV))
 def test_apptainer_env_items(value):
     assert apptainer_env_item("Q", value) == APPTAINER_ENV[value]
@@ -113,8 +111,6 @@ def test_engine_with_global_options():
         "host", "--ipc", "host", "img", "true"]
     assert isinstance(engine_runtime(["docker", "-H", "unix:///x.sock"]), Docker)
     assert not isinstance(engine_runtime("docker"), Podman)
-
-
 
 
 TASK_ENV = ["RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",

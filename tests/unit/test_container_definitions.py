@@ -15,7 +15,7 @@ from dockerfile_parse import DockerfileParser
 from packaging.specifiers import SpecifierSet
 from spython.main.parse.parsers import SingularityParser
 
-from containers.generate import read_lock
+from tests.support.container_tools import BASE_IMAGE, IMAGE_PYTHON, LOCK, run_python
 from tests.support.paths import REPO
 
 DOCKERFILE = REPO / "containers/Dockerfile"
@@ -27,17 +27,6 @@ DEFINITION = REPO / "containers/scalebench.def"
 SECTIONS = ("arguments", "files", "labels", "environment", "post", "runscript", "test", "help")
 
 
-LOCK = read_lock((REPO / "constraints.txt").read_text())
-
-
-IMAGE_PYTHON = tomllib.loads((REPO / "containers/base-image.toml").read_text())["python"]
-
-
-def run(*args: str, timeout: int = 120, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, check=False, **kwargs)
-
-
 def apptainer_recipe():
     return SingularityParser(str(DEFINITION)).recipe["spython-base"]
 
@@ -47,7 +36,7 @@ def apptainer_labels() -> dict[str, str]:
 
 
 def test_definitions_are_generated_from_the_pins():
-    result = run("containers/generate.py", "--check")
+    result = run_python("containers/generate.py", "--check")
     assert result.returncode == 0, result.stderr
 
 
@@ -59,7 +48,7 @@ def test_a_changed_pin_makes_both_definitions_out_of_date(tmp_path):
         shutil.copy(REPO / name, tmp_path / name)
     lock = tmp_path / "constraints.txt"
     lock.write_text(lock.read_text().replace("deepinv==0.5.0", "deepinv==0.5.1"))
-    result = run("containers/generate.py", "--check", "--root", str(tmp_path))
+    result = run_python("containers/generate.py", "--check", "--root", str(tmp_path))
     assert result.returncode == 1
     assert "containers/Dockerfile disagrees" in result.stderr
     assert "containers/scalebench.def disagrees" in result.stderr
@@ -165,18 +154,16 @@ def test_production_weights_need_recorded_checksums(tmp_path):
 
 
 def test_production_build_uses_the_recorded_base_digest_or_stops():
-    base = tomllib.loads((REPO / "containers/base-image.toml").read_text())["base"]
+    base = BASE_IMAGE["base"]
     if base["digest"]:  # both definitions pin the recorded digest
         assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"])
         assert f"ARG BASE_DIGEST={base['digest']}" in DOCKERFILE.read_text()
         assert base["digest"] in (REPO / "containers/scalebench.def").read_text()
         return
-    result = run("containers/build.py", "build", "--engine", "podman")
+    result = run_python("containers/build.py", "build", "--engine", "podman")
     assert result.returncode == 2
     assert "containers/base-image.toml records no digest" in result.stderr
     assert "unrecorded-see-containers-base-image.toml" in DOCKERFILE.read_text()
-
-
 
 
 def test_verify_image_refuses_a_file_that_is_not_a_sif(tmp_path):
@@ -190,5 +177,5 @@ def test_verify_image_refuses_a_file_that_is_not_a_sif(tmp_path):
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("scalebench: error: ")
         assert len(result.stderr.strip().splitlines()) == 1
-    assert "is not a SIF file" in run("-m", "scalebench", "verify-image", str(fake),
+    assert "is not a SIF file" in run_python("-m", "scalebench", "verify-image", str(fake),
                                       "--digest", "sha256:" + "0" * 64).stderr

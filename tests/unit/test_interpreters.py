@@ -15,6 +15,7 @@ from importlib import metadata
 from packaging.specifiers import SpecifierSet
 
 from containers.generate import read_lock
+from tests.support.container_tools import IMAGE_PYTHON
 from tests.support.paths import REPO
 
 # Every release a range could name, from before the lowest pin's floor to after the highest.
@@ -49,7 +50,7 @@ def test_requires_python_is_what_every_pin_allows():
 
 
 def test_requires_python_allows_the_host_and_the_image_interpreters():
-    image = tomllib.loads((REPO / "containers/base-image.toml").read_text())["python"]
+    image = IMAGE_PYTHON
     project = project_range()
     assert platform.python_version() in project
     assert f"{image['version']}.0" in project

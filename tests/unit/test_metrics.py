@@ -106,6 +106,7 @@ def _reference(x_hat, x):
     offsets = torch.arange(-5, 6, dtype=torch.float64)
     taps = torch.exp(-(offsets**2) / 4.5)
     taps /= taps.sum()
+
     def blur(v):  # valid separable filtering with conv2d, one channel at a time
         v = v.reshape(-1, 1, *v.shape[2:])
         v = torch.nn.functional.conv2d(v, taps.view(1, 1, 11, 1))
@@ -117,6 +118,7 @@ def _reference(x_hat, x):
     ssim = torch.mean((2 * mu_a * mu_b + c1) * (2 * cov + c2)
                       / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2)))
     m = float(b.abs().max())
+
     def s(v):
         return torch.asinh(v / (0.01 * m)) / math.asinh(100.0)
     asinh_mse = float(torch.mean((s(a) - s(b)) ** 2))
@@ -178,6 +180,7 @@ def test_constant_ground_truth_has_no_psnr():
 
 def test_a_dataset_with_a_constant_ground_truth_is_refused_when_built(monkeypatch):
     spec = PROBLEMS["synthetic"]
+
     def flat_setup(**params):
         setup = spec.setup(**params)
         setup.x_true = torch.zeros_like(setup.x_true)

@@ -109,12 +109,6 @@ def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
         assert yaml.safe_load(config.read_text())["solver"] == [job.solver]
 
 
-
-
-
-
-
-
 @pytest.mark.parametrize("overrides, message", [
     ({"unknown_key": 1}, "unknown config key 'unknown_key'"),
     ({"solver": pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),

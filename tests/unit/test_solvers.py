@@ -99,6 +99,7 @@ def test_initial_estimates(tomography):
     assert torch.count_nonzero(zeros) == 0
     assert torch.allclose(adjoint, tomography.physics.A_adjoint(tomography.y) / lipschitz)
     # the least-squares solution fits the data far better than the scaled adjoint
+
     def residual(x):
         return sum(float(torch.sum((a - y) ** 2))
                    for a, y in zip(tomography.physics.A(x), tomography.y, strict=True))

@@ -11,7 +11,7 @@ from tests.conftest import (
 )
 
 
-def test_image_modules_share_one_group_and_others_are_their_own():
+def test_image_and_report_modules_share_their_groups_and_others_are_their_own():
     assert {worker_group(f"{module}::test_x") for module in IMAGE_MODULES} == {IMAGE_GROUP}
     assert worker_group("tests/unit/test_plan.py::test_x[a::b]") == "tests/unit/test_plan.py"
     assert {worker_group(f"{module}::test_x") for module in SHARED_GROUPS["report"]} == \

@@ -7,10 +7,8 @@ applies it again when benchopt hands it a problem.
 
 from __future__ import annotations
 
-import math
-
 from scalebench.denoisers.catalog import SIZE_MULTIPLE
-from scalebench.denoisers.tiles import dealt_batch_count, tile_windows
+from scalebench.denoisers.tiles import dealt_batch_count, image_tiles, is_tiled, tile_windows
 from scalebench.errors import ConfigError
 from scalebench.loops.params import RUN_PARAMS, SLURM_PARAMS
 from scalebench.params import Param
@@ -83,18 +81,16 @@ def training_rows(params: dict) -> int:
 
 def tile_count(params: dict, spatial: tuple[int, ...]) -> int:
     """Tiles of the network's input (1 when untiled)."""
-    size = params["tile_size"]
-    if not 0 < size < max(spatial):
+    if not is_tiled(spatial, params["tile_size"]):
         return 1
-    multiple = SIZE_MULTIPLE[params["denoiser"]]
-    return math.prod(len(tile_windows(n, size, params["tile_overlap"], multiple)[1])
-                     for n in spatial)
+    return len(image_tiles(spatial, params["tile_size"], params["tile_overlap"],
+                           SIZE_MULTIPLE[params["denoiser"]])[1])
 
 
 def check_training(params: dict, spec: ProblemSpec, values: dict, world_size: int) -> None:
     """Raise ConfigError naming the first parameter that cannot work with this dataset."""
     spatial = patch_shape(spec, values, params["patch_size"])[1:]
-    tiled = 0 < params["tile_size"] < max(spatial)
+    tiled = is_tiled(spatial, params["tile_size"])
     multiple = SIZE_MULTIPLE[params["denoiser"]]
     window = [tile_windows(n, params["tile_size"], params["tile_overlap"], multiple)[0]
               if tiled else n for n in spatial]

@@ -18,14 +18,14 @@ import torch
 from torch import nn
 
 from scalebench.denoisers.catalog import SIZE_MULTIPLE
-from scalebench.denoisers.tiles import dealt_tiles
+from scalebench.denoisers.tiles import dealt_tiles, is_tiled
 from scalebench.denoisers.tiling import BatchDealtProcessing, WindowTiling
 from scalebench.loops.training.network import UnrolledPGD, build_network
 from scalebench.loops.training.patches import TrainingData
 from scalebench.runtime.context import TimedContext
+from scalebench.runtime.names import TRAINING_STEPS
 from scalebench.runtime.profiling import MIB, StepProfiler
 
-STEPS = ("forward", "backward", "optimizer")
 CHECKPOINTING_PREFERENCE = ("none", "tile_batch", "stage")  # least recomputation first
 _STATUS = Path("/proc/self/status")
 
@@ -66,7 +66,7 @@ def build_model(params: dict, data: TrainingData, context: TimedContext) -> Unro
     step_size = params["init_step_size"] or 1.0 / data.lipschitz
     model = UnrolledPGD(network, params["denoiser"] == "dncnn", params["num_stages"],
                         step_size, params["init_sigma"], data.lipschitz).to(context.device)
-    if 0 < params["tile_size"] < max(shape[1:]):
+    if is_tiled(shape[1:], params["tile_size"]):
         spatial = params["distribution"] == "spatial"
         strategy = WindowTiling((1, *shape), params["tile_size"], params["tile_overlap"],
                                 SIZE_MULTIPLE[params["denoiser"]])
@@ -235,14 +235,14 @@ class Trainer:
         last = self.profiler.last
         if not last:
             return {}
-        step_time = sum(last[f"{name}_time_s"] for name in STEPS)
+        step_time = sum(last[f"{name}_time_s"] for name in TRAINING_STEPS)
         peaks = [key for key in last if "_peak_" in key]
         figures = {**last, "step_time_s": step_time, "loss": self.loss,
                    "grad_norm": self.grad_norm,
                    "saved_activations_mib": self.saved_activations_mib,
                    "throughput_pixels_per_s": self.pixels / step_time}
         for kind in {key.split("_peak_", 1)[1] for key in peaks}:
-            figures[f"step_peak_{kind}"] = max(last[f"{n}_peak_{kind}"] for n in STEPS)
+            figures[f"step_peak_{kind}"] = max(last[f"{n}_peak_{kind}"] for n in TRAINING_STEPS)
             if kind in self.memory_before:
                 figures[f"step_peak_increase_{kind}"] = \
                     figures[f"step_peak_{kind}"] - self.memory_before[kind]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalebench.errors import ScalebenchError
+from scalebench.errors import ScalebenchError, unreadable_file_error
 from scalebench.results.report.data import (
     RUN,
     Results,
@@ -53,8 +53,7 @@ def load_capacity(paths: list[Path]) -> list[dict]:
         try:
             data = json.loads(Path(path).read_text())
         except OSError as error:
-            raise ScalebenchError(f"cannot read capacity file {path}: "
-                                  f"{error.strerror or error}") from None
+            raise unreadable_file_error(Path(path), "capacity file", error) from None
         except ValueError:
             data = None
         missing = _missing_keys(data)
@@ -77,10 +76,9 @@ def _missing_keys(data) -> str:
     return ""
 
 
-def matching_runs(rows: pd.DataFrame, answer: dict) -> pd.DataFrame:
-    """``per_run`` rows of the answer's configuration (every parameter but the size,
-    the device as the run resolved it) on its rank count."""
-    table = per_run(rows)
+def matching_runs(table: pd.DataFrame, answer: dict) -> pd.DataFrame:
+    """The runs of ``table`` (``per_run``) of the answer's configuration (every parameter but
+    the size, the device as the run resolved it) on its rank count."""
     configuration = answer["configuration"]
     keep = pd.Series(True, index=table.index)
     for prefix, owner in (("dataset", "dataset_name"), ("solver", "solver_name")):
@@ -158,7 +156,8 @@ def capacity(results: Results) -> View:
         return skip("capacity", TITLE, "no capacity file given (scalebench capacity CONFIG "
                     "--memory M --format json > F; scalebench report ... --capacity F)")
     answers = results.capacity
-    runs = [matching_runs(results.rows, answer) for answer in answers]
+    table = per_run(results.rows)
+    runs = [matching_runs(table, answer) for answer in answers]
     figure, axes = new_figure(8, 3.2 * len(answers) + legend_height(
         ["probes with chunks cut (workspace term)"] * 7, 8), len(answers), 1)
     for axis, answer, matched in zip(axes[:, 0], answers, runs, strict=True):

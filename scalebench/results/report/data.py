@@ -17,6 +17,7 @@ import pandas as pd
 
 from provenance.results import read_results
 from scalebench.results.store import run_status
+from scalebench.runtime.names import INFERENCE_STEPS
 
 # Fields whose difference makes two rows' measurements incomparable (shown as warnings).
 ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",
@@ -40,8 +41,9 @@ HEADLINE_METRICS = {"radio_interferometry": ("objective_snr_db", "SNR")}
 def headline_metric(dataset_name: str) -> tuple[str, str]:
     """(column, label) of the headline metric of a dataset (benchopt's name, any parameters)."""
     return HEADLINE_METRICS.get(str(dataset_name).split("[")[0], DEFAULT_HEADLINE)
+
+
 SOURCE = "source_file"  # column added here: the file a row came from
-STEPS = ("grad", "denoise")  # the steps an iteration's figures are recorded for
 
 
 @dataclass
@@ -256,7 +258,7 @@ def step_peaks(table: pd.DataFrame) -> dict[str, pd.Series]:
     'host_rss' (resident set) and 'cuda_alloc' (CUDA allocated), those recorded."""
     peaks = {}
     for kind in ("host_rss", "cuda_alloc"):
-        columns = [c for step in STEPS
+        columns = [c for step in INFERENCE_STEPS
                    for c in [measured(table, f"objective_{step}_peak_{kind}_mib")] if c]
         if columns:
             peaks[kind] = table[columns].max(axis=1)

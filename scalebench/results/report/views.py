@@ -14,7 +14,6 @@ from matplotlib.ticker import MaxNLocator
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
     RUN,
-    STEPS,
     Results,
     configuration_columns,
     headline_metric,
@@ -38,7 +37,7 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
-from scalebench.runtime.names import QUALITY_METRICS, metric_column
+from scalebench.runtime.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
@@ -150,7 +149,7 @@ def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 def step_breakdown(results: Results) -> View:
     table = reading_order(per_run(results.rows), results.rows)
     parts = {}
-    for step in STEPS:
+    for step in INFERENCE_STEPS:
         time, comm = measured(table, f"objective_{step}_time_s"), \
             measured(table, f"objective_{step}_comm_time_s")
         if time is None:
@@ -175,7 +174,7 @@ def step_breakdown(results: Results) -> View:
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(axis="x", alpha=0.3)
     legend_below(figure, axis)
-    busy = {step: column for step in STEPS
+    busy = {step: column for step in INFERENCE_STEPS
             for column in [measured(table, f"objective_{step}_cpu_utilization", "mean")]
             if column}
     summary = [[results.labels[e], *(number(frame.loc[e, part]) for part in parts),
