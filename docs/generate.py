@@ -1,7 +1,8 @@
-"""Write the parts of docs/*.md that are generated from the code, so that no page can drift
-from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run options),
-the result columns (scalebench.results.columns) and provenance columns (provenance.schema),
-and the command reference (the ``scalebench`` parser).
+"""Write the parts of docs/*.md and README.md that are generated from the code, so that no page
+can drift from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run
+options), the result columns (scalebench.results.columns) and provenance columns
+(provenance.schema), the command reference (the ``scalebench`` parser) and the README's copy
+of the default experiment (configs/default.yml).
 
 A generated part sits between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED:
 NAME -->``; the text around it is written by hand.
@@ -106,6 +107,10 @@ def provenance_columns() -> str:
                   for name, (kind, meaning) in FIELDS.items()])
 
 
+def default_experiment() -> str:
+    return f"```yaml\n{(DOCS.parent / 'configs' / 'default.yml').read_text()}```\n"
+
+
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """The ``scalebench`` subcommands and their parsers, in the parser's order."""
     from scalebench.cli import _parser
@@ -135,6 +140,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "inference-solvers": inference_solvers, "training-solvers": training_solvers,
     "run-options": run_options, "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
+    "default-experiment": default_experiment,
 }
 
 
@@ -150,7 +156,7 @@ def rendered(text: str) -> str:
 
 
 def pages() -> list[Path]:
-    return sorted(DOCS.glob("*.md"))
+    return [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:

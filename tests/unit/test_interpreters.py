@@ -3,7 +3,7 @@
 The images run another interpreter than the host (containers/base-image.toml); the project's
 tests on it run in tests/system/test_containers.py. Pins installed only in the images (astra-toolbox
 and its CUDA 12 wheels) declare no narrower range; that wheels exist for every allowed minor
-version is checked with `pip install --dry-run --python-version X.Y` (README, Environment).
+version is checked with `pip install --dry-run --python-version X.Y` (docs/installation.md).
 """
 
 from __future__ import annotations

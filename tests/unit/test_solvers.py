@@ -254,7 +254,7 @@ def test_ranks_are_dealt_whole_batches_so_each_tile_meets_the_same_batch(tiles, 
 
 def test_batch_size_zero_deals_single_tiles_round_robin():
     """Each rank then runs its whole share at once: a batch whose size depends on the number
-    of ranks, so no bit-for-bit promise across rank counts (README, distributed runs)."""
+    of ranks, so no bit-for-bit promise across rank counts (docs/clusters.md)."""
     assert [dealt_tiles(7, 0, rank, 3) for rank in range(3)] == [[0, 3, 6], [1, 4], [2, 5]]
     assert dealt_batch_count(7, 0) == 7
 
