@@ -2,9 +2,10 @@
 
 For CT (ASTRA's and the torch projector), super-resolution, radio interferometry and
 synthetic denoising (DnCNN), each calibrated at sizes up to ``--calibration-size``
-(scalebench.experiment.capacity, a fresh cache): the predicted and the measured peak (host memory,
-fresh processes) at the sizes of 4x and 16x the unknowns of the largest calibration size
-(twice and four times its side), their ratio, and the ratio of their size-dependent parts
+(scalebench.experiment.capacity, a fresh cache; a network on the CPU adds its regime probe,
+calibration.regime_size): the predicted and the measured peak (host memory, fresh processes)
+at the sizes of 4x and 16x the unknowns of the largest calibration size (twice and four times
+its side), their ratio, and the ratio of their size-dependent parts
 (peak less the fitted process baseline). Then, with ``--budget``: the largest size predicted
 to fit, run once (its measured peak must be within the budget) and the prediction at the next
 size step (above the budget).
@@ -72,12 +73,14 @@ def main() -> int:
                                       "image_size")
         sizes = probe_sizes(configuration, args.calibration_size)
         model, _ = calibrate(configuration, sizes)
-        print(f"{name:10} calibrated at {sizes}: baseline {gib(model.baseline_bytes).strip()}"
+        print(f"{name:10} calibrated at {sorted({point.size for point in model.points})}: "
+              f"baseline {gib(model.baseline_bytes).strip()}"
               f" GiB, bytes per unknown {model.coefficients[1]:.1f}, per measurement "
               f"{model.coefficients[2]:.1f}, per denoised pixel {model.coefficients[3]:.1f}, "
               f"per workspace element {model.coefficients[4]:.1f}")
+        largest_probe = max(point.size for point in model.points)  # a regime probe's too
         for factor in (2, 4):
-            size = valid_at_most(configuration, factor * sizes[-1])
+            size = valid_at_most(configuration, factor * largest_probe)
             counts = configuration.sizes(size, 1, model)
             predicted = model.predict(counts)
             measured = probe_point(configuration, size).peak_bytes

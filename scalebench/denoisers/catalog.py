@@ -34,6 +34,16 @@ PRETRAINED_VALUES = ("auto", "bundled", "hub", "none")
 DEFAULT_WIDTHS = {"drunet": {"nc": [64, 128, 256, 512], "nb": 4},
                   "dncnn": {"depth": 20, "nf": 64}}
 
+
+def feature_channels(name: str, widths: dict | None) -> int:
+    """Channels of the network's full-resolution feature maps (its first convolution's
+    output) with ``widths`` (None: ``DEFAULT_WIDTHS``); 0 for TV, which has none."""
+    if name == "tv":
+        return 0
+    widths = widths if widths is not None else DEFAULT_WIDTHS[name]
+    return widths["nf"] if name == "dncnn" else widths["nc"][0]
+
+
 SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
 
 # Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that

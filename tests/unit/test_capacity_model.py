@@ -7,7 +7,14 @@ import re
 import pytest
 
 from scalebench.errors import ConfigError
-from scalebench.experiment.capacity.calibration import Configuration, largest_fitting, probe_sizes
+from scalebench.experiment.capacity.calibration import (
+    MMAP_THRESHOLD_MAX,
+    REGIME_MARGIN,
+    Configuration,
+    largest_fitting,
+    probe_sizes,
+    regime_size,
+)
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, Sizes, fit
 from scalebench.experiment.plan import memory_bytes
 
@@ -133,6 +140,40 @@ def test_a_calibration_that_does_not_grow_gives_no_largest_size():
 def test_probe_sizes_are_valid_and_below_the_largest():
     assert probe_sizes(superres(), 128) == [32, 64, 96, 128]
     assert probe_sizes(superres(), 70) == [16, 32, 52, 68]
+
+
+def denoising(**solver) -> Configuration:
+    return Configuration("synthetic", {"task": "denoising"}, "denoiser",
+                         {"denoiser": "dncnn", "pretrained": "none", "device": "cpu", **solver},
+                         "image_size")
+
+
+def test_a_network_on_the_cpu_is_probed_where_its_feature_maps_leave_the_heap():
+    """DnCNN's 64 float32 maps of 444^2 pixels are 48 MiB, 1.5 times glibc's largest mmap
+    threshold; at 443^2 they are below that."""
+    configuration = denoising()
+    size = regime_size(configuration, [64, 128, 192, 256])
+    assert size == 444
+    assert configuration.feature_map_bytes(size) == 64 * 444**2 * 4
+    assert configuration.feature_map_bytes(size) >= REGIME_MARGIN * MMAP_THRESHOLD_MAX > \
+        configuration.feature_map_bytes(size - 1)
+    assert regime_size(configuration, [128, 512]) is None  # a probe is there already
+
+
+def test_the_regime_probe_follows_the_weights_the_denoiser_runs_and_the_size_rules():
+    # The bundled DnCNN has 32 feature channels: its maps reach the margin at twice the pixels.
+    assert regime_size(denoising(pretrained="bundled"), [64]) == 628
+    # DRUNet takes sides that are multiples of 8: the first valid size at or above 444.
+    assert regime_size(denoising(denoiser="drunet"), [64]) == 448
+
+
+@pytest.mark.parametrize("solver", [
+    {"denoiser": "tv"},  # no feature maps
+    {"patch_size": 128, "overlap": 20, "max_batch_size": 1},  # tiles keep maps at 7 MiB
+    {"device": "cuda"},  # the caching allocator, not glibc's heap
+])
+def test_no_regime_probe_where_the_maps_never_leave_the_heap(solver):
+    assert regime_size(denoising(**solver), [64, 128]) is None
 
 
 @pytest.mark.parametrize(("text", "bare_unit", "expected"), [

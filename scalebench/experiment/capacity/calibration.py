@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import platform
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from scalebench.data.cache import cache_root
@@ -36,6 +38,16 @@ WORKSPACE_CUT = 4
 # Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
 # the model's): calibrations are shared across them.
 NOT_MEMORY = ("max_iter", "eval_every")
+# glibc's malloc serves a freed block's size from its heap again, up to this size (the ceiling
+# of its dynamic mmap threshold on 64-bit); larger blocks are each mapped and unmapped on their
+# own. A network's feature maps cross it as the image grows, and below it the heap's reuse
+# and fragmentation cost more bytes per pixel than mapping costs above it, so a calibration
+# whose probes all sit below it overestimates large sizes (DnCNN: 1.17x at 16x the unknowns).
+MMAP_THRESHOLD_MAX = 32 * 2**20
+# The regime probe's feature map is this many times the threshold: clear of the crossing,
+# where the network's smaller maps (deeper levels, temporaries) are still in the heap.
+REGIME_MARGIN = 1.5
+FLOAT32_BYTES = 4
 # Provenance fields (provenance.collect) that decide a calibration besides the configuration.
 ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
 
@@ -96,14 +108,17 @@ class Configuration:
         return resolved_parameters(self.solver_params, SOLVERS[self.solver])
 
     def valid(self, size: int) -> bool:
-        """Whether the problem accepts ``size`` for the size parameter."""
+        """Whether the problem accepts ``size`` for the size parameter, and the denoiser the
+        image it makes (DRUNet: sides a multiple of 8)."""
+        from scalebench.denoisers.tiles import check_denoiser_fits
         from scalebench.params import validate_parameters
         from scalebench.problems import PROBLEMS
 
         spec, sized = PROBLEMS[self.dataset], self.at(size)
         try:
             validate_parameters(f"dataset '{self.dataset}'", sized.dataset_params, spec.params)
-            spec.image_shape(**sized.resolved_dataset())
+            check_denoiser_fits(self.resolved_solver(),
+                                spec.image_shape(**sized.resolved_dataset()))
         except (ConfigError, ValueError):
             return False
         return True
@@ -124,6 +139,32 @@ class Configuration:
             measurements = model.measurements(size) * share
         return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
                      self.workspace(size))
+
+    @cached_property
+    def feature_channels(self) -> int:
+        """Channels of the denoiser's full-resolution feature maps with the weights it runs
+        (0: TV, which has none)."""
+        from scalebench.denoisers.catalog import feature_channels, resolve_weights
+        from scalebench.problems import PROBLEMS
+
+        solver = self.resolved_solver()
+        if solver["denoiser"] == "tv":
+            return 0
+        channels = PROBLEMS[self.dataset].image_shape(**self.resolved_dataset())[0]
+        weights = resolve_weights(solver["denoiser"], channels, solver["pretrained"])
+        return feature_channels(solver["denoiser"], weights.widths)
+
+    def feature_map_bytes(self, size: int) -> int:
+        """Bytes of one full-resolution feature map of a denoiser call at ``size`` on one rank
+        (the image, or its batch of tiles); 0 for TV."""
+        from scalebench.denoisers.tiles import denoised_pixels
+        from scalebench.problems import PROBLEMS
+
+        if self.feature_channels == 0:
+            return 0
+        shape = PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
+        return FLOAT32_BYTES * self.feature_channels * \
+            denoised_pixels(self.resolved_solver(), shape, 1)
 
     def workspace(self, size: int, chunk_elements: int | None = None) -> int:
         """Elements of an operator's largest chunk at ``size`` (0: no chunked operator; the
@@ -226,14 +267,46 @@ def workspace_points(configuration: Configuration, sizes: list[int]) -> list[Cal
             for size in sizes[-2:]]
 
 
+def regime_size(configuration: Configuration, sizes: list[int],
+                limit: int = 1 << 16) -> int | None:
+    """The smallest valid size above ``sizes`` whose feature maps are ``REGIME_MARGIN`` times
+    glibc's mmap threshold, when the configuration runs a network on the CPU under glibc and
+    no probe at ``sizes`` reaches that; None otherwise (no network, CUDA, tiles that keep
+    the maps below it at every size, or a probe already there)."""
+    target = REGIME_MARGIN * MMAP_THRESHOLD_MAX
+    if configuration.device != "cpu" or platform.libc_ver()[0] != "glibc" or \
+            configuration.feature_map_bytes(sizes[-1]) >= target:
+        return None
+    low, high = sizes[-1], sizes[-1]
+    while configuration.feature_map_bytes(high) < target:
+        if high >= limit:
+            return None
+        low, high = high, min(2 * high, limit)
+    while high - low > 1:  # the maps grow with the size: the smallest one reaching the target
+        middle = (low + high) // 2
+        if configuration.feature_map_bytes(middle) >= target:
+            high = middle
+        else:
+            low = middle
+    return next((size for size in range(high, high + 256) if configuration.valid(size)), None)
+
+
+def regime_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:
+    """A probe at ``regime_size`` (none without one): sizes above the calibration's are
+    predicted in the regime where the maps are mapped, so one probe has to be there."""
+    size = regime_size(configuration, sizes)
+    return [] if size is None else [probe_point(configuration, size)]
+
+
 def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryModel, bool]:
-    """The model of ``configuration`` fitted to probes at ``sizes`` (and ``workspace_points``),
-    and whether it came from the cache (else it is probed now and cached)."""
+    """The model of ``configuration`` fitted to probes at ``sizes`` (and ``workspace_points``,
+    ``regime_points``), and whether it came from the cache (else it is probed now and cached)."""
     model = cached_model(configuration, sizes)
     if model is not None:
         return model, True
     model = fit([*(probe_point(configuration, size) for size in sizes),
-                 *workspace_points(configuration, sizes)])
+                 *workspace_points(configuration, sizes),
+                 *regime_points(configuration, sizes)])
     path = cache_path(configuration, sizes)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
