@@ -80,9 +80,11 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert lines[0] == "largest image_size within 64GiB per rank (host memory):"
-    size = calibrated[0]["largest_size"]
-    assert f"1 rank: up to image_size {size}, predicted " in lines[1]
-    assert "dominated by per unknown (calibrated at 16, 32, 48, 64, cached)" in lines[1]
+    # DnCNN's line: TV's peaks at 16-64 differ by less than a probe's noise (a few MiB), so
+    # its line may say "no answer" instead.
+    size = calibrated[1]["largest_size"]
+    assert f"1 rank: up to image_size {size}, predicted " in lines[2]
+    assert "dominated by per unknown (calibrated at 16, 32, 48, 64, 444, cached)" in lines[2]
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
