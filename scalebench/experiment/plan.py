@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.launch.resources import requested_ranks
+from scalebench.runtime.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.experiment.config import BenchmarkRules
@@ -295,15 +296,6 @@ def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int])
     return problems
 
 
-def _uses_cuda_here(device: str) -> bool:
-    """Whether a local run with ``device`` uses CUDA on this machine ('auto': if it has one)."""
-    if device == "auto":
-        import torch
-
-        return torch.cuda.is_available()
-    return device == "cuda"
-
-
 def _over_parallel(solver_params: dict, parallel: dict) -> dict:
     """The parallel config's slurm_* options with the solver's set ones over them."""
     return {**parallel, **{key: value for key, value in solver_params.items()
@@ -314,7 +306,8 @@ def job_resources(solver_params: dict, parallel: dict | None, nproc: int) -> dic
     """Nodes, tasks, GPUs, CPUs and the time limit of a job (solver over parallel config)."""
     if parallel is None:  # a local run: this machine, --nproc ranks unless the solver says
         ranks = requested_ranks(solver_params, nproc)
-        gpus = ranks if _uses_cuda_here(solver_params.get("device", "auto")) else 0
+        # A local run: 'auto' takes this machine's CUDA device when it has one.
+        gpus = ranks if device_type(solver_params.get("device", "auto")) == "cuda" else 0
         threads = solver_params.get("num_threads") or 1
         return {"nodes": 1, "ntasks_per_node": ranks, "gpus_per_node": gpus,
                 "cpus_per_task": threads, "time": None}

@@ -11,6 +11,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.params import Param
+from scalebench.runtime.devices import DEVICES
 from scalebench.runtime.names import PROFILER_MODES
 
 # Resources of one run under benchopt's submitit backend (``--parallel-config``): benchopt
@@ -27,7 +28,7 @@ SLURM_PARAMS = {
 # Parameters of every run, inference and training alike (each loop's table lists them
 # where its parameters read best).
 RUN_PARAMS = {
-    "device": Param("auto", str, choices=("auto", "cpu", "cuda"), doc="auto: cuda if present"),
+    "device": Param("auto", str, choices=DEVICES, doc="auto: cuda if present"),
     "profiler": Param("light", str, choices=PROFILER_MODES, doc="profiling detail"),
     "max_iter": Param(20, int, minimum=1, doc="iterations of the loop (training: steps)"),
     "seed": Param(0, int, minimum=0, doc="seed of the run's random draws: weights, added "

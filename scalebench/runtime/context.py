@@ -25,6 +25,7 @@ from deepinv.distributed import DistributedContext
 
 from scalebench.errors import ConfigError
 from scalebench.launch.rank_env import export_rank_environment
+from scalebench.runtime.devices import cuda_available, device_type
 
 TIMEOUT_VARIABLE = "SCALEBENCH_COLLECTIVE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 600.0
@@ -35,7 +36,7 @@ def _init_process_group() -> None:
     if dist.is_initialized() or "RANK" not in os.environ:
         return
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)))
-    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    backend = "cpu:gloo,cuda:nccl" if cuda_available() else "gloo"
     dist.init_process_group(backend=backend, timeout=timeout)
     previous_hook = sys.excepthook
 
@@ -125,9 +126,8 @@ def run_context(device: torch.device) -> TimedContext:
 
 def resolve_device(name: str) -> torch.device:
     """'auto' picks the first CUDA device when there is one; 'cuda' requires one."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
+    name = device_type(name)
+    if name == "cuda" and not cuda_available():
         raise ConfigError("device 'cuda' requested but no CUDA device is available "
                           "(allowed here: 'cpu' or 'auto')")
     return torch.device(name)

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from scalebench.runtime.context import run_context
+from scalebench.runtime.devices import device_type
 
 
 def topology() -> dict:
@@ -45,7 +46,7 @@ def all_reduce_seconds(context, megabytes: float, repeats: int) -> list[float]:
 
 
 def preflight(megabytes: float, repeats: int) -> dict:
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device_type("auto"))
     context = run_context(device)
     ranks = [values[0] for values in context.gather_values([topology()])]
     record = {"world_size": context.world_size, "backend": dist.get_backend()

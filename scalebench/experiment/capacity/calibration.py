@@ -28,6 +28,7 @@ from scalebench.experiment.capacity.model import (
     operator_share,
 )
 from scalebench.experiment.capacity.probe import probe
+from scalebench.runtime.devices import device_type
 
 # Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
 PROBE_ITERATIONS = 2
@@ -70,12 +71,7 @@ class Configuration:
     @property
     def device(self) -> str:
         """The device type the runs take ('auto': CUDA where there is one)."""
-        name = self.resolved_solver()["device"]
-        if name == "auto":
-            import torch
-
-            name = "cuda" if torch.cuda.is_available() else "cpu"
-        return name
+        return device_type(self.resolved_solver()["device"])
 
     def key_record(self) -> dict:
         """What identifies the configuration: every parameter resolved (defaults filled, the

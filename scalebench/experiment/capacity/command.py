@@ -17,6 +17,7 @@ from scalebench.experiment.capacity.calibration import (
     probe_sizes,
 )
 from scalebench.experiment.capacity.model import MemoryModel
+from scalebench.runtime.devices import cuda_available
 
 
 def gib(value: float) -> str:
@@ -170,9 +171,7 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
     """One line per configuration and rank count of ``config``; ``verify``: the largest
     predicted size of each one-rank line run once, its peak measured."""
     if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
+        if not cuda_available():
             raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
                                   "host memory)")
     lines = []
