@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 FOLDER_MARKERS = ("unit", "integration", "system")
 
@@ -168,10 +167,10 @@ def empty_hub(tmp_path, monkeypatch):
 
 @pytest.fixture
 def write_config(tmp_path):
+    from tests.support.cli import write_experiment
+
     def write(experiment: dict, name: str = "experiment.yml") -> Path:
-        path = tmp_path / name
-        path.write_text(yaml.safe_dump(experiment, sort_keys=False))
-        return path
+        return write_experiment(tmp_path, experiment, name)
     return write
 
 

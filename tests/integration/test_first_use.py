@@ -13,18 +13,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.support.cli import run_cli, tiny_experiment
+from tests.support.cli import run_cli, tiny_experiment, write_experiment
 from tests.support.paths import REPO
 
 ERROR = "scalebench: error: "
-
-
-def _config(tmp_path: Path, experiment: dict, name: str = "exp.yml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(experiment, sort_keys=False))
-    return path
 
 
 def _one_error_line(result, *needles: str) -> None:
@@ -51,7 +44,7 @@ def _read_only_mount(folder: Path) -> list[str]:
 def test_a_read_only_outputs_folder_is_refused_in_one_line_before_anything_runs(tmp_path):
     folder = tmp_path / "readonly"
     folder.mkdir()
-    config = _config(tmp_path, tiny_experiment())
+    config = write_experiment(tmp_path, tiny_experiment())
     prefix = _read_only_mount(folder)
     for outputs in (folder, folder / "new" / "deeper"):
         result = subprocess.run(
@@ -66,14 +59,15 @@ def test_a_read_only_outputs_folder_is_refused_in_one_line_before_anything_runs(
 def test_outputs_under_a_file_is_refused_in_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = run_cli("run", _config(tmp_path, tiny_experiment()), "--outputs", blocker / "out")
+    result = run_cli("run", write_experiment(tmp_path, tiny_experiment()), "--outputs",
+                     blocker / "out")
     _one_error_line(result, f"--outputs folder {blocker / 'out'} cannot be written")
 
 
 def test_a_problem_too_large_for_the_machine_is_refused_before_any_rank_starts(tmp_path):
     experiment = tiny_experiment(dataset=[{"synthetic": {"image_size": 100000}}],
                                  solver=[{"denoiser": {"max_iter": 1, "device": "cpu"}}])
-    config = _config(tmp_path, experiment)
+    config = write_experiment(tmp_path, experiment)
     for command in ("validate", "run"):
         outputs = tmp_path / "out"
         result = run_cli(command, config, *(["--outputs", outputs] if command == "run" else []))
@@ -89,17 +83,17 @@ def test_validate_leaves_the_memory_of_slurm_experiments_to_their_compute_nodes(
     dataset = [{"synthetic": {"image_size": 8192}}]
     on_nodes = tiny_experiment(dataset=dataset, solver=[{"denoiser": {
         **solver, "slurm_nodes": 2, "slurm_ntasks_per_node": 64}}])
-    result = run_cli("validate", _config(tmp_path, on_nodes))
+    result = run_cli("validate", write_experiment(tmp_path, on_nodes))
     assert result.returncode == 0, result.stderr
     local = tiny_experiment(dataset=dataset, solver=[{"denoiser": solver}])
-    result = run_cli("validate", _config(tmp_path, local), "--nproc", "128")
+    result = run_cli("validate", write_experiment(tmp_path, local), "--nproc", "128")
     _one_error_line(result, "memory estimate", "is above this machine's")
 
 
 def test_validation_reports_every_problem_at_once_one_line_each(tmp_path):
     experiment = tiny_experiment(objective=["least_squares"], dataset=["walnut_4d"],
                                  solver=[{"pnp": {"max_iter": 0}}, "admm"], timeout="soon")
-    result = run_cli("validate", _config(tmp_path, experiment))
+    result = run_cli("validate", write_experiment(tmp_path, experiment))
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert all(line.startswith(ERROR) for line in lines), result.stderr
@@ -117,7 +111,7 @@ def test_walnut_views_beyond_the_fetched_scan_are_refused_by_validate_plan_and_r
     experiment = tiny_experiment(
         dataset=[{"walnut_conebeam": {"binning": 2, "num_projections": VIEWS + 1}}],
         solver=[{"pnp": {"max_iter": 1, "device": "cpu"}}])
-    config = _config(tmp_path, experiment)
+    config = write_experiment(tmp_path, experiment)
     message = f"num_projections ({VIEWS + 1}) exceeds the {VIEWS} views of orbit 2"
     for command in ("validate", "plan", "run"):
         extra = ["--outputs", tmp_path / "out"] if command == "run" else []
@@ -168,7 +162,7 @@ def test_local_plan_command_prints_the_ranks_and_the_warning(tmp_path):
         dataset=[{"tomography_2d": {"image_size": 32, "num_angles": 2 * ranks,
                                     "num_operators": ranks}}],
         solver=[{"pnp": {"max_iter": 2, "device": "cpu", "distribute_physics": True}}])
-    result = run_cli("plan", _config(tmp_path, experiment), "--nproc", str(cores + 1))
+    result = run_cli("plan", write_experiment(tmp_path, experiment), "--nproc", str(cores + 1))
     assert result.returncode == 0, result.stderr
     assert f"ranks: {cores + 1} per job, on this machine ({cores} core(s))" in result.stdout
     assert f"needs {cores + 1} rank(s) x 1 thread(s) but this machine has {cores} core(s)" \

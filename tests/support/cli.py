@@ -60,6 +60,15 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def write_experiment(folder: Path, experiment: dict, name: str = "experiment.yml") -> Path:
+    """``experiment`` as the YAML file ``folder/name`` (keys in their given order)."""
+    import yaml
+
+    path = folder / name
+    path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+    return path
+
+
 def tiny_experiment(**overrides) -> dict:
     """A seconds-long experiment: 32x32 tomography, 3 PnP and 2 denoiser iterations."""
     experiment = {

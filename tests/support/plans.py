@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from scalebench.experiment.plan import Plan, make_plan
-from tests.support.cli import tiny_experiment
+from tests.support.cli import tiny_experiment, write_experiment
 from tests.support.paths import REPO
 
 CONFIGS = REPO / "configs"
@@ -32,9 +32,7 @@ def jobs_of(plan: Plan, dataset_keys=(), solver_keys=()) -> list[tuple]:
 
 def config_file(folder: Path, name: str = "c.yml", **overrides) -> Path:
     """A tiny experiment (tests.support.cli.tiny_experiment with ``overrides``) in ``folder``."""
-    path = folder / name
-    path.write_text(yaml.safe_dump(tiny_experiment(**overrides), sort_keys=False))
-    return path
+    return write_experiment(folder, tiny_experiment(**overrides), name)
 
 
 def parallel_file(folder: Path, **keys) -> Path:
