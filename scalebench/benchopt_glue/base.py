@@ -135,6 +135,7 @@ class LoopSolver(BaseSolver):
             progress.stage("connecting the ranks")
         self.context = run_context(resolve_device(params["device"]))
         self.device = self.context.device
+        self.source = problem.source  # what made the data: each row's provenance names it
         shared = self.build(problem)
         check_same_on_every_rank(self.context, shared, self.data_sha256)
         self.setup_time_s = time.perf_counter() - start
@@ -142,8 +143,8 @@ class LoopSolver(BaseSolver):
     @abstractmethod
     def build(self, problem: ProblemSetup) -> torch.nn.Module:
         """Checks and set-up of a run, once threads, determinism and ranks are set; sets
-        ``data_sha256`` and ``compile_time_s``; returns the module every rank must hold
-        identically."""
+        ``data_sha256`` (the digest of the data the run holds) and ``compile_time_s``;
+        returns the module every rank must hold identically."""
 
     @abstractmethod
     def make_loop(self, profiler: StepProfiler):

@@ -21,7 +21,7 @@ class InferenceSolver(LoopSolver):
         params, shape = self.params, tuple(problem.x_true.shape[1:])
         check_denoiser_fits(params, shape)
         check_distribution(params, shape, problem.num_operators, self.context.world_size)
-        self.source, self.data_sha256 = problem.source, self.setup_problem(problem)
+        self.data_sha256 = self.setup_problem(problem)
         self.ground_truth = problem.x_true  # kept for save_estimate
         progress.stage("building the denoiser")
         self.denoiser, self.weights_record = make_denoiser_with_record(

@@ -51,7 +51,7 @@ class TrainingSolver(LoopSolver):
         progress.stage("preparing the training data")
         self.data = TrainingData(problem, spec, params["patch_size"], params["seed"],
                                  self.device)
-        self.source, self.data_sha256 = problem.source, self.data.data_sha256
+        self.data_sha256 = self.data.data_sha256
         progress.stage("building the model")
         self.model = build_model(params, self.data, self.context)
         # Every run starts from these weights (benchopt may run a solver more than once).
