@@ -55,12 +55,12 @@ def main() -> int:
     from scalebench.experiment.capacity.calibration import (
         Configuration,
         calibrate,
+        grows,
         largest_fitting,
         probe_point,
         probe_sizes,
         valid_at_most,
     )
-    from scalebench.experiment.capacity.command import grows
     from scalebench.experiment.plan import memory_bytes
 
     budget = memory_bytes(args.budget, "--budget", bare_unit="B")

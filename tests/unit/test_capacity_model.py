@@ -191,6 +191,33 @@ def test_a_memory_amount_that_is_not_one_is_a_one_line_error(text):
         memory_bytes(text, "--memory", "B")
 
 
+def _synthetic_probes(monkeypatch, tmp_path, peak_of_size):
+    """Probes whose peak is ``peak_of_size(size)`` (the extension rule, not the probes, is
+    under test here; tests/integration/test_capacity.py runs real ones)."""
+    from scalebench.experiment.capacity import calibration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
+    probed = []
+
+    def probe_point(configuration, size, chunk_elements=None):
+        probed.append(size)
+        counts = configuration.sizes(size, 1, None)
+        return CalibrationPoint(size, counts.unknowns, 0, counts.denoised,
+                                peak_of_size(size))
+    monkeypatch.setattr(calibration, "probe_point", probe_point)
+    return calibration, probed
 
 
+def test_a_flat_calibration_is_extended_until_its_peaks_grow(monkeypatch, tmp_path):
+    calibration, probed = _synthetic_probes(
+        monkeypatch, tmp_path, lambda size: 2**30 + max(size - 200, 0) * 8 * MIB)
+    model, cached = calibration.calibrate(superres(), [32, 64, 96, 128])
+    assert probed == [32, 64, 96, 128, 256] and not cached
+    assert calibration.grows(superres(), model, 1)
 
+
+def test_extension_stops_at_eight_times_the_side(monkeypatch, tmp_path):
+    calibration, probed = _synthetic_probes(monkeypatch, tmp_path, lambda size: 2**30)
+    model, _ = calibration.calibrate(superres(), [32, 64, 96, 128])
+    assert probed == [32, 64, 96, 128, 256, 512, 1024]
+    assert not calibration.grows(superres(), model, 1)

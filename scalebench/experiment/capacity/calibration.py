@@ -49,6 +49,12 @@ MMAP_THRESHOLD_MAX = 32 * 2**20
 # where the network's smaller maps (deeper levels, temporaries) are still in the heap.
 REGIME_MARGIN = 1.5
 FLOAT32_BYTES = 4
+# A fit that grows by less than this over its probes learns nothing about the size: the
+# probes' peaks differ by their run-to-run noise (up to about 10 MiB, measured), as radio's do
+# up to 512 and TV's below 128. Such a calibration is extended by a probe at twice the largest
+# size, at most EXTENSIONS times (8x its side), until it grows by more.
+GROWTH_FLOOR_BYTES = 8 * 2**20
+EXTENSIONS = 3
 # Provenance fields (provenance.collect) that decide a calibration besides the configuration.
 ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
 
@@ -296,19 +302,39 @@ def regime_points(configuration: Configuration, sizes: list[int]) -> list[Calibr
 
 def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryModel, bool]:
     """The model of ``configuration`` fitted to probes at ``sizes`` (and ``workspace_points``,
-    ``regime_points``), and whether it came from the cache (else it is probed now and cached)."""
+    ``regime_points``, and extension probes while it does not grow), and whether it came
+    from the cache (else it is probed now and cached)."""
     model = cached_model(configuration, sizes)
     if model is not None:
         return model, True
-    model = fit([*(probe_point(configuration, size) for size in sizes),
-                 *workspace_points(configuration, sizes),
-                 *regime_points(configuration, sizes)])
+    points = [*(probe_point(configuration, size) for size in sizes),
+              *workspace_points(configuration, sizes), *regime_points(configuration, sizes)]
+    model = fit(points)
+    largest = max(point.size for point in points)
+    for _ in range(EXTENSIONS):
+        if grows(configuration, model, 1):
+            break
+        larger = valid_at_most(configuration, 2 * largest)
+        if larger is None or larger <= largest:
+            break
+        largest = larger
+        points.append(probe_point(configuration, largest))
+        model = fit(points)
     path = cache_path(configuration, sizes)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(model.to_json()))
     partial.replace(path)
     return model, False
+
+
+def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
+    """Whether the fitted model's peak grows with the size by more than the probes' noise
+    (``GROWTH_FLOOR_BYTES``) over the probed sizes: a model whose size terms fitted to zero,
+    or to noise, would call nearly every size fitting."""
+    sizes = [point.size for point in model.points]
+    return model.predict(configuration.sizes(max(sizes), ranks, model)) - \
+        model.predict(configuration.sizes(min(sizes), ranks, model)) > GROWTH_FLOOR_BYTES
 
 
 def valid_at_most(configuration: Configuration, size: int, search: int = 256) -> int | None:

@@ -12,6 +12,7 @@ from scalebench.errors import ScalebenchError
 from scalebench.experiment.capacity.calibration import (
     Configuration,
     calibrate,
+    grows,
     largest_fitting,
     probe_point,
     probe_sizes,
@@ -107,14 +108,6 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
                 f" x {component_label(solver, solver_params)}"
         found.append((configuration, label, ranks))
     return found
-
-
-def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
-    """Whether the fitted model's peak grows with the size: a model whose size terms all
-    fitted to zero would call every size fitting."""
-    sizes = [point.size for point in model.points]
-    return model.predict(configuration.sizes(max(sizes), ranks, model)) > \
-        model.predict(configuration.sizes(min(sizes), ranks, model))
 
 
 # Sizes of the model's curve (the report's capacity view), spaced evenly on a log axis.
