@@ -268,6 +268,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
+    from scalebench.experiment.capacity.calibration import HEADROOM
     from scalebench.experiment.capacity.command import capacity
     from scalebench.experiment.plan import memory_bytes
 
@@ -280,7 +281,8 @@ def _capacity(args: argparse.Namespace) -> int:
         devices = {line.device for line in lines}
         memory = "device memory" if devices == {"cuda"} else "host memory" \
             if devices <= {"cpu"} else "host memory on the CPU, device memory on CUDA"
-        print(f"largest {args.size_parameter} within {args.memory} per rank ({memory}):")
+        print(f"largest {args.size_parameter} within {args.memory} per rank ({memory}; "
+              f"{HEADROOM:.0%} of it above the process baseline kept free):")
         print("\n".join(line.text() for line in lines))
     return EXIT_OK
 

@@ -6,6 +6,7 @@ import json
 import pytest
 import yaml
 
+from scalebench.experiment.capacity.calibration import HEADROOM
 from scalebench.experiment.capacity.model import TERMS
 from tests.support.cli import run_cli
 
@@ -61,15 +62,17 @@ def test_each_configuration_is_calibrated_once_then_read_from_the_cache(calibrat
 
 
 def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_config):
-    """The budget a little above the DnCNN line's baseline: its largest predicted size is
-    run once, and its measured peak is within the budget and 15 % of the prediction."""
+    """The budget a little above the DnCNN line's baseline: its largest predicted size keeps
+    the headroom, is run once, and its measured peak is within the budget and 15 % of the
+    prediction."""
     dncnn = calibrated[1]
     budget = int(dncnn["terms"]["process baseline"] + 160 * MIB)
     result = run_cli("capacity", denoising_config, "--memory", f"{budget}B",
                      "--calibration-size", "64", "--format", "json", "--verify")
     assert result.returncode == 0, result.stderr[-2000:]
     line = json.loads(result.stdout)[1]
-    assert line["predicted_peak_bytes"] <= budget
+    baseline = line["terms"]["process baseline"]
+    assert line["predicted_peak_bytes"] <= baseline + (1 - HEADROOM) * (budget - baseline)
     assert line["measured_peak_bytes"] <= budget
     assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
     assert set(line["terms"]) == set(TERMS) and line["dominant_term"] in TERMS
@@ -81,9 +84,10 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
                      "64")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
-    assert lines[0] == "largest image_size within 64GiB per rank (host memory):"
-    # DnCNN's line: TV's peaks at 16-64 differ by less than a probe's noise (a few MiB), so
-    # its line may say "no answer" instead.
+    assert lines[0] == ("largest image_size within 64GiB per rank (host memory; 20% of it "
+                        "above the process baseline kept free):")
+    # DnCNN's line: TV's calibration is extended as far as its noisy peaks need, so its
+    # sizes and even whether it grows within 8x vary from run to run.
     size = calibrated[1]["largest_size"]
     assert f"1 rank: up to image_size {size}, predicted " in lines[2]
     assert "dominated by per unknown (calibrated at 16, 32, 48, 64, 444, cached)" in lines[2]

@@ -55,6 +55,11 @@ FLOAT32_BYTES = 4
 # size, at most EXTENSIONS times (8x its side), until it grows by more.
 GROWTH_FLOOR_BYTES = 8 * 2**20
 EXTENSIONS = 3
+# An answer keeps this fraction of what the budget leaves above the process baseline free:
+# a process's peak at one size varies from run to run (by up to 18 % of its size-dependent
+# part near DnCNN's regime crossing, measured), so a size predicted exactly at the budget
+# would exceed it about half the time.
+HEADROOM = 0.2
 # Provenance fields (provenance.collect) that decide a calibration besides the configuration.
 ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
 
@@ -335,6 +340,12 @@ def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
     sizes = [point.size for point in model.points]
     return model.predict(configuration.sizes(max(sizes), ranks, model)) - \
         model.predict(configuration.sizes(min(sizes), ranks, model)) > GROWTH_FLOOR_BYTES
+
+
+def usable_budget(model: MemoryModel, budget_bytes: float) -> float:
+    """The peak an answer may predict within ``budget_bytes``: the baseline and all but
+    ``HEADROOM`` of the rest."""
+    return model.baseline_bytes + (1 - HEADROOM) * (budget_bytes - model.baseline_bytes)
 
 
 def valid_at_most(configuration: Configuration, size: int, search: int = 256) -> int | None:

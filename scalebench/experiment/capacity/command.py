@@ -16,6 +16,7 @@ from scalebench.experiment.capacity.calibration import (
     largest_fitting,
     probe_point,
     probe_sizes,
+    usable_budget,
 )
 from scalebench.experiment.capacity.model import MemoryModel
 from scalebench.runtime.devices import cuda_available
@@ -147,7 +148,7 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                                 f"no answer: the probed peaks do not grow with "
                                 f"{configuration.size_parameter}; calibrate at larger sizes "
                                 f"(--calibration-size)"))
-    size = largest_fitting(configuration, model, ranks, budget)
+    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
     line = curve(configuration, model, ranks, size)
     if size is None:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
