@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -284,18 +285,12 @@ def regime_size(configuration: Configuration, sizes: list[int],
     if configuration.device != "cpu" or platform.libc_ver()[0] != "glibc" or \
             configuration.feature_map_bytes(sizes[-1]) >= target:
         return None
-    low, high = sizes[-1], sizes[-1]
-    while configuration.feature_map_bytes(high) < target:
-        if high >= limit:
-            return None
-        low, high = high, min(2 * high, limit)
-    while high - low > 1:  # the maps grow with the size: the smallest one reaching the target
-        middle = (low + high) // 2
-        if configuration.feature_map_bytes(middle) >= target:
-            high = middle
-        else:
-            low = middle
-    return next((size for size in range(high, high + 256) if configuration.valid(size)), None)
+    last_below = last_true(lambda size: configuration.feature_map_bytes(size) < target,
+                           sizes[-1], limit)
+    if last_below >= limit:
+        return None
+    return next((size for size in range(last_below + 1, last_below + 257)
+                 if configuration.valid(size)), None)
 
 
 def regime_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:
@@ -360,8 +355,8 @@ def largest_fitting(configuration: Configuration, model: MemoryModel, ranks: int
                     budget_bytes: float, limit: int = 1 << 20) -> int | None:
     """The largest valid size whose predicted peak on one of ``ranks`` ranks is within
     ``budget_bytes`` (None when even the smallest valid size is not). The prediction grows
-    with the size (non-negative terms), so a doubling then a bisection find it, over the
-    valid sizes at most each candidate."""
+    with the size (non-negative terms), so ``last_true`` finds it, over the valid sizes at
+    most each candidate."""
     def fits(size: int) -> bool:
         valid = valid_at_most(configuration, size)
         return valid is not None and \
@@ -370,14 +365,20 @@ def largest_fitting(configuration: Configuration, model: MemoryModel, ranks: int
     smallest = next((size for size in range(1, 257) if configuration.valid(size)), None)
     if smallest is None or not fits(smallest):
         return None
-    high = smallest
-    while high < limit and fits(min(high * 2, limit)):
+    return valid_at_most(configuration, last_true(fits, smallest, limit))
+
+
+def last_true(holds: Callable[[int], bool], low: int, limit: int) -> int:
+    """The largest n in [low, limit] for which ``holds``, given that it holds at ``low`` and,
+    once false, stays false as n grows: a doubling from ``low``, then a bisection."""
+    high = low
+    while high < limit and holds(min(high * 2, limit)):
         high = min(high * 2, limit)
     above = min(high * 2, limit)
     while above - high > 1:
         middle = (high + above) // 2
-        if fits(middle):
+        if holds(middle):
             high = middle
         else:
             above = middle
-    return valid_at_most(configuration, high)
+    return high
