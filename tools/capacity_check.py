@@ -63,6 +63,7 @@ def main() -> int:
         usable_budget,
         valid_at_most,
     )
+    from scalebench.experiment.capacity.model import PHASES
     from scalebench.experiment.plan import memory_bytes
 
     budget = memory_bytes(args.budget, "--budget", bare_unit="B")
@@ -75,11 +76,12 @@ def main() -> int:
                                       "image_size")
         sizes = probe_sizes(configuration, args.calibration_size)
         model, _ = calibrate(configuration, sizes)
-        print(f"{name:10} calibrated at {sorted({point.size for point in model.points})}: "
-              f"baseline {gib(model.baseline_bytes).strip()}"
-              f" GiB, bytes per unknown {model.coefficients[1]:.1f}, per measurement "
-              f"{model.coefficients[2]:.1f}, per denoised pixel {model.coefficients[3]:.1f}, "
-              f"per workspace element {model.coefficients[4]:.1f}")
+        print(f"{name:10} calibrated at {sorted({point.size for point in model.points})}")
+        for phase, coefficients in zip(PHASES, model.phase_coefficients, strict=True):
+            print(f"{'':10} {phase}: baseline {gib(coefficients[0]).strip()} GiB, bytes per "
+                  f"unknown {coefficients[1]:.1f}, per measurement {coefficients[2]:.1f}, "
+                  f"per denoised pixel {coefficients[3]:.1f}, per workspace element "
+                  f"{coefficients[4]:.1f}")
         largest_probe = max(point.size for point in model.points)  # a regime probe's too
         for factor in (2, 4):
             size = valid_at_most(configuration, factor * largest_probe)
@@ -90,7 +92,8 @@ def main() -> int:
             ratio = predicted / measured
             verdicts.append((f"{name} at {size}", ratio, abs(ratio - 1) <= TARGET))
             print(f"{name:10} {size:5}  {gib(predicted):>13} {gib(measured):>12} "
-                  f"{ratio:6.3f} {part:15.3f}  {model.dominant(counts)}", flush=True)
+                  f"{ratio:6.3f} {part:15.3f}  {model.dominant(counts)} in the "
+                  f"{model.dominant_phase(counts)}", flush=True)
         if not grows(configuration, model, 1):
             verdicts.append((f"{name}: the calibration grows with the size", 0.0, False))
             print(f"{name:10} no budget answer: the probed peaks do not grow with the size")

@@ -25,7 +25,7 @@ from scalebench.problems.base import ProblemSetup
 from scalebench.results.estimates import save_estimates
 from scalebench.runtime.context import resolve_device, run_context
 from scalebench.runtime.determinism import apply_determinism, set_threads
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.runtime.profiling import StepProfiler, release_freed_memory
 from scalebench.runtime.rank_checks import check_same_on_every_rank, rank_statistics
 from scalebench.runtime.stamping import NO_WEIGHTS, run_provenance
 
@@ -168,6 +168,7 @@ class LoopSolver(BaseSolver):
                               "compile_time_s": self.compile_time_s,
                               "host_memory_method": self.profiler.host_method,
                               **getattr(self.loop, "setup_figures", {})}
+        release_freed_memory(self.device)  # the iterations' peaks start from what is held
 
     def run(self, callback) -> None:
         failing_rank, max_iter = os.environ.get(FAULT_VARIABLE), self.params["max_iter"]

@@ -25,6 +25,8 @@ allocated), i.e. what the step itself needed.
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import resource
 import sys
 import time
@@ -47,6 +49,18 @@ def synchronize(device: torch.device) -> None:
     """Wait for all queued work on ``device`` so that a clock read afterwards is meaningful."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def release_freed_memory(device: torch.device) -> None:
+    """Hand back to the system what the allocators keep of memory freed so far: glibc's heap
+    (``malloc_trim``) and CUDA's cached blocks. Called when a run's set-up ends, so that the
+    iterations' peaks count what the iterations hold rather than where the set-up's garbage
+    happened to lie, and a run's peak is the larger of its set-up's and its iterations'
+    (scalebench.experiment.capacity models each)."""
+    if platform.libc_ver()[0] == "glibc":
+        ctypes.CDLL(None).malloc_trim(0)
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
 
 
 class HostPeakMemory:

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from scalebench.experiment.capacity.calibration import HEADROOM
-from scalebench.experiment.capacity.model import TERMS
+from scalebench.experiment.capacity.model import PHASES, TERMS
 from tests.support.cli import run_cli
 
 MIB = 2**20
@@ -76,6 +76,7 @@ def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_con
     assert line["measured_peak_bytes"] <= budget
     assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
     assert set(line["terms"]) == set(TERMS) and line["dominant_term"] in TERMS
+    assert line["dominant_phase"] in PHASES
 
 
 def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
@@ -90,7 +91,8 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
     # sizes and even whether it grows within 8x vary from run to run.
     size = calibrated[1]["largest_size"]
     assert f"1 rank: up to image_size {size}, predicted " in lines[2]
-    assert "dominated by per unknown (calibrated at 16, 32, 48, 64, 444, cached)" in lines[2]
+    assert "dominated by per unknown in the iterations (calibrated at 16, 32, 48, 64, 444, " \
+        "cached)" in lines[2]
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

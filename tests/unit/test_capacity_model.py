@@ -1,5 +1,6 @@
 """The memory model of scalebench capacity in-process: the fit recovers known terms, the
-workspace term of chunked operators, the largest fitting size, memory amounts."""
+workspace term of chunked operators, the larger of two phases, phases within their noise,
+the largest fitting size, memory amounts."""
 
 
 import re
@@ -15,10 +16,28 @@ from scalebench.experiment.capacity.calibration import (
     probe_sizes,
     regime_size,
 )
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, Sizes, fit
+from scalebench.experiment.capacity.model import (
+    GROWTH_FLOOR_BYTES,
+    CalibrationPoint,
+    MemoryModel,
+    Sizes,
+    fit,
+)
 from scalebench.experiment.plan import memory_bytes
 
 MIB = 2**20
+
+
+def iterations_model(coefficients, scale=0.0, exponent=0.0, points=()) -> MemoryModel:
+    """A model whose iterations have ``coefficients`` and whose set-up is their baseline."""
+    setup = (coefficients[0],) + (0.0,) * (len(coefficients) - 1)
+    return MemoryModel((setup, tuple(coefficients)), scale, exponent, tuple(points))
+
+
+def point_at(configuration, size, setup_peak, iterations_peak, measurements=0):
+    counts = configuration.sizes(size, 1, None)
+    return CalibrationPoint(size, counts.unknowns, measurements, counts.denoised,
+                            (round(setup_peak), round(iterations_peak)))
 
 
 def superres(**solver) -> Configuration:
@@ -28,26 +47,28 @@ def superres(**solver) -> Configuration:
 
 def points_of(coefficients, sizes, exponent=2.0, scale=3.0):
     """Calibration points of a super-resolution configuration under a known model."""
-    model = MemoryModel(coefficients, scale, exponent, ())
+    model = iterations_model(coefficients, scale, exponent)
     configuration, points = superres(), []
     for size in sizes:
         counts = configuration.sizes(size, 1, model)
+        peak = round(model.predict(counts))
         points.append(CalibrationPoint(size, counts.unknowns, round(counts.measurements),
-                                       counts.denoised, round(model.predict(counts))))
+                                       counts.denoised, (peak, peak)))
     return points
 
 
 def test_fit_recovers_the_terms_of_peaks_it_is_given():
     # Super-resolution without tiling: unknowns and denoised pixels are one column twice
     # over, so their coefficients are recovered as a sum.
-    points = points_of((400 * MIB, 40.0, 12.0, 0.0, 0.0), [32, 64, 96, 128])
+    points = points_of((400 * MIB, 400.0, 120.0, 0.0, 0.0), [32, 64, 96, 128])
     model = fit(points)
     assert model.measurement_exponent == pytest.approx(2.0, rel=1e-9)
     assert model.measurement_scale == pytest.approx(3.0, rel=1e-6)
-    assert model.coefficients[0] == pytest.approx(400 * MIB, rel=1e-6)
+    for coefficients in model.phase_coefficients:
+        assert coefficients[0] == pytest.approx(400 * MIB, rel=1e-6)
+        assert min(coefficients) >= 0
     for point in points:
         assert model.predict(point.sizes) == pytest.approx(point.peak_bytes, rel=1e-9)
-    assert min(model.coefficients) >= 0
 
 
 def torch_ct() -> Configuration:
@@ -79,7 +100,7 @@ def test_probes_with_cut_chunks_let_the_fit_predict_past_the_chunk_limit():
     grow the workspace like the unknowns, so the fit may give its bytes to the unknowns and
     overestimate large sizes; with the cut-chunk probes it predicts them."""
     configuration = torch_ct()
-    truth = MemoryModel((1200 * MIB, 20.0, 8.0, 0.0, 12.0), 0.0, 1.0, ())
+    truth = iterations_model((1200 * MIB, 20.0, 8.0, 0.0, 12.0), 0.0, 1.0)
 
     def point(size, limit=None):
         counts = configuration.sizes(size, 1, None)
@@ -87,7 +108,7 @@ def test_probes_with_cut_chunks_let_the_fit_predict_past_the_chunk_limit():
         measurements = 45 * (size * 3 // 2)  # the peaks below do not depend on the law
         peak = truth.predict(Sizes(counts.unknowns, measurements, counts.denoised, workspace))
         return CalibrationPoint(size, counts.unknowns, measurements, counts.denoised,
-                                round(peak), workspace)
+                                (round(peak), round(peak)), workspace)
 
     sizes = [64, 128, 192, 256]
     cut = [point(size, configuration.workspace(size) // 4) for size in sizes[-2:]]
@@ -106,7 +127,7 @@ def test_fit_needs_three_sizes():
 
 def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
     configuration = superres()
-    model = MemoryModel((300 * MIB, 64.0, 16.0, 0.0, 0.0), 0.1875, 2.0, ())
+    model = iterations_model((300 * MIB, 64.0, 16.0, 0.0, 0.0), 0.1875, 2.0)
     budget = 2 * 2**30
     size = largest_fitting(configuration, model, 1, budget)
     assert size % 4 == 0  # super-resolution's images are multiples of the factor
@@ -117,7 +138,7 @@ def test_largest_fitting_size_fits_and_the_next_valid_size_does_not():
 
 
 def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
-    model = MemoryModel((100 * MIB, 0.0, 64.0, 0.0, 0.0), 0.1875, 2.0, ())
+    model = iterations_model((100 * MIB, 0.0, 64.0, 0.0, 0.0), 0.1875, 2.0)
     alone = largest_fitting(superres(), model, 1, 2**30)
     split = largest_fitting(superres(distribute_physics=True), model, 4, 2**30)
     assert split > alone
@@ -127,9 +148,9 @@ def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
 def test_a_calibration_that_does_not_grow_gives_no_largest_size():
     from scalebench.experiment.capacity.command import answer
 
-    points = tuple(CalibrationPoint(size, size * size, 0, size * size, 2**30)
+    points = tuple(CalibrationPoint(size, size * size, 0, size * size, (2**30, 2**30))
                    for size in (32, 64, 96, 128))
-    flat = MemoryModel((2**30, 0.0, 0.0, 0.0, 0.0), 0.0, 0.0, points)
+    flat = iterations_model((2**30, 0.0, 0.0, 0.0, 0.0), points=points)
     line = answer(superres(), "flat", 1, 4 * 2**30, flat, False)
     assert line.largest_size is None
     assert line.text() == ("flat  1 rank: no answer: the probed peaks do not grow with "
@@ -191,9 +212,10 @@ def test_a_memory_amount_that_is_not_one_is_a_one_line_error(text):
         memory_bytes(text, "--memory", "B")
 
 
-def _synthetic_probes(monkeypatch, tmp_path, peak_of_size):
-    """Probes whose peak is ``peak_of_size(size)`` (the extension rule, not the probes, is
-    under test here; tests/integration/test_capacity.py runs real ones)."""
+def _synthetic_probes(monkeypatch, tmp_path, peak_of_size, setup_peak_of_size=None):
+    """Probes whose iterations' peak is ``peak_of_size(size)`` and whose set-up's is
+    ``setup_peak_of_size(size)`` (default: the same; the calibration's rules, not the probes,
+    are under test here; tests/integration/test_capacity.py runs real ones)."""
     from scalebench.experiment.capacity import calibration
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
@@ -202,8 +224,9 @@ def _synthetic_probes(monkeypatch, tmp_path, peak_of_size):
     def probe_point(configuration, size, chunk_elements=None):
         probed.append(size)
         counts = configuration.sizes(size, 1, None)
+        setup = (setup_peak_of_size or peak_of_size)(size)
         return CalibrationPoint(size, counts.unknowns, 0, counts.denoised,
-                                peak_of_size(size))
+                                (setup, peak_of_size(size)))
     monkeypatch.setattr(calibration, "probe_point", probe_point)
     return calibration, probed
 
@@ -221,3 +244,60 @@ def test_extension_stops_at_eight_times_the_side(monkeypatch, tmp_path):
     model, _ = calibration.calibrate(superres(), [32, 64, 96, 128])
     assert probed == [32, 64, 96, 128, 256, 512, 1024]
     assert not calibration.grows(superres(), model, 1)
+
+
+# Radio's phases as measured on the CPU (docs/performance.md): a set-up peak flat within
+# +-15 MiB of noise up to 512, iterations growing from below it by about 150 B per unknown.
+RADIO_SETUP_NOISE = {64: 1091, 128: 1070, 192: 1102, 256: 1075}
+
+
+def radio_like_points(sizes):
+    configuration = superres()
+    return [point_at(configuration, size, RADIO_SETUP_NOISE.get(size, 1090) * MIB,
+                     1040 * MIB + 150 * size * size) for size in sizes]
+
+
+def test_the_peak_is_the_larger_phase_and_the_iterations_take_over_past_the_set_up():
+    model = fit(radio_like_points([64, 128, 192, 256]))
+    configuration = superres()
+    small, large = configuration.sizes(128, 1, model), configuration.sizes(1024, 1, model)
+    assert model.dominant_phase(small) == "set-up"
+    assert model.predict(small) == pytest.approx(1102 * MIB)  # the set-up's largest peak
+    assert model.dominant_phase(large) == "iterations"
+    assert model.predict(large) == pytest.approx(1040 * MIB + 150 * 1024**2, rel=1e-6)
+    terms = model.terms(large)  # the iterations': unknowns and denoised pixels, one column
+    assert terms["process baseline"] == pytest.approx(1040 * MIB, rel=1e-6)
+    assert terms["per unknown"] + terms["per denoised pixel"] == \
+        pytest.approx(150 * 1024**2, rel=1e-6)
+    assert model.baseline_bytes == pytest.approx(1102 * MIB)
+
+
+def test_a_phase_whose_growth_is_within_its_noise_is_held_at_its_largest_peak():
+    """A line through the set-up's scattered peaks grows by more than the floor (64 -> 256
+    here: 1091 -> 1075 then 1102) but by less than four times the scatter about it, so the
+    set-up is held flat instead of carrying the scatter to large sizes."""
+    sizes = [64, 128, 192, 256]
+    setup = [RADIO_SETUP_NOISE[size] * MIB for size in sizes]
+    setup[-1] = 1110 * MIB  # a slope from noise of 8.5 MiB over the probes
+    points = [point_at(superres(), size, peak, 1040 * MIB + 150 * size * size)
+              for size, peak in zip(sizes, setup, strict=True)]
+    model = fit(points)
+    assert model.phase_coefficients[0] == (1110 * MIB, 0.0, 0.0, 0.0, 0.0)
+    # The same growth without scatter (a straight line) is a size term.
+    straight = [point_at(superres(), size, 1000 * MIB + 2200 * size * size, 1040 * MIB)
+                for size in sizes]
+    setup_peak = fit(straight).phase_peaks(superres().sizes(512, 1, None))["set-up"]
+    assert setup_peak == pytest.approx(1000 * MIB + 2200 * 512**2, rel=1e-6)
+    assert 2200 * (256**2 - 64**2) > GROWTH_FLOOR_BYTES
+
+
+def test_iterations_growing_below_a_flat_set_up_need_no_extension(monkeypatch, tmp_path):
+    calibration, probed = _synthetic_probes(
+        monkeypatch, tmp_path, lambda size: 1040 * MIB + 300 * size * size,
+        lambda size: RADIO_SETUP_NOISE[size] * MIB)
+    model, _ = calibration.calibrate(superres(), [64, 128, 192, 256])
+    assert probed == [64, 128, 192, 256]
+    assert calibration.grows(superres(), model, 1)
+    assert max(point.peak_bytes for point in model.points) == 1102 * MIB  # set-up's all along
+    assert calibration.largest_fitting(superres(), model, 1, 2 * 2**30) == \
+        4 * int(((2 * 2**30 - 1040 * MIB) / 300) ** 0.5 // 4)

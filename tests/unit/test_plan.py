@@ -174,7 +174,8 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     dataset = {"image_size": 8192, "num_angles": 2048}
     solver = {"max_iter": 2, "device": "cpu"}
     configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
-    model = MemoryModel((2**30, 400.0, 0.0, 0.0, 0.0), 0.0, 0.0, ())
+    model = MemoryModel(((2**30, 0.0, 0.0, 0.0, 0.0), (2**30, 400.0, 0.0, 0.0, 0.0)), 0.0,
+                        0.0, ())
     path = cache_path(configuration, probe_sizes(configuration))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(model.to_json()))

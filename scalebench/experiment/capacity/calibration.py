@@ -22,6 +22,7 @@ from pathlib import Path
 from scalebench.data.cache import cache_root
 from scalebench.errors import ConfigError
 from scalebench.experiment.capacity.model import (
+    GROWTH_FLOOR_BYTES,
     CalibrationPoint,
     MemoryModel,
     Sizes,
@@ -50,11 +51,9 @@ MMAP_THRESHOLD_MAX = 32 * 2**20
 # where the network's smaller maps (deeper levels, temporaries) are still in the heap.
 REGIME_MARGIN = 1.5
 FLOAT32_BYTES = 4
-# A fit that grows by less than this over its probes learns nothing about the size: the
-# probes' peaks differ by their run-to-run noise (up to about 10 MiB, measured), as radio's do
-# up to 512 and TV's below 128. Such a calibration is extended by a probe at twice the largest
-# size, at most EXTENSIONS times (8x its side), until it grows by more.
-GROWTH_FLOOR_BYTES = 8 * 2**20
+# A calibration whose model does not grow beyond the probes' noise (model.GROWTH_FLOOR_BYTES:
+# radio's iterations below about 256, TV's below 128) is extended by a probe at twice the
+# largest size, at most EXTENSIONS times (8x its side), until it grows by more.
 EXTENSIONS = 3
 # An answer keeps this fraction of what the budget leaves above the process baseline free:
 # a process's peak at one size varies from run to run (by up to 18 % of its size-dependent
@@ -259,7 +258,7 @@ def probe_point(configuration: Configuration, size: int,
                    PROBE_ITERATIONS, chunk_elements=chunk_elements)
     counts = configuration.sizes(size, 1, None)
     return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
-                            result.peak_bytes(configuration.device),
+                            result.peaks_bytes(configuration.device),
                             configuration.workspace(size, chunk_elements))
 
 
@@ -329,12 +328,14 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
 
 
 def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
-    """Whether the fitted model's peak grows with the size by more than the probes' noise
+    """Whether a phase of the fitted model grows with the size by more than the probes' noise
     (``GROWTH_FLOOR_BYTES``) over the probed sizes: a model whose size terms fitted to zero,
-    or to noise, would call nearly every size fitting."""
+    or to noise, would call nearly every size fitting. One phase is enough: an iterations'
+    peak that grows below a flat set-up peak (radio's) passes it at a larger size."""
     sizes = [point.size for point in model.points]
-    return model.predict(configuration.sizes(max(sizes), ranks, model)) - \
-        model.predict(configuration.sizes(min(sizes), ranks, model)) > GROWTH_FLOOR_BYTES
+    smallest = model.phase_peaks(configuration.sizes(min(sizes), ranks, model))
+    largest = model.phase_peaks(configuration.sizes(max(sizes), ranks, model))
+    return any(largest[phase] - smallest[phase] > GROWTH_FLOOR_BYTES for phase in largest)
 
 
 def usable_budget(model: MemoryModel, budget_bytes: float) -> float:

@@ -37,7 +37,8 @@ class CapacityLine:
     largest_size: int | None
     predicted_peak_bytes: float | None
     dominant_term: str | None
-    terms: dict
+    dominant_phase: str | None  # model.PHASES: the phase whose peak is the run's
+    terms: dict  # bytes of each term of the dominant phase
     calibration_sizes: list[int]
     cached: bool
     budget_bytes: int
@@ -59,7 +60,7 @@ class CapacityLine:
             return f"{self.label}  {who}: {self.reason} ({calibrated})"
         line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}, "
                 f"predicted {gib(self.predicted_peak_bytes)} per rank, dominated by "
-                f"{self.dominant_term} ({calibrated})")
+                f"{self.dominant_term} in the {self.dominant_phase} ({calibrated})")
         if self.measured_peak_bytes is not None:
             ratio = self.predicted_peak_bytes / self.measured_peak_bytes
             line += (f"\n    verified: measured {gib(self.measured_peak_bytes)}, predicted/"
@@ -144,7 +145,8 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                          for point in model.points]}
     if not grows(configuration, model, ranks):
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
-                            dominant_term=None, terms={}, curve=[], reason=(
+                            dominant_term=None, dominant_phase=None, terms={}, curve=[],
+                            reason=(
                                 f"no answer: the probed peaks do not grow with "
                                 f"{configuration.size_parameter}; calibrate at larger sizes "
                                 f"(--calibration-size)"))
@@ -152,10 +154,12 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
     line = curve(configuration, model, ranks, size)
     if size is None:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
-                            dominant_term=None, terms={}, curve=line, reason="no size fits")
+                            dominant_term=None, dominant_phase=None, terms={}, curve=line,
+                            reason="no size fits")
     counts = configuration.sizes(size, ranks, model)
     return CapacityLine(**common, largest_size=size, predicted_peak_bytes=model.predict(counts),
-                        dominant_term=model.dominant(counts), terms=model.terms(counts),
+                        dominant_term=model.dominant(counts),
+                        dominant_phase=model.dominant_phase(counts), terms=model.terms(counts),
                         curve=line)
 
 

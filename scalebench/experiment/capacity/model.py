@@ -1,7 +1,16 @@
-"""Peak memory of one rank as a sum of terms, fitted to measured peaks.
+"""Peak memory of one rank: the larger of its set-up's peak and its iterations' peak, each a
+sum of terms fitted to measured peaks.
 
-peak = baseline + c_u * unknowns + c_m * measurements held + c_d * pixels per denoiser call
-       + c_w * workspace elements
+phase peak = baseline + c_u * unknowns + c_m * measurements held + c_d * pixels per denoiser
+             call + c_w * workspace elements
+peak = max(set-up peak, iterations' peak)
+
+A run's peak is the larger of two phases, not a sum: the set-up (data, operators, operator
+norm, initial estimate) frees its temporaries and hands them back when it ends
+(runtime.profiling.release_freed_memory), and the iterations then allocate their own. Fitted
+as one sum, a problem whose set-up dominates at small sizes (radio: its visibilities) shows
+no growth there, and its iterations' growth at large sizes is missed. Each phase is fitted on
+its own probes' peaks.
 
 The terms are read off the experiment without building it: unknowns from the problem's image
 shape, the measurements from a power law in the size parameter fitted to the calibration runs
@@ -9,10 +18,11 @@ shape, the measurements from a power law in the size parameter fitted to the cal
 as the image, the radio visibilities not at all), the denoiser's pixels from its tiling, the
 workspace from the chunk rule of operators that work in chunks (the torch projector's chunk
 grows with angles x N^2 up to a limit, then stays: a per-unknown term fitted below the limit
-would keep growing above it). Each
-coefficient is fitted by non-negative least squares, so a predicted peak never falls as the
-size grows. With ``distribute_physics`` a rank holds its share of the operators' measurements,
-with ``distribute_denoiser`` its share of the tiles.
+would keep growing above it). Each coefficient is fitted by non-negative least squares, so a
+predicted peak never falls as the size grows. A phase whose fitted growth over the probes is
+within their noise is held at its largest probed peak: its slope would be the noise's.
+With ``distribute_physics`` a rank holds its share of the operators' measurements, with
+``distribute_denoiser`` its share of the tiles.
 """
 
 from __future__ import annotations
@@ -22,6 +32,16 @@ from dataclasses import asdict, dataclass
 
 TERMS = ("process baseline", "per unknown", "per measurement", "per denoised pixel",
          "per workspace element")
+PHASES = ("set-up", "iterations")
+# A fit that grows by less than this over its probes learns nothing about the size: the
+# probes' peaks differ by their run-to-run noise (up to about 10 MiB, measured), as radio's do
+# up to 512 and TV's below 128.
+GROWTH_FLOOR_BYTES = 8 * 2**20
+# ... nor one whose growth is within this many times the spread of its probes about the fit
+# (the root mean square of the residuals): radio's set-up peaks scatter by 15 MiB at every
+# size, and a line through them extrapolates that scatter to large sizes. Pure noise fitted
+# by a line over four evenly spread probes grows by 1.3 times its spread on average.
+GROWTH_NOISE_RATIO = 4.0
 
 
 @dataclass(frozen=True)
@@ -40,26 +60,33 @@ class Sizes:
 
 @dataclass(frozen=True)
 class CalibrationPoint:
-    """One probe: the size parameter's value, the counts at it (one rank) and the peak."""
+    """One probe: the size parameter's value, the counts at it (one rank) and the peaks of its
+    phases (``PHASES``: set-up, iterations)."""
 
     size: int
     unknowns: int
     measurements: int
     denoised: int
-    peak_bytes: int
+    phase_peaks_bytes: tuple[int, int]
     workspace: int = 0
 
     @property
     def sizes(self) -> Sizes:
         return Sizes(self.unknowns, self.measurements, self.denoised, self.workspace)
 
+    @property
+    def peak_bytes(self) -> int:
+        """The run's peak: the larger phase's."""
+        return max(self.phase_peaks_bytes)
+
 
 @dataclass(frozen=True)
 class MemoryModel:
-    """Bytes per unit of each term (``TERMS``), the measurement law (measurements = scale *
-    size ** exponent on one rank holding every operator) and the points it was fitted to."""
+    """Bytes per unit of each term (``TERMS``) for each phase (``PHASES``), the measurement
+    law (measurements = scale * size ** exponent on one rank holding every operator) and the
+    points it was fitted to."""
 
-    coefficients: tuple[float, ...]
+    phase_coefficients: tuple[tuple[float, ...], tuple[float, ...]]
     measurement_scale: float
     measurement_exponent: float
     points: tuple[CalibrationPoint, ...]
@@ -67,35 +94,55 @@ class MemoryModel:
     def measurements(self, size: int) -> float:
         return self.measurement_scale * size ** self.measurement_exponent
 
-    def terms(self, sizes: Sizes) -> dict[str, float]:
-        """Each term's bytes at ``sizes``."""
+    def phase_terms(self, phase: str, sizes: Sizes) -> dict[str, float]:
+        """Each term's bytes at ``sizes`` in ``phase``."""
+        coefficients = self.phase_coefficients[PHASES.index(phase)]
         return {name: coefficient * value for name, coefficient, value
-                in zip(TERMS, self.coefficients, sizes.features(), strict=True)}
+                in zip(TERMS, coefficients, sizes.features(), strict=True)}
+
+    def phase_peaks(self, sizes: Sizes) -> dict[str, float]:
+        return {phase: sum(self.phase_terms(phase, sizes).values()) for phase in PHASES}
+
+    def dominant_phase(self, sizes: Sizes) -> str:
+        """The phase whose peak is the run's."""
+        peaks = self.phase_peaks(sizes)
+        return max(PHASES, key=peaks.get)
+
+    def terms(self, sizes: Sizes) -> dict[str, float]:
+        """Each term's bytes at ``sizes`` in the phase that sets the peak."""
+        return self.phase_terms(self.dominant_phase(sizes), sizes)
 
     def predict(self, sizes: Sizes) -> float:
-        return sum(self.terms(sizes).values())
+        return max(self.phase_peaks(sizes).values())
 
     def dominant(self, sizes: Sizes) -> str:
+        """The largest term of the phase that sets the peak."""
         terms = self.terms(sizes)
         return max(terms, key=terms.get)
 
     @property
     def baseline_bytes(self) -> float:
-        return self.coefficients[0]
+        """The peak as the size goes to nothing: the larger phase baseline."""
+        return max(coefficients[0] for coefficients in self.phase_coefficients)
 
     def to_json(self) -> dict:
-        return {"coefficients": list(self.coefficients),
+        return {"phase_coefficients": dict(zip(PHASES, map(list, self.phase_coefficients),
+                                               strict=True)),
                 "measurement_scale": self.measurement_scale,
                 "measurement_exponent": self.measurement_exponent,
                 "points": [asdict(point) for point in self.points]}
 
     @classmethod
     def from_json(cls, data: dict) -> MemoryModel:
-        if len(data["coefficients"]) != len(TERMS):
-            raise ValueError(f"a memory model has {len(TERMS)} coefficients")
-        return cls(tuple(data["coefficients"]), data["measurement_scale"],
-                   data["measurement_exponent"],
-                   tuple(CalibrationPoint(**point) for point in data["points"]))
+        phases = data["phase_coefficients"]
+        if set(phases) != set(PHASES) or any(len(phases[phase]) != len(TERMS)
+                                             for phase in PHASES):
+            raise ValueError(f"a memory model has {len(TERMS)} coefficients per phase "
+                             f"({', '.join(PHASES)})")
+        points = tuple(CalibrationPoint(**{**point, "phase_peaks_bytes": tuple(
+            point["phase_peaks_bytes"])}) for point in data["points"])
+        return cls(tuple(tuple(phases[phase]) for phase in PHASES), data["measurement_scale"],
+                   data["measurement_exponent"], points)
 
 
 def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
@@ -115,20 +162,35 @@ def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
 
 
 def fit(points: list[CalibrationPoint]) -> MemoryModel:
-    """Non-negative least squares of the peaks on the terms (columns scaled to unit maximum,
-    an all-zero column left at zero)."""
+    """Each phase's coefficients fitted to its peaks (``fit_phase``)."""
+    if len({point.size for point in points}) < 3:
+        raise ValueError("a memory model needs probes at three sizes at least")
+    design = [point.sizes.features() for point in points]
+    coefficients = tuple(fit_phase(design, [point.phase_peaks_bytes[index] for point in points])
+                         for index in range(len(PHASES)))
+    return MemoryModel(coefficients, *measurement_law(points), tuple(points))
+
+
+def fit_phase(design: list[tuple[float, ...]], peaks: list[int]) -> tuple[float, ...]:
+    """Non-negative least squares of ``peaks`` on the terms (columns scaled to unit maximum,
+    an all-zero column left at zero); held at the largest peak when the fit's growth from the
+    smallest to the largest probe is within ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO``
+    times the residuals' root mean square."""
     import numpy as np
     from scipy.optimize import nnls
 
-    if len({point.size for point in points}) < 3:
-        raise ValueError("a memory model needs probes at three sizes at least")
-    design = np.array([point.sizes.features() for point in points])
-    peaks = np.array([float(point.peak_bytes) for point in points])
-    scale = design.max(axis=0)
+    matrix, values = np.array(design), np.array(peaks, dtype=float)
+    scale = matrix.max(axis=0)
     scale[scale == 0] = 1.0
-    solution, _ = nnls(design / scale, peaks)
-    coefficients = tuple(float(value) for value in solution / scale)
-    return MemoryModel(coefficients, *measurement_law(points), tuple(points))
+    solution, _ = nnls(matrix / scale, values)
+    coefficients = solution / scale
+    fitted = matrix @ coefficients
+    order = np.argsort(matrix[:, 1])  # by unknowns: from the smallest probe to the largest
+    growth = fitted[order[-1]] - fitted[order[0]]
+    spread = float(np.sqrt(np.mean((values - fitted) ** 2)))
+    if growth <= max(GROWTH_FLOOR_BYTES, GROWTH_NOISE_RATIO * spread):
+        return (float(values.max()),) + (0.0,) * (len(TERMS) - 1)
+    return tuple(float(value) for value in coefficients)
 
 
 def operator_share(operators: int, ranks: int, distribute_physics: bool) -> float:

@@ -1,11 +1,15 @@
-"""One short run of an inference experiment in a fresh process, and its peak memory.
+"""One short run of an inference experiment in a fresh process, and its peak memory in each
+of its two phases.
 
 The run takes the benchmark's own path: the benchmark folder's Dataset, Objective and Solver
 classes, as benchopt calls them (data, set-up with the operator norm and the initial estimate,
 ``iterations`` iterations, one evaluation of the result). No step resets the peaks
-(``StepProfiler.reset_peaks``), so the process's high-water marks at the end are the run's peak
-on the host (VmHWM, the process baseline included) and on CUDA (the caching allocator's peak
-reserved memory, what the device gives the process).
+(``StepProfiler.reset_peaks``). The set-up's peak is read when the set-up ends, which hands
+back the memory it freed (``release_freed_memory``); the peaks are then reset and read again
+at the end: the iterations' peak. Each is the process's high-water mark on the host (VmHWM,
+the process baseline included) and on CUDA (the caching allocator's peak reserved memory,
+what the device gives the process). Where the host peak cannot be reset, both read the
+lifetime peak.
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
@@ -28,21 +32,23 @@ from scalebench.errors import CommandFailed, ScalebenchError
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """What one probe measured: peaks in bytes (``device_peak_bytes`` None off CUDA), and the
-    run's unknowns (ground-truth values) and measurements (values of y, all operators)."""
+    """What one probe measured: peaks in bytes of the set-up and of the iterations
+    (``device_peaks_bytes`` None off CUDA), and the run's unknowns (ground-truth values) and
+    measurements (values of y, all operators)."""
 
-    host_peak_bytes: int
-    device_peak_bytes: int | None
+    host_peaks_bytes: tuple[int, int]
+    device_peaks_bytes: tuple[int, int] | None
     unknowns: int
     measurements: int
 
-    def peak_bytes(self, device: str) -> int:
-        """The peak that a memory budget of ``device`` ('cpu' or 'cuda') bounds."""
+    def peaks_bytes(self, device: str) -> tuple[int, int]:
+        """The (set-up, iterations) peaks that a memory budget of ``device`` ('cpu' or
+        'cuda') bounds."""
         if device == "cuda":
-            if self.device_peak_bytes is None:
+            if self.device_peaks_bytes is None:
                 raise ScalebenchError("the probe ran on the CPU: it has no CUDA peak")
-            return self.device_peak_bytes
-        return self.host_peak_bytes
+            return self.device_peaks_bytes
+        return self.host_peaks_bytes
 
 
 def _benchmark_module(path: Path) -> ModuleType:
@@ -80,15 +86,26 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     objective.set_data(**data_class.get_instance(**dataset_params).get_data())
     run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
     run._set_objective(objective)
-    run.pre_run_hook(iterations)
+    run.pre_run_hook(iterations)  # the set-up ends here, its freed memory handed back
+    cuda = run.device.type == "cuda"
+
+    def peaks() -> tuple[int, int | None]:
+        """(host, CUDA) high-water marks since the last reset."""
+        return (round(HostPeakMemory.status_mib("VmHWM:") * MIB),
+                torch.cuda.max_memory_reserved(run.device) if cuda else None)
+
+    setup = peaks()
+    HostPeakMemory(resets=True)  # resets the host's high-water mark where Linux allows it
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(run.device)
     for _ in range(iterations):
         run.loop.iterate()
     objective.evaluate_result(**run.get_result())
-    cuda = run.device.type == "cuda"
+    looped = peaks()
     measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
-    host_peak = round(HostPeakMemory.status_mib("VmHWM:") * MIB)
-    return ProbeResult(host_peak, torch.cuda.max_memory_reserved(run.device) if cuda
-                       else None, objective.problem.x_true.numel(), measurements)
+    return ProbeResult((setup[0], looped[0]),
+                       (setup[1], looped[1]) if cuda else None,
+                       objective.problem.x_true.numel(), measurements)
 
 
 def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
@@ -108,7 +125,11 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise CommandFailed(f"the memory probe of {dataset} {dataset_params} x {solver} "
                               f"failed: {last}")
-    return ProbeResult(**json.loads(done.stdout.strip().splitlines()[-1]))
+    fields = json.loads(done.stdout.strip().splitlines()[-1])
+    return ProbeResult(tuple(fields["host_peaks_bytes"]),
+                       None if fields["device_peaks_bytes"] is None
+                       else tuple(fields["device_peaks_bytes"]),
+                       fields["unknowns"], fields["measurements"])
 
 
 def main(argv: list[str]) -> int:
