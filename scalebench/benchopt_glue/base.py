@@ -164,11 +164,11 @@ class LoopSolver(BaseSolver):
         self.profiler = StepProfiler(self.device, mode, trace, self.context, label)
         self.loop = self.make_loop(self.profiler)
         self.context.comm_time_s, self.context.comm_bytes = 0.0, 0  # set-up is not an iteration
+        release_freed_memory(self.device)  # the iterations' peaks start from what is held
         self.setup_figures = {"setup_time_s": self.setup_time_s + time.perf_counter() - start,
                               "compile_time_s": self.compile_time_s,
                               "host_memory_method": self.profiler.host_method,
                               **getattr(self.loop, "setup_figures", {})}
-        release_freed_memory(self.device)  # the iterations' peaks start from what is held
 
     def run(self, callback) -> None:
         failing_rank, max_iter = os.environ.get(FAULT_VARIABLE), self.params["max_iter"]

@@ -115,9 +115,9 @@ class StepProfiler:
     peaks were measured (one of ``HOST_METHODS``).
     """
 
-    # False: no step resets the peaks, so the process's own peak (host VmHWM, CUDA's peak
-    # reserved memory) covers the whole run: what scalebench.experiment.capacity's probe
-    # reads at the end.
+    # False: no step resets the peaks, so the process's own peaks (host VmHWM, CUDA's peak
+    # reserved memory) cover each phase of the run: scalebench.experiment.capacity's probe
+    # reads them when the set-up ends and, after resetting them, at the end.
     reset_peaks = True
 
     def __init__(self, device: torch.device, mode: str = "light",

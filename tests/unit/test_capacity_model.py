@@ -273,22 +273,22 @@ def test_the_peak_is_the_larger_phase_and_the_iterations_take_over_past_the_set_
 
 
 def test_a_phase_whose_growth_is_within_its_noise_is_held_at_its_largest_peak():
-    """A line through the set-up's scattered peaks grows by more than the floor (64 -> 256
-    here: 1091 -> 1075 then 1102) but by less than four times the scatter about it, so the
-    set-up is held flat instead of carrying the scatter to large sizes."""
+    """Set-up peaks of 1091, 1070, 1102 and 1110 MiB at 64-256: the line through them grows
+    by 29 MiB over the probes, more than the floor, but less than four times their scatter
+    about it (10 MiB), so the set-up is held flat instead of carrying the scatter to large
+    sizes. The same growth without scatter is a size term."""
     sizes = [64, 128, 192, 256]
     setup = [RADIO_SETUP_NOISE[size] * MIB for size in sizes]
-    setup[-1] = 1110 * MIB  # a slope from noise of 8.5 MiB over the probes
+    setup[-1] = 1110 * MIB
     points = [point_at(superres(), size, peak, 1040 * MIB + 150 * size * size)
               for size, peak in zip(sizes, setup, strict=True)]
     model = fit(points)
     assert model.phase_coefficients[0] == (1110 * MIB, 0.0, 0.0, 0.0, 0.0)
-    # The same growth without scatter (a straight line) is a size term.
-    straight = [point_at(superres(), size, 1000 * MIB + 2200 * size * size, 1040 * MIB)
+    straight = [point_at(superres(), size, 1000 * MIB + 500 * size * size, 1040 * MIB)
                 for size in sizes]
     setup_peak = fit(straight).phase_peaks(superres().sizes(512, 1, None))["set-up"]
-    assert setup_peak == pytest.approx(1000 * MIB + 2200 * 512**2, rel=1e-6)
-    assert 2200 * (256**2 - 64**2) > GROWTH_FLOOR_BYTES
+    assert setup_peak == pytest.approx(1000 * MIB + 500 * 512**2, rel=1e-6)
+    assert 500 * (256**2 - 64**2) > GROWTH_FLOOR_BYTES
 
 
 def test_iterations_growing_below_a_flat_set_up_need_no_extension(monkeypatch, tmp_path):
@@ -301,3 +301,14 @@ def test_iterations_growing_below_a_flat_set_up_need_no_extension(monkeypatch, t
     assert max(point.peak_bytes for point in model.points) == 1102 * MIB  # set-up's all along
     assert calibration.largest_fitting(superres(), model, 1, 2 * 2**30) == \
         4 * int(((2 * 2**30 - 1040 * MIB) / 300) ** 0.5 // 4)
+
+
+def test_a_size_parameter_that_leaves_the_unknowns_alone_still_grows():
+    """Sized by num_angles, every probe has the same unknowns: the growth is the fit's range
+    over the probes, not its difference between two probes picked by their unknowns."""
+    points = [CalibrationPoint(angles, 256**2, 256 * angles, 256**2,
+                               (1000 * MIB, 1000 * MIB + 1000 * 256 * angles))
+              for angles in (96, 32, 128, 64)]
+    model = fit(points)
+    assert model.phase_coefficients[1][2] == pytest.approx(1000, rel=1e-6)
+    assert model.phase_coefficients[0] == (1000 * MIB, 0.0, 0.0, 0.0, 0.0)

@@ -51,8 +51,8 @@ MMAP_THRESHOLD_MAX = 32 * 2**20
 # where the network's smaller maps (deeper levels, temporaries) are still in the heap.
 REGIME_MARGIN = 1.5
 FLOAT32_BYTES = 4
-# A calibration whose model does not grow beyond the probes' noise (model.GROWTH_FLOOR_BYTES:
-# radio's iterations below about 256, TV's below 128) is extended by a probe at twice the
+# A calibration none of whose phases grows beyond the probes' noise (model.fit_phase: radio's
+# iterations below about 512, TV's below 128) is extended by a probe at twice the
 # largest size, at most EXTENSIONS times (8x its side), until it grows by more.
 EXTENSIONS = 3
 # An answer keeps this fraction of what the budget leaves above the process baseline free:

@@ -42,6 +42,7 @@ class CapacityLine:
     calibration_sizes: list[int]
     cached: bool
     budget_bytes: int
+    baseline_bytes: float  # the model's peak as the size goes to nothing (the headroom's base)
     device: str  # 'cpu' (host memory) or 'cuda' (the caching allocator's reserved memory)
     configuration: dict  # Configuration.key_record(): every parameter but the size
     probes: list[list]  # [size, measured peak bytes, chunks cut (workspace probe)]
@@ -133,12 +134,14 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
            model: MemoryModel, cached: bool) -> CapacityLine:
     if budget < model.baseline_bytes:
         raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
-                              f"{gib(model.baseline_bytes)} measured for {label}")
+                              f"{gib(model.baseline_bytes)} measured for {label} (its peak "
+                              f"as the size goes to nothing)")
     sizes = sorted({point.size for point in model.points})
     default_workspace = {point.size: configuration.workspace(point.size)
                          for point in model.points}
     common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
               "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
+              "baseline_bytes": model.baseline_bytes,
               "device": configuration.device, "configuration": configuration.key_record(),
               "probes": [[point.size, point.peak_bytes,
                           point.workspace != default_workspace[point.size]]

@@ -173,8 +173,8 @@ def fit(points: list[CalibrationPoint]) -> MemoryModel:
 
 def fit_phase(design: list[tuple[float, ...]], peaks: list[int]) -> tuple[float, ...]:
     """Non-negative least squares of ``peaks`` on the terms (columns scaled to unit maximum,
-    an all-zero column left at zero); held at the largest peak when the fit's growth from the
-    smallest to the largest probe is within ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO``
+    an all-zero column left at zero); held at the largest peak when the fit's growth over the
+    probes is within ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO``
     times the residuals' root mean square."""
     import numpy as np
     from scipy.optimize import nnls
@@ -185,8 +185,9 @@ def fit_phase(design: list[tuple[float, ...]], peaks: list[int]) -> tuple[float,
     solution, _ = nnls(matrix / scale, values)
     coefficients = solution / scale
     fitted = matrix @ coefficients
-    order = np.argsort(matrix[:, 1])  # by unknowns: from the smallest probe to the largest
-    growth = fitted[order[-1]] - fitted[order[0]]
+    # The fit never falls as the size grows (non-negative terms that grow with it), so its
+    # range over the probes is its growth, whatever varies (unknowns, angles, cut chunks).
+    growth = fitted.max() - fitted.min()
     spread = float(np.sqrt(np.mean((values - fitted) ** 2)))
     if growth <= max(GROWTH_FLOOR_BYTES, GROWTH_NOISE_RATIO * spread):
         return (float(values.max()),) + (0.0,) * (len(TERMS) - 1)
