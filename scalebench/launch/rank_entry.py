@@ -59,8 +59,10 @@ def result_path(folder: Path, rank: int) -> Path:
 
 
 def benchopt_command(python: list[str], benchmark: Path, config: Path, output: Path) -> list[str]:
-    return [*python, "-m", "benchopt", "run", str(benchmark), "--config", str(config),
-            "--no-plot", "--no-display", "--no-cache", "--output", str(output)]
+    """``benchopt run`` through ``scalebench.benchopt_glue``'s start-up (the same arguments,
+    less CPU: ``scalebench.runtime.startup``)."""
+    return [*python, "-m", "scalebench.benchopt_glue", "run", str(benchmark), "--config",
+            str(config), "--no-plot", "--no-display", "--no-cache", "--output", str(output)]
 
 
 def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],

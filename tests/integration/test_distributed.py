@@ -182,7 +182,7 @@ def _rank_process(launcher: int, rank: int, module: str) -> int | None:
 
 
 @pytest.mark.parametrize(("target", "where"), [
-    ("benchopt", r" at iteration \d+/300"),  # its wrapper says where the run was
+    ("scalebench.benchopt_glue", r" at iteration \d+/300"),  # its wrapper says where it was
     ("scalebench.launch.rank_entry", ""),  # the launcher sees the process end
 ])
 def test_a_rank_killed_by_a_signal_is_named_with_its_signal(benchmark, write_config,

@@ -84,7 +84,7 @@ def running(tmp_path, write_config):
     deadline, worker = time.monotonic() + 120, None
     while worker is None and time.monotonic() < deadline:
         worker = next((pid for pid in descendants(launcher.pid)
-                       if "-m benchopt run" in _cmdline(pid)), None)
+                       if "-m scalebench.benchopt_glue run" in _cmdline(pid)), None)
         time.sleep(0.1)
     assert worker is not None, "the benchopt worker did not start"
     while not _maps_torch(worker) and time.monotonic() < deadline:

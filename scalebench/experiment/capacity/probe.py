@@ -142,4 +142,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from scalebench.runtime.startup import import_and_freeze
+
+    import_and_freeze()  # as a run's process starts (python -m scalebench.benchopt_glue)
     sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""CPU time and memory of a rank's benchopt process with scalebench's start-up against plain
+benchopt, side by side on one small experiment.
+
+Runs, alternately and REPEATS times each, `python -m benchopt run` and `python -m
+scalebench.benchopt_glue run` (what a rank process runs: the libraries imported with the
+garbage collector paused, collected once, then frozen; scalebench/runtime/startup.py) on a
+64x64 tomography problem, 5 PnP iterations with TV. Prints each one's median CPU time (user +
+system, from the process's own accounting), median wall time and largest resident set, the
+ratios of the start-up's figures to plain benchopt's (targets: CPU at most 0.8, resident set
+within 1 %), and whether both wrote the same quality figures.
+
+    python tools/startup_cost.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_CPU_RATIO = 0.8
+TARGET_RSS_RATIO = 0.01
+EXPERIMENT = {
+    "objective": ["imaging_inverse_problem"],
+    "dataset": [{"tomography_2d": {"image_size": 64, "num_angles": 30}}],
+    "solver": [{"pnp": {"denoiser": "tv", "max_iter": 5, "device": "cpu"}}],
+}
+VARIANTS = {"plain benchopt": "benchopt", "scalebench start-up": "scalebench.benchopt_glue"}
+QUALITY = ("objective_psnr_db", "objective_ssim", "objective_mse")
+
+
+def run_once(module: str, config: Path, output: Path) -> tuple[float, float, float]:
+    """One benchopt process: (CPU seconds, wall seconds, largest resident set in MiB)."""
+    command = [sys.executable, "-m", module, "run", str(REPO / "benchmark_inference"),
+               "--config", str(config), "--no-plot", "--no-display", "--no-cache",
+               "--output", str(output)]
+    errors = output.with_suffix(".stderr")
+    start = time.perf_counter()
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(command)} failed: {errors.read_text()[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+
+
+def quality(path: Path) -> list[float]:
+    import pandas as pd
+
+    rows = pd.read_parquet(path)
+    return rows[list(QUALITY)].to_numpy().ravel().tolist()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "experiment.yml"
+        config.write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
+        outputs = {name: Path(folder) / f"{module}.parquet" for name, module in VARIANTS.items()}
+        for _ in range(args.repeats):
+            for name, module in VARIANTS.items():
+                figures[name].append(run_once(module, config, outputs[name]))
+        same = quality(outputs["plain benchopt"]) == quality(outputs["scalebench start-up"])
+    print(f"{'process':<20} {'CPU s':>7} {'wall s':>7} {'max RSS MiB':>12}   "
+          f"(medians over {args.repeats}; RSS: the largest)")
+    summary = {}
+    for name, rows in figures.items():
+        cpu = statistics.median(row[0] for row in rows)
+        wall = statistics.median(row[1] for row in rows)
+        rss = max(row[2] for row in rows)
+        summary[name] = (cpu, rss)
+        print(f"{name:<20} {cpu:7.2f} {wall:7.2f} {rss:12.1f}")
+    (plain_cpu, plain_rss), (ours_cpu, ours_rss) = summary.values()
+    cpu_ratio, rss_change = ours_cpu / plain_cpu, ours_rss / plain_rss - 1
+    met = cpu_ratio <= TARGET_CPU_RATIO and abs(rss_change) <= TARGET_RSS_RATIO and same
+    print(f"CPU ratio {cpu_ratio:.2f} (target <= {TARGET_CPU_RATIO}); resident set "
+          f"{100 * rss_change:+.2f} % (target within {100 * TARGET_RSS_RATIO:.0f} %); "
+          f"same quality figures: {'yes' if same else 'NO'}; {'met' if met else 'missed'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
