@@ -76,6 +76,8 @@ class RunState:
     finished: int = 0  # experiments of this launch published
     stopped_by: int | None = None  # signal number
     group: processes.RankGroup | None = None
+    # (status, failures recorded) of the final file's last publish: what is already there.
+    published: tuple[str, int] | None = None
 
 
 def run_child(request: RunRequest, *args: str) -> str:
@@ -159,7 +161,8 @@ def run(request: RunRequest) -> int:
         for index, experiment in enumerate(todo):
             if state.stopped_by is not None:
                 break
-            _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}")
+            _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}",
+                            last=index == len(todo) - 1)
         return _conclude(request, state, len(experiments), len(todo))
     finally:
         for sig, handler in previous.items():
@@ -204,9 +207,10 @@ def _remove_stale_staging(final: Path) -> None:
 
 
 def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
-                    position: str) -> None:
+                    position: str, last: bool) -> None:
     """Run one experiment (``position``: k/N in this launch) on its ranks; publish its
-    results, or record and print its failure in one line."""
+    results (the run complete when it is the ``last`` and all went well), or record and print
+    its failure in one line."""
     folder = state.staging / experiment["id"]
     folder.mkdir()
     config = Path(experiment["config"])
@@ -229,7 +233,8 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
     result = folder / "result.parquet"
     if all(s == 0 for s in statuses) and result.is_file():
         state.parts.append((experiment["id"], result))
-        _publish(request, state, "partial")
+        complete = last and not state.failures and state.stopped_by is None
+        _publish(request, state, "complete" if complete else "partial")
         state.finished += 1
     elif state.stopped_by is None:
         failure = _failure(folder, experiment, group, request.launcher == "local")
@@ -329,13 +334,15 @@ def _publish(request: RunRequest, state: RunState, status: str) -> None:
         args += ["--part", f"{identifier}={part}"]
     run_child(request, *args)
     state.parts.clear()  # now in the final file
+    state.published = (status, len(state.failures))
 
 
 def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> int:
     finished = state.finished
-    complete = not state.failures and state.stopped_by is None
+    status = "complete" if not state.failures and state.stopped_by is None else "partial"
     if state.final.is_file():
-        _publish(request, state, "complete" if complete else "partial")
+        if state.published != (status, len(state.failures)):  # not in the file yet
+            _publish(request, state, status)
     elif state.failures or state.stopped_by is not None:
         print("[scalebench] no experiment finished; no result file was written",
               file=sys.stderr)

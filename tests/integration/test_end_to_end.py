@@ -7,6 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
+from scalebench.results.store import run_status
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment
 
 STEP_COLUMNS = ["objective_grad_time_s", "objective_grad_peak_host_rss_mib",
@@ -37,6 +38,10 @@ def test_scalebench_run_writes_every_iteration_with_metrics_and_step_costs(bench
     assert result.returncode == 0, result.stderr[-2000:]
     parquet = benchmark / "outputs" / "tiny.parquet"
     assert f"Results: {parquet}" in result.stdout
+    # the last experiment's publish completed the run
+    record = run_status(parquet)
+    assert record["status"] == "complete" and record["failures"] == []
+    assert len(record["experiments"]) == 2
     df = pd.read_parquet(parquet)
     pnp = df[df.solver_name.str.startswith("pnp")].sort_values("stop_val")
     denoiser = df[df.solver_name.str.startswith("denoiser")].sort_values("stop_val")
