@@ -56,7 +56,6 @@ def main() -> int:
     from scalebench.experiment.capacity.calibration import (
         Configuration,
         calibrate,
-        grows,
         largest_fitting,
         probe_point,
         probe_sizes,
@@ -94,7 +93,7 @@ def main() -> int:
             print(f"{name:10} {size:5}  {gib(predicted):>13} {gib(measured):>12} "
                   f"{ratio:6.3f} {part:15.3f}  {model.dominant(counts)} in the "
                   f"{model.dominant_phase(counts)}", flush=True)
-        if not grows(configuration, model, 1):
+        if not model.grows:
             verdicts.append((f"{name}: the calibration grows with the size", 0.0, False))
             print(f"{name:10} no budget answer: the probed peaks do not grow with the size")
             continue

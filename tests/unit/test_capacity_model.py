@@ -236,14 +236,14 @@ def test_a_flat_calibration_is_extended_until_its_peaks_grow(monkeypatch, tmp_pa
         monkeypatch, tmp_path, lambda size: 2**30 + max(size - 200, 0) * 8 * MIB)
     model, cached = calibration.calibrate(superres(), [32, 64, 96, 128])
     assert probed == [32, 64, 96, 128, 256] and not cached
-    assert calibration.grows(superres(), model, 1)
+    assert model.grows
 
 
 def test_extension_stops_at_eight_times_the_side(monkeypatch, tmp_path):
     calibration, probed = _synthetic_probes(monkeypatch, tmp_path, lambda size: 2**30)
     model, _ = calibration.calibrate(superres(), [32, 64, 96, 128])
     assert probed == [32, 64, 96, 128, 256, 512, 1024]
-    assert not calibration.grows(superres(), model, 1)
+    assert not model.grows
 
 
 # Radio's phases as measured on the CPU (docs/performance.md): a set-up peak flat within
@@ -297,7 +297,7 @@ def test_iterations_growing_below_a_flat_set_up_need_no_extension(monkeypatch, t
         lambda size: RADIO_SETUP_NOISE[size] * MIB)
     model, _ = calibration.calibrate(superres(), [64, 128, 192, 256])
     assert probed == [64, 128, 192, 256]
-    assert calibration.grows(superres(), model, 1)
+    assert model.grows
     assert max(point.peak_bytes for point in model.points) == 1102 * MIB  # set-up's all along
     assert calibration.largest_fitting(superres(), model, 1, 2 * 2**30) == \
         4 * int(((2 * 2**30 - 1040 * MIB) / 300) ** 0.5 // 4)

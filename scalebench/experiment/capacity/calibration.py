@@ -22,7 +22,6 @@ from pathlib import Path
 from scalebench.data.cache import cache_root
 from scalebench.errors import ConfigError
 from scalebench.experiment.capacity.model import (
-    GROWTH_FLOOR_BYTES,
     CalibrationPoint,
     MemoryModel,
     Sizes,
@@ -311,7 +310,7 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
     model = fit(points)
     largest = max(point.size for point in points)
     for _ in range(EXTENSIONS):
-        if grows(configuration, model, 1):
+        if model.grows:
             break
         larger = valid_at_most(configuration, 2 * largest)
         if larger is None or larger <= largest:
@@ -325,17 +324,6 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
     partial.write_text(json.dumps(model.to_json()))
     partial.replace(path)
     return model, False
-
-
-def grows(configuration: Configuration, model: MemoryModel, ranks: int) -> bool:
-    """Whether a phase of the fitted model grows with the size by more than the probes' noise
-    (``GROWTH_FLOOR_BYTES``) over the probed sizes: a model whose size terms fitted to zero,
-    or to noise, would call nearly every size fitting. One phase is enough: an iterations'
-    peak that grows below a flat set-up peak (radio's) passes it at a larger size."""
-    sizes = [point.size for point in model.points]
-    smallest = model.phase_peaks(configuration.sizes(min(sizes), ranks, model))
-    largest = model.phase_peaks(configuration.sizes(max(sizes), ranks, model))
-    return any(largest[phase] - smallest[phase] > GROWTH_FLOOR_BYTES for phase in largest)
 
 
 def usable_budget(model: MemoryModel, budget_bytes: float) -> float:

@@ -12,7 +12,6 @@ from scalebench.errors import ScalebenchError
 from scalebench.experiment.capacity.calibration import (
     Configuration,
     calibrate,
-    grows,
     largest_fitting,
     probe_point,
     probe_sizes,
@@ -146,7 +145,7 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
               "probes": [[point.size, point.peak_bytes,
                           point.workspace != default_workspace[point.size]]
                          for point in model.points]}
-    if not grows(configuration, model, ranks):
+    if not model.grows:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
                             dominant_term=None, dominant_phase=None, terms={}, curve=[],
                             reason=(

@@ -121,6 +121,14 @@ class MemoryModel:
         return max(terms, key=terms.get)
 
     @property
+    def grows(self) -> bool:
+        """Whether a phase's peak grows with the size: ``fit_phase`` keeps size terms only
+        where the probes' peaks grow by more than their noise. A model whose every phase is
+        held flat would call nearly every size fitting; one growing phase is enough (radio's
+        iterations, growing below a flat set-up, pass it at a larger size)."""
+        return any(any(coefficients[1:]) for coefficients in self.phase_coefficients)
+
+    @property
     def baseline_bytes(self) -> float:
         """The peak as the size goes to nothing: the larger phase baseline."""
         return max(coefficients[0] for coefficients in self.phase_coefficients)
