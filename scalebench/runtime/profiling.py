@@ -68,11 +68,13 @@ class HostPeakMemory:
 
     def __init__(self, resets: bool = True) -> None:
         # Finding out whether the peak can be reset resets it: not done without ``resets``.
-        self.resettable = resets and self._try_reset()
+        self.resettable = resets and self.reset_peak()
         self.method = HOST_METHODS[0] if self.resettable else HOST_METHODS[1]
 
     @staticmethod
-    def _try_reset() -> bool:
+    def reset_peak() -> bool:
+        """Reset this process's high-water mark (VmHWM) where Linux allows it; whether it
+        did."""
         try:
             _CLEAR_REFS.write_text("5")
             return True

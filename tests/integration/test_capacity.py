@@ -226,7 +226,7 @@ def test_a_file_that_is_not_a_capacity_answer_is_refused_in_one_line(capacity_re
                                      f"CONFIG --memory M --format json` prints")
 
 
-@pytest.mark.skipif(not HostPeakMemory(resets=True).resettable,
+@pytest.mark.skipif(not HostPeakMemory.reset_peak(),
                     reason="the host's peak cannot be reset here (/proc/self/clear_refs): "
                            "both phases read the lifetime peak")
 def test_a_probe_measures_the_set_up_and_the_iterations_apart():

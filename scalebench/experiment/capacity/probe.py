@@ -95,7 +95,7 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
                 torch.cuda.max_memory_reserved(run.device) if cuda else None)
 
     setup = peaks()
-    HostPeakMemory(resets=True)  # resets the host's high-water mark where Linux allows it
+    HostPeakMemory.reset_peak()
     if cuda:
         torch.cuda.reset_peak_memory_stats(run.device)
     for _ in range(iterations):
