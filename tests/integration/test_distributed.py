@@ -221,8 +221,9 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_signal(benchmark, write_con
 def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_config, tmp_path):
     corrupt = tmp_path / "corrupt.pth"
     corrupt.write_bytes(b"not a checkpoint")
-    solvers = [{"pnp": {**PNP, "max_iter": 2, "pretrained": str(corrupt)}},
-               {"pnp": {**PNP, "max_iter": 2}}]
+    # the failing experiment last: its failure reaches the file after the other's publish
+    solvers = [{"pnp": {**PNP, "max_iter": 2}},
+               {"pnp": {**PNP, "max_iter": 2, "pretrained": str(corrupt)}}]
     done = run(benchmark, write_config(experiment(solvers)), "f", "--nproc", "2")
     assert done.returncode == 1, done.stderr[-3000:]
     assert "FAILED" in done.stderr and str(corrupt) in done.stderr
