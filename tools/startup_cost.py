@@ -33,23 +33,33 @@ EXPERIMENT = {
     "dataset": [{"tomography_2d": {"image_size": 64, "num_angles": 30}}],
     "solver": [{"pnp": {"denoiser": "tv", "max_iter": 5, "device": "cpu"}}],
 }
-VARIANTS = {"plain benchopt": "benchopt", "scalebench start-up": "scalebench.benchopt_glue"}
+VARIANTS = ("plain benchopt", "scalebench start-up")
 QUALITY = ("objective_psnr_db", "objective_ssim", "objective_mse")
 
 
-def run_once(module: str, config: Path, output: Path) -> tuple[float, float, float]:
+def command(variant: str, config: Path, output: Path) -> list[str]:
+    """The rank's command line (scalebench.launch.rank_entry), or plain benchopt with the
+    same arguments."""
+    from scalebench.launch.rank_entry import benchopt_arguments, benchopt_command
+
+    benchmark = REPO / "benchmark_inference"
+    if variant == "plain benchopt":
+        return [sys.executable, "-m", "benchopt",
+                *benchopt_arguments(benchmark, config, output)]
+    return benchopt_command([sys.executable], benchmark, config, output)
+
+
+def run_once(variant: str, config: Path, output: Path) -> tuple[float, float, float]:
     """One benchopt process: (CPU seconds, wall seconds, largest resident set in MiB)."""
-    command = [sys.executable, "-m", module, "run", str(REPO / "benchmark_inference"),
-               "--config", str(config), "--no-plot", "--no-display", "--no-cache",
-               "--output", str(output)]
+    command_line = command(variant, config, output)
     errors = output.with_suffix(".stderr")
     start = time.perf_counter()
     with errors.open("w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(command_line, stdout=subprocess.DEVNULL, stderr=stderr)
         _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{' '.join(command)} failed: {errors.read_text()[-2000:]}")
+        sys.exit(f"{' '.join(command_line)} failed: {errors.read_text()[-2000:]}")
     return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
 
 
@@ -64,14 +74,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in VARIANTS}
+    figures: dict[str, list[tuple[float, float, float]]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "experiment.yml"
         config.write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
-        outputs = {name: Path(folder) / f"{module}.parquet" for name, module in VARIANTS.items()}
+        outputs = {variant: Path(folder) / f"{index}.parquet"
+                   for index, variant in enumerate(VARIANTS)}
         for _ in range(args.repeats):
-            for name, module in VARIANTS.items():
-                figures[name].append(run_once(module, config, outputs[name]))
+            for variant in VARIANTS:
+                figures[variant].append(run_once(variant, config, outputs[variant]))
         same = quality(outputs["plain benchopt"]) == quality(outputs["scalebench start-up"])
     print(f"{'process':<20} {'CPU s':>7} {'wall s':>7} {'max RSS MiB':>12}   "
           f"(medians over {args.repeats}; RSS: the largest)")

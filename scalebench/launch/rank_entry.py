@@ -58,11 +58,17 @@ def result_path(folder: Path, rank: int) -> Path:
     return folder / "result.parquet" if rank == 0 else folder / f"rank{rank}" / "result.parquet"
 
 
+def benchopt_arguments(benchmark: Path, config: Path, output: Path) -> list[str]:
+    """The ``benchopt`` arguments of a rank's run."""
+    return ["run", str(benchmark), "--config", str(config), "--no-plot", "--no-display",
+            "--no-cache", "--output", str(output)]
+
+
 def benchopt_command(python: list[str], benchmark: Path, config: Path, output: Path) -> list[str]:
     """``benchopt run`` through ``scalebench.benchopt_glue``'s start-up (the same arguments,
     less CPU: ``scalebench.runtime.startup``)."""
-    return [*python, "-m", "scalebench.benchopt_glue", "run", str(benchmark), "--config",
-            str(config), "--no-plot", "--no-display", "--no-cache", "--output", str(output)]
+    return [*python, "-m", "scalebench.benchopt_glue",
+            *benchopt_arguments(benchmark, config, output)]
 
 
 def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],

@@ -233,8 +233,7 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
     result = folder / "result.parquet"
     if all(s == 0 for s in statuses) and result.is_file():
         state.parts.append((experiment["id"], result))
-        complete = last and not state.failures and state.stopped_by is None
-        _publish(request, state, "complete" if complete else "partial")
+        _publish(request, state, _run_status(state) if last else "partial")
         state.finished += 1
     elif state.stopped_by is None:
         failure = _failure(folder, experiment, group, request.launcher == "local")
@@ -337,9 +336,15 @@ def _publish(request: RunRequest, state: RunState, status: str) -> None:
     state.published = (status, len(state.failures))
 
 
+def _run_status(state: RunState) -> str:
+    """The status of a run whose experiments are all done or stopped: complete when none
+    failed and no signal stopped it."""
+    return "complete" if not state.failures and state.stopped_by is None else "partial"
+
+
 def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> int:
     finished = state.finished
-    status = "complete" if not state.failures and state.stopped_by is None else "partial"
+    status = _run_status(state)
     if state.final.is_file():
         if state.published != (status, len(state.failures)):  # not in the file yet
             _publish(request, state, status)
