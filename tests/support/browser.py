@@ -91,7 +91,8 @@ class Visit:
     requests: list[str] = field(default_factory=list)  # URLs other than the page and data:
     network_attempts: list[str] = field(default_factory=list)  # what reached the sink
     # What the page laid out: every line box of its text and every image, in CSS pixels of
-    # the page ({"what": text or "<img alt>", "x0", "y0", "x1", "y1"}), and its widths.
+    # the page ({"what": text or "<img alt>", "x0", "y0", "x1", "y1"}; an image's box also
+    # has "decoded": its file loaded and has pixels), and its widths.
     boxes: list[dict] = field(default_factory=list)
     content_width: float = 0.0  # the document's scroll width (wider than WIDTH: side scroll)
 
@@ -183,10 +184,10 @@ def _errors(events: list[dict]) -> list[str]:
 LAYOUT_SCRIPT = """(() => {
   const boxes = [];
   let node_index = 0;
-  const add = (what, r) => { if (r.width > 0 && r.height > 0) boxes.push({what,
+  const add = (what, r, extra = {}) => { if (r.width > 0 && r.height > 0) boxes.push({what,
       node: node_index,
       x0: r.left + scrollX, y0: r.top + scrollY, x1: r.right + scrollX,
-      y1: r.bottom + scrollY}); };
+      y1: r.bottom + scrollY, ...extra}); };
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const text = node.textContent.trim();
@@ -197,7 +198,8 @@ LAYOUT_SCRIPT = """(() => {
     node_index++;
   }
   for (const img of document.images) {
-    add('<img ' + img.alt + '>', img.getBoundingClientRect());
+    add('<img ' + img.alt + '>', img.getBoundingClientRect(),
+        {decoded: img.complete && img.naturalWidth > 0});
     node_index++;
   }
   return JSON.stringify({boxes, width: document.documentElement.scrollWidth});
@@ -238,6 +240,9 @@ def visit(binary: str, page: Path, settle_s: float = 1.0) -> Visit:
             tools.call("Emulation.setDeviceMetricsOverride", {
                 "width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False},
                 session=session)
+            # Without a scrollbar the page keeps its width when the full-page screenshot
+            # grows the viewport, so the laid-out boxes are where the screenshot paints them.
+            tools.call("Emulation.setScrollbarsHidden", {"hidden": True}, session=session)
             tools.call("Page.navigate", {"url": url}, session=session)
             tools.wait_for("Page.loadEventFired")
             time.sleep(settle_s)  # late console messages and requests
