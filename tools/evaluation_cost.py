@@ -110,8 +110,9 @@ def main() -> None:
                   f"{args.max_gib:g}; the largest size measured is the one above")
             break
         f = measure(size, device, args.repeats)
-        line = (f"{size:>6} {f['image_mib']:>9.1f} {f['iteration_s']:>8.3f} "
-                f"{f['evaluation_s']:>8.3f} {f['evaluation_s'] / f['iteration_s']:>9.3f} "
+        # Times to 3 significant digits: a small image's evaluation takes well under 1 ms.
+        line = (f"{size:>6} {f['image_mib']:>9.1f} {f['iteration_s']:>8.3g} "
+                f"{f['evaluation_s']:>8.3g} {f['evaluation_s'] / f['iteration_s']:>9.3f} "
                 f"{f['host_extra_mib']:>14.1f} {f['host_extra_mib'] / f['image_mib']:>7.2f}")
         if "cuda_extra_mib" in f:
             line += f"  {f['cuda_extra_mib']:>14.1f} {f['cuda_extra_mib'] / f['image_mib']:>7.2f}"

@@ -1,9 +1,10 @@
 """Starting the ranks of one experiment and waiting for them, locally or through srun.
 
 Locally, ``nproc`` processes get RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE /
-MASTER_ADDR / MASTER_PORT (a free localhost port) explicitly. Under SLURM one ``srun`` step
-runs a task per rank across the job's nodes, with ``--kill-on-bad-exit`` so that one failing
-rank ends the step. Either way, a rank that fails ends the others within ``grace_s`` seconds.
+MASTER_ADDR / MASTER_PORT (a free localhost port outside the ephemeral range) explicitly.
+Under SLURM one ``srun`` step runs a task per rank across the job's nodes, with
+``--kill-on-bad-exit`` so that one failing rank ends the step. Either way, a rank that fails
+ends the others within ``grace_s`` seconds.
 Standard library only.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,9 +26,36 @@ from scalebench.launch.rank_env import first_node_address
 POLL_S = 0.2
 
 
+# The ports the kernel hands to outgoing connections as their source ports (Linux).
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+FIRST_PORT = 1024  # the lowest port a user's process may bind
+PORT_TRIES = 64
+
+
+def rendezvous_ports() -> range:
+    """Ports no outgoing connection takes: those below the kernel's ephemeral range, or above
+    it where little is left below (empty where the range is unknown)."""
+    try:
+        start, end = map(int, EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return range(0)
+    below, above = range(FIRST_PORT, start), range(end + 1, 65536)
+    return below if len(below) >= len(above) else above
+
+
 def free_port() -> int:
-    """A TCP port free on localhost right now."""
-    with socket.socket() as probe:
+    """A TCP port free on localhost now, for rank 0's rendezvous. Rank 0 binds it seconds
+    later (after its imports): taken outside the ephemeral range, no connection opened
+    meanwhile can take it as its source port."""
+    ports = rendezvous_ports()
+    for port in random.Random().sample(ports, min(PORT_TRIES, len(ports))):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:  # no free port found there: any free one
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 

@@ -81,7 +81,7 @@ def running(tmp_path, write_config):
         [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),
          "--benchmark", str(benchmark), "--output", "long", "--no-html"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline, worker = time.monotonic() + 120, None
+    deadline, worker = time.monotonic() + 300, None
     while worker is None and time.monotonic() < deadline:
         worker = next((pid for pid in descendants(launcher.pid)
                        if "-m scalebench.benchopt_glue run" in _cmdline(pid)), None)
@@ -217,13 +217,15 @@ def _run_in_terminal(command: list[str], timeout: float) -> tuple[int, str]:
 def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, write_config):
     benchmark = copy_benchmark(tmp_path)
     experiment = tiny_experiment()
-    experiment["solver"][0]["pnp"]["max_iter"] = 30
+    # Long enough (about 1 s here) that a report falls between the first and the last
+    # iteration (at most one per REPORT_INTERVAL_S) on a machine several times faster.
+    experiment["solver"][0]["pnp"]["max_iter"] = 90
     status, output = _run_in_terminal(
         [sys.executable, "-m", "scalebench", "run", str(write_config(experiment)),
          "--benchmark", str(benchmark), "--output", "tty", "--no-html"], timeout=300)
     assert status == 0, output[-3000:]
     lines = output.replace("\r\n", "\n").split("\n")
-    for position, max_iter in (("1/2", 30), ("2/2", 2)):
+    for position, max_iter in (("1/2", 90), ("2/2", 2)):
         shown = [line for line in lines if f"experiment {position}: iteration" in line]
         assert len(shown) == 1, shown  # one terminal line, rewritten in place
         states = [state.rstrip() for state in shown[0].split("\r") if state.strip()]
@@ -231,7 +233,7 @@ def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, wr
         assert f"experiment {position}: iteration {max_iter}/{max_iter}, " in shown[0]
         assert all(len(state) < 120 for state in states)  # never wraps
     updating = next(line for line in lines if "experiment 1/2: iteration" in line)
-    assert re.search(r"\rexperiment 1/2: iteration \d+/30, \S+ elapsed, ETA \d", updating)
+    assert re.search(r"\rexperiment 1/2: iteration \d+/90, \S+ elapsed, ETA \d", updating)
     for stage in STAGES:
         assert f"experiment 1/2: {stage}" in updating
     assert ESCAPE not in output
@@ -241,5 +243,5 @@ def test_progress_in_a_terminal_is_one_updating_line_per_experiment(tmp_path, wr
     for log in logs:
         text = log.read_text()
         assert ESCAPE not in text and "\r" not in text
-        assert re.search(r"^\[scalebench\] experiment [12]/2: iteration (30/30|2/2), ", text,
+        assert re.search(r"^\[scalebench\] experiment [12]/2: iteration (90/90|2/2), ", text,
                          re.M)

@@ -88,12 +88,14 @@ def test_scancel_ends_job_quickly(slurm_cluster: LocalSlurmCluster, tmp_path: Pa
     wait_until_running(slurm_cluster, job_id)
     started = time.monotonic()
     slurm_cluster.scancel(job_id)
-    assert slurm_cluster.wait(job_id, timeout=15) == "CANCELLED"
+    # The cluster's KillWait is 5 s; the bound leaves a loaded machine's daemons and client
+    # calls the rest, far below the hour the job would otherwise sleep.
+    bound_s = 30
+    assert slurm_cluster.wait(job_id, timeout=bound_s) == "CANCELLED"
     # SLURM records the cancellation as it signals the step: its processes may take a moment
-    # to be reaped. Within the same 10 s, none may be left.
-    while processes_with("sleep 4321") and time.monotonic() - started < 10:
+    # to be reaped. Within the same bound, none may be left.
+    while processes_with("sleep 4321") and time.monotonic() - started < bound_s:
         time.sleep(0.1)
-    assert time.monotonic() - started < 10
     assert processes_with("sleep 4321") == []
 
 

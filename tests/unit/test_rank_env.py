@@ -55,3 +55,32 @@ def test_containers_get_the_rank_variables_and_nccl_settings():
     assert handed["RANK"] == "5" and handed["LOCAL_WORLD_SIZE"] == "4"
     assert handed["NCCL_SOCKET_IFNAME"] == "ib0" and handed["NCCL_IB_HCA"] == "mlx5"
     assert "UNRELATED" not in handed
+
+
+def test_a_local_rendezvous_port_is_free_and_outside_the_ephemeral_range(tmp_path,
+                                                                       monkeypatch):
+    import socket
+
+    from scalebench.launch import processes
+
+    start, end = map(int, processes.EPHEMERAL_RANGE.read_text().split())
+    held = socket.socket()  # a port in use is never handed out
+    held.bind(("127.0.0.1", processes.FIRST_PORT + 1))
+    try:
+        with monkeypatch.context() as patch:  # the held port drawn first, then the last one
+            patch.setattr(processes.random.Random, "sample",
+                          lambda self, ports, k: [processes.FIRST_PORT + 1, ports[-1]])
+            port = processes.free_port()
+    finally:
+        held.close()
+    assert port == processes.rendezvous_ports()[-1] and not start <= port <= end
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
+    # A range that leaves more room above it: ports above; none known: any free port.
+    ranges = tmp_path / "ip_local_port_range"
+    monkeypatch.setattr(processes, "EPHEMERAL_RANGE", ranges)
+    ranges.write_text("2000\t20000\n")
+    assert processes.rendezvous_ports() == range(20001, 65536)
+    ranges.unlink()
+    assert processes.rendezvous_ports() == range(0)
+    assert 0 < processes.free_port() < 65536
