@@ -5,8 +5,8 @@ operator per group, so that the projection work can later be spread over ranks. 
 (scalebench.physics.parallel_beam) is chosen by ``projector``: 'astra' (ASTRA's CPU 'linear'
 projector, its CUDA projector on a GPU), 'torch' (chunked Joseph projector, any device,
 deterministic, exact transpose), 'deepinv' (deepinv's Tomography, which stores sampling grids
-of angles x 2 N^2 floats: small sizes only) or 'auto' (astra where it is installed, else
-torch). Every choice has the same geometry and sinogram layout.
+of angles x 2 N^2 floats: small sizes only) or 'auto' (astra where it is installed, with CUDA
+on a CUDA machine, else torch). Every choice has the same geometry and sinogram layout.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from scalebench.params import Param
 from scalebench.physics.backends import astra_available
 from scalebench.problems.spec import ProblemSpec
+from scalebench.runtime.devices import device_type
 
 if TYPE_CHECKING:
     import torch
@@ -29,7 +30,8 @@ PARAMS = {
     "num_angles": Param(90, int, minimum=1, doc="projection angles over [0, 180) degrees"),
     "num_operators": Param(1, int, minimum=1, doc="groups the angles are split into"),
     "projector": Param("auto", str, choices=PROJECTOR_CHOICES,
-                       doc="auto: astra when installed, else torch"),
+                       doc="auto: astra when installed (with CUDA on a CUDA machine), "
+                           "else torch"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
 }
@@ -44,9 +46,13 @@ def angle_groups(num_angles: int, num_operators: int) -> list[torch.Tensor]:
 
 
 def resolve_projector(projector: str) -> str:
-    """The projector 'auto' stands for here; 'astra' when ASTRA is not installed is an error."""
+    """The projector 'auto' stands for here: ASTRA where it is installed and, on a machine
+    with CUDA (where 'auto' devices run), built with CUDA; else torch, which runs on any
+    device. 'astra' when ASTRA is not installed is an error."""
     if projector == "auto":
-        return "astra" if astra_available() else "torch"
+        astra_runs_here = astra_available() and (
+            device_type("auto") == "cpu" or astra_available(cuda=True))
+        return "astra" if astra_runs_here else "torch"
     if projector == "astra" and not astra_available():
         raise ValueError("projector 'astra' needs astra-toolbox (pip install "
                          "'scalebench[image]'); use projector 'torch' or 'auto'")

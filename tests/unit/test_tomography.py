@@ -163,7 +163,14 @@ def test_lean_projector_stores_nothing_proportional_to_the_image():
 
 def test_projector_choice_is_validated_and_resolved(monkeypatch):
     assert tomography.resolve_projector("auto") == "astra"  # installed with the test extra
-    monkeypatch.setattr(tomography, "astra_available", lambda: False)
+    # On a machine with CUDA, where 'auto' devices run, ASTRA counts only with CUDA.
+    with monkeypatch.context() as patch:
+        patch.setattr(tomography, "device_type", lambda name: "cuda")
+        patch.setattr(tomography, "astra_available", lambda cuda=False: not cuda)
+        assert tomography.resolve_projector("auto") == "torch"
+        patch.setattr(tomography, "astra_available", lambda cuda=False: True)
+        assert tomography.resolve_projector("auto") == "astra"
+    monkeypatch.setattr(tomography, "astra_available", lambda cuda=False: False)
     assert tomography.resolve_projector("auto") == "torch"
     with pytest.raises(ConfigError, match="projector 'astra' needs astra-toolbox"):
         setup_problem("tomography_2d", image_size=16, num_angles=4, projector="astra")
