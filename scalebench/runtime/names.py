@@ -1,7 +1,7 @@
 """Names the rows and the run parameters use, in one place, without importing torch: the
 quality metrics every row carries (``scalebench.runtime.metrics`` computes them, the report
-plots them, ``replay`` compares them) and the profiler's modes (the ``profiler`` parameter,
-``scalebench.runtime.profiling``)."""
+plots them, ``replay`` compares them), the profiler's modes (the ``profiler`` parameter,
+``scalebench.runtime.profiling``) and how host peaks were measured."""
 
 from __future__ import annotations
 
@@ -25,3 +25,7 @@ TRAINING_STEPS = ("forward", "backward", "optimizer")
 # The profiler's modes (scalebench.runtime.profiling): light (clock and memory), torch (also a
 # torch.profiler trace), nvtx (also NVTX ranges).
 PROFILER_MODES = ("light", "torch", "nvtx")
+# How host peaks are measured (scalebench.runtime.profiling.HostPeakMemory): the peak since a
+# reset of the process's high-water mark, or, where the system allows no reset, its lifetime
+# peak (an upper bound).
+HOST_METHODS = ("vmhwm_reset", "ru_maxrss_lifetime")

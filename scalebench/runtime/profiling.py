@@ -36,13 +36,11 @@ from pathlib import Path
 
 import torch
 
-from scalebench.runtime.names import PROFILER_MODES
+from scalebench.runtime.names import HOST_METHODS, PROFILER_MODES
 
 MIB = 1024.0**2
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
-# How host peaks are measured: the step's own peak, or the process's lifetime peak.
-HOST_METHODS = ("vmhwm_reset", "ru_maxrss_lifetime")
 
 
 def synchronize(device: torch.device) -> None:

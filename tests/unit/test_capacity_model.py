@@ -312,3 +312,49 @@ def test_a_size_parameter_that_leaves_the_unknowns_alone_still_grows():
     model = fit(points)
     assert model.phase_coefficients[1][2] == pytest.approx(1000, rel=1e-6)
     assert model.phase_coefficients[0] == (1000 * MIB, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("resettable", [True, False])
+def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch, tmp_path,
+                                                                    resettable):
+    """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
+    sandboxes) the iterations' host peak is the process's lifetime peak and the probe says
+    so: at least the set-up's peak."""
+    from scalebench.experiment.capacity.probe import run_probe
+    from scalebench.runtime import profiling
+
+    monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)  # run_probe sets it
+    if not resettable:
+        monkeypatch.setattr(profiling, "_CLEAR_REFS", tmp_path / "absent" / "clear_refs")
+    # Deterministic mode's switches are process-wide: left off here, as this worker has them.
+    result = run_probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
+                       {"denoiser": "tv", "device": "cpu", "deterministic": False},
+                       iterations=2)
+    setup, iterations = result.host_peaks_bytes
+    assert result.host_method == ("vmhwm_reset" if resettable else "ru_maxrss_lifetime")
+    assert setup > 0 and iterations > 0
+    if not resettable:
+        assert iterations >= setup
+
+
+def test_lifetime_peaks_make_the_model_an_upper_bound_and_the_answer_says_so():
+    from scalebench.experiment.capacity.command import answer
+
+    configuration = superres()
+    sizes = [32, 64, 96, 128]
+    exact = [point_at(configuration, size, 2**30, 2**30 + size * size * 4096)
+             for size in sizes]
+    lifetime = [*exact[:-1], CalibrationPoint(**{**exact[-1].__dict__, "lifetime_peak": True})]
+    assert not fit(exact).upper_bound and fit(lifetime).upper_bound
+    # Cached entries written before the flag existed read as exact peaks.
+    entry = fit(exact).to_json()
+    for point in entry["points"]:
+        del point["lifetime_peak"]
+    assert not MemoryModel.from_json(entry).upper_bound
+    assert MemoryModel.from_json(fit(lifetime).to_json()).upper_bound
+    lines = [answer(configuration, "sr", 1, 4 * 2**30, fit(points), False)
+             for points in (exact, lifetime)]
+    assert [line.upper_bound for line in lines] == [False, True]
+    assert "an upper bound" not in lines[0].text()
+    assert "\n    an upper bound: this system lets no process reset its peak memory" in \
+        lines[1].text()

@@ -48,6 +48,9 @@ class CapacityLine:
     curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
     measured_peak_bytes: int | None = None
     reason: str = ""  # why there is no largest size
+    # MemoryModel.upper_bound: host peaks the system let no probe reset (lifetime peaks), so
+    # the prediction may be too large, never too small.
+    upper_bound: bool = False
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -65,6 +68,10 @@ class CapacityLine:
             ratio = self.predicted_peak_bytes / self.measured_peak_bytes
             line += (f"\n    verified: measured {gib(self.measured_peak_bytes)}, predicted/"
                      f"measured {ratio:.3f}")
+        if self.upper_bound:
+            line += ("\n    an upper bound: this system lets no process reset its peak "
+                     "memory (/proc/self/clear_refs), so the probes' iterations count their "
+                     "set-up's peak too")
         return line
 
 
@@ -140,7 +147,7 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                          for point in model.points}
     common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
               "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
-              "baseline_bytes": model.baseline_bytes,
+              "baseline_bytes": model.baseline_bytes, "upper_bound": model.upper_bound,
               "device": configuration.device, "configuration": configuration.key_record(),
               "probes": [[point.size, point.peak_bytes,
                           point.workspace != default_workspace[point.size]]

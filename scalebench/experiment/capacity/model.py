@@ -69,6 +69,9 @@ class CalibrationPoint:
     denoised: int
     phase_peaks_bytes: tuple[int, int]
     workspace: int = 0
+    # The iterations' peak is the process's lifetime peak (a host peak the system did not let
+    # the probe reset): at least the set-up's, so an upper bound of the iterations' own.
+    lifetime_peak: bool = False
 
     @property
     def sizes(self) -> Sizes:
@@ -127,6 +130,12 @@ class MemoryModel:
         held flat would call nearly every size fitting; one growing phase is enough (radio's
         iterations, growing below a flat set-up, pass it at a larger size)."""
         return any(any(coefficients[1:]) for coefficients in self.phase_coefficients)
+
+    @property
+    def upper_bound(self) -> bool:
+        """Whether some probe's iterations peak was a lifetime peak: the iterations' terms,
+        and predictions they dominate, may then be too large, never too small."""
+        return any(point.lifetime_peak for point in self.points)
 
     @property
     def baseline_bytes(self) -> float:

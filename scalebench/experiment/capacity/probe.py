@@ -8,8 +8,9 @@ classes, as benchopt calls them (data, set-up with the operator norm and the ini
 back the memory it freed (``release_freed_memory``); the peaks are then reset and read again
 at the end: the iterations' peak. Each is the process's high-water mark on the host (VmHWM,
 the process baseline included) and on CUDA (the caching allocator's peak reserved memory,
-what the device gives the process). Where the host peak cannot be reset, both read the
-lifetime peak.
+what the device gives the process). Where the host peak cannot be reset (no
+``/proc/self/clear_refs``: macOS, some sandboxes), the iterations' host peak is the process's
+lifetime peak, an upper bound, and ``host_method`` says so.
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
@@ -40,6 +41,7 @@ class ProbeResult:
     device_peaks_bytes: tuple[int, int] | None
     unknowns: int
     measurements: int
+    host_method: str  # runtime.names.HOST_METHODS: how the iterations' host peak was read
 
     def peaks_bytes(self, device: str) -> tuple[int, int]:
         """The (set-up, iterations) peaks that a memory budget of ``device`` ('cpu' or
@@ -89,23 +91,23 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     run.pre_run_hook(iterations)  # the set-up ends here, its freed memory handed back
     cuda = run.device.type == "cuda"
 
-    def peaks() -> tuple[int, int | None]:
+    def peaks(host: HostPeakMemory) -> tuple[int, int | None]:
         """(host, CUDA) high-water marks since the last reset."""
-        return (round(HostPeakMemory.status_mib("VmHWM:") * MIB),
+        return (round(host.read_mib() * MIB),
                 torch.cuda.max_memory_reserved(run.device) if cuda else None)
 
-    setup = peaks()
-    HostPeakMemory.reset_peak()
+    setup = peaks(HostPeakMemory(resets=False))  # nothing reset yet: the process's peak
+    host = HostPeakMemory()  # resets the host peak where the system allows it
     if cuda:
         torch.cuda.reset_peak_memory_stats(run.device)
     for _ in range(iterations):
         run.loop.iterate()
     objective.evaluate_result(**run.get_result())
-    looped = peaks()
+    looped = peaks(host)
     measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
     return ProbeResult((setup[0], looped[0]),
                        (setup[1], looped[1]) if cuda else None,
-                       objective.problem.x_true.numel(), measurements)
+                       objective.problem.x_true.numel(), measurements, host.method)
 
 
 def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
@@ -129,7 +131,7 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
     return ProbeResult(tuple(fields["host_peaks_bytes"]),
                        None if fields["device_peaks_bytes"] is None
                        else tuple(fields["device_peaks_bytes"]),
-                       fields["unknowns"], fields["measurements"])
+                       fields["unknowns"], fields["measurements"], fields["host_method"])
 
 
 def main(argv: list[str]) -> int:
