@@ -94,6 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     from scalebench.runtime.context import resolve_device
     from scalebench.runtime.metrics import quality_metrics
+    from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
 
     device = resolve_device(args.device)
     warm = torch.rand(1, 1, 64, 64, device=device)
@@ -116,7 +117,7 @@ def main() -> None:
                 f"{f['host_extra_mib']:>14.1f} {f['host_extra_mib'] / f['image_mib']:>7.2f}")
         if "cuda_extra_mib" in f:
             line += f"  {f['cuda_extra_mib']:>14.1f} {f['cuda_extra_mib'] / f['image_mib']:>7.2f}"
-        print(line + ("" if f["host_method"] == "vmhwm_reset" else
+        print(line + ("" if f["host_method"] == HOST_PEAK_SINCE_RESET else
                       f"  (host peak: {f['host_method']}, an upper bound)"), flush=True)
 
 

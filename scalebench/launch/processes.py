@@ -10,6 +10,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import random
@@ -49,15 +50,27 @@ def free_port() -> int:
     meanwhile can take it as its source port."""
     ports = rendezvous_ports()
     for port in random.Random().sample(ports, min(PORT_TRIES, len(ports))):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        if port_is_free(port):
             return port
     with socket.socket() as probe:  # no free port found there: any free one
-        probe.bind(("127.0.0.1", 0))
+        probe.bind(("", 0))
         return probe.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on every address, IPv4 and, where there is IPv6, IPv6
+    (rank 0's store listens on all of them)."""
+    families = [(socket.AF_INET, "")] + ([(socket.AF_INET6, "::")] if socket.has_ipv6 else [])
+    for family, everywhere in families:
+        try:
+            with socket.socket(family) as probe:
+                probe.bind((everywhere, port))
+        except OSError as error:
+            if family == socket.AF_INET6 and \
+                    error.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+                continue  # built with IPv6, running without it
+            return False
+    return True
 
 
 def rank_entry_args(folder: Path, benchmark: Path, config: Path,

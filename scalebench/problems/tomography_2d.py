@@ -49,9 +49,9 @@ def resolve_projector(projector: str) -> str:
     """The projector 'auto' stands for here: ASTRA where it is installed and, on a machine
     with CUDA (where 'auto' devices run), built with CUDA; else torch, which runs on any
     device. 'astra' when ASTRA is not installed is an error."""
-    if projector == "auto":
+    if projector == "auto":  # the cheap checks first: device_type imports torch
         astra_runs_here = astra_available() and (
-            device_type("auto") == "cpu" or astra_available(cuda=True))
+            astra_available(cuda=True) or device_type("auto") == "cpu")
         return "astra" if astra_runs_here else "torch"
     if projector == "astra" and not astra_available():
         raise ValueError("projector 'astra' needs astra-toolbox (pip install "

@@ -34,8 +34,9 @@ from scalebench.runtime.names import METRIC_NAMES, metric_column
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
 # Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
-# and the CPU, any of which can change results without changing the config (ASTRA's presence
-# also decides what tomography's projector 'auto' means).
+# and the CPU, any of which can change results without changing the config (tomography's
+# projector 'auto' follows ASTRA's presence, the machine's GPUs and whether that ASTRA build
+# has CUDA: the first two are compared).
 ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
                "benchopt", "numpy", "astra", "cpu_model")
 BENCHMARK_FOLDERS = {folder.name: folder for folder in FOLDER_BY_OBJECTIVE.values()}

@@ -26,6 +26,8 @@ TRAINING_STEPS = ("forward", "backward", "optimizer")
 # torch.profiler trace), nvtx (also NVTX ranges).
 PROFILER_MODES = ("light", "torch", "nvtx")
 # How host peaks are measured (scalebench.runtime.profiling.HostPeakMemory): the peak since a
-# reset of the process's high-water mark, or, where the system allows no reset, its lifetime
-# peak (an upper bound).
-HOST_METHODS = ("vmhwm_reset", "ru_maxrss_lifetime")
+# reset of the process's high-water mark, or, where the system allows no reset, the process's
+# lifetime peak (an upper bound). Files written before 2026-12-03 name the latter
+# 'ru_maxrss_lifetime'.
+HOST_PEAK_SINCE_RESET, HOST_PEAK_LIFETIME = "vmhwm_reset", "lifetime_peak"
+HOST_METHODS = (HOST_PEAK_SINCE_RESET, HOST_PEAK_LIFETIME)

@@ -16,11 +16,11 @@ sums over its steps (``comm_time_s``, ``comm_bytes``).
 
 Peak memory of a step: on CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``
 after a reset); always, the process's peak resident set size (Linux ``VmHWM`` after resetting it
-through ``/proc/self/clear_refs``). Where ``clear_refs`` is unavailable the lifetime peak
-(``ru_maxrss``) is reported instead, which bounds the step's peak from above; ``host_method``
-says which one measured (``HOST_METHODS``). Beside each absolute peak, the step's increase:
-the peak minus the memory in use just before the step (resident set size, or CUDA memory
-allocated), i.e. what the step itself needed.
+through ``/proc/self/clear_refs``). Where ``clear_refs`` is unavailable the process's lifetime
+peak (VmHWM never reset; ``ru_maxrss`` without /proc) is reported instead, which bounds the
+step's peak from above; ``host_method`` says which one measured (``HOST_METHODS``). Beside
+each absolute peak, the step's increase: the peak minus the memory in use just before the step
+(resident set size, or CUDA memory allocated), i.e. what the step itself needed.
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ from pathlib import Path
 
 import torch
 
-from scalebench.runtime.names import HOST_METHODS, PROFILER_MODES
+from scalebench.runtime.names import (
+    HOST_PEAK_LIFETIME,
+    HOST_PEAK_SINCE_RESET,
+    PROFILER_MODES,
+)
 
 MIB = 1024.0**2
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -67,7 +71,7 @@ class HostPeakMemory:
     def __init__(self, resets: bool = True) -> None:
         # Finding out whether the peak can be reset resets it: not done without ``resets``.
         self.resettable = resets and self.reset_peak()
-        self.method = HOST_METHODS[0] if self.resettable else HOST_METHODS[1]
+        self.method = HOST_PEAK_SINCE_RESET if self.resettable else HOST_PEAK_LIFETIME
 
     @staticmethod
     def reset_peak() -> bool:
@@ -98,8 +102,14 @@ class HostPeakMemory:
             return 0.0
 
     def read_mib(self) -> float:
-        if self.resettable:
+        """The peak since the last reset; without resets, the process's lifetime peak: its
+        own high-water mark (VmHWM) where /proc has it, else ``ru_maxrss``, which on Linux
+        also carries the high-water mark of the parent that started the process."""
+        try:
             return self.status_mib("VmHWM:")
+        except OSError:
+            if self.resettable:
+                raise
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / MIB if sys.platform == "darwin" else peak * 1024 / MIB
 

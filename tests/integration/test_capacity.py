@@ -244,3 +244,18 @@ def test_a_probe_measures_the_set_up_and_the_iterations_apart():
     assert result.device_peaks_bytes is None
     with pytest.raises(ScalebenchError, match="the probe ran on the CPU: it has no CUDA peak"):
         result.peaks_bytes("cuda")
+
+
+def test_a_probe_counts_its_own_peak_not_the_one_of_the_process_that_started_it():
+    """A process started by another inherits its high-water mark in ru_maxrss (Linux): the
+    probe reads its own (VmHWM), so a launcher that once held a lot changes no figure."""
+    import torch
+
+    from scalebench.experiment.capacity.probe import probe
+
+    parent_peak = torch.ones(768 * MIB)  # 3 GiB, written: resident in this process
+    del parent_peak
+    result = probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
+                   {"denoiser": "tv", "device": "cpu"})
+    assert max(result.host_peaks_bytes) < 2 * 2**30, result
+    assert result.host_method == "vmhwm_reset"

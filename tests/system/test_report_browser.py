@@ -8,6 +8,7 @@ import io
 import re
 
 import numpy as np
+import pandas as pd
 
 from tests.support.browser import visit
 from tests.support.cli import run_cli
@@ -55,10 +56,10 @@ def _images_not_painted(seen) -> list[str]:
     missing = []
     for box in (b for b in seen.boxes if b["what"].startswith("<img")):
         region = _region(pixels, box)
-        is_plot = _coloured(region).sum() >= 100  # a few short plotted segments at least
+        marked = _coloured(region).sum() >= 100  # a few short plotted segments at least
         shaded = region.std() > 5
         is_reconstruction = box["what"] in RECONSTRUCTION_IMAGES
-        if not box["decoded"] or not (shaded if is_reconstruction else is_plot):
+        if not box["decoded"] or not (shaded if is_reconstruction else marked):
             missing.append(box["what"])
     return missing
 
@@ -73,8 +74,13 @@ def test_report_page_shows_plots_offline_without_console_errors(campaign, chromi
     assert not [a for a in seen.network_attempts
                 if not any(host in a for host in CHROMIUM_SERVICE_HOSTS)]
     images = [box["what"] for box in seen.boxes if box["what"].startswith("<img")]
+    # Every image laid out (one of no size is not listed): the plots, and the ground truth,
+    # initial and final estimates of each run (every run of the campaign saves its estimate).
+    runs = len(pd.read_parquet(results, columns=["p_dataset_num_angles",
+                                                 "p_solver_slurm_ntasks_per_node"])
+               .drop_duplicates())
     assert len([i for i in images if i not in RECONSTRUCTION_IMAGES]) == PLOTS
-    assert len(images) > PLOTS  # and the reconstructions
+    assert len(images) == PLOTS + len(RECONSTRUCTION_IMAGES) * runs == PLOTS + 12
     assert _images_not_painted(seen) == []
     # The same check names a plot that does not decode, a blank plot and a blank reconstruction.
     unpainted = tmp_path / "unpainted.html"

@@ -24,6 +24,7 @@ from scalebench.experiment.capacity.model import (
     fit,
 )
 from scalebench.experiment.plan import memory_bytes
+from scalebench.runtime.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
 
 MIB = 2**20
 
@@ -318,43 +319,64 @@ def test_a_size_parameter_that_leaves_the_unknowns_alone_still_grows():
 def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch, tmp_path,
                                                                     resettable):
     """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
-    sandboxes) the iterations' host peak is the process's lifetime peak and the probe says
-    so: at least the set-up's peak."""
+    sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
+    so."""
     from scalebench.experiment.capacity.probe import run_probe
     from scalebench.runtime import profiling
 
     monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)  # run_probe sets it
     if not resettable:
         monkeypatch.setattr(profiling, "_CLEAR_REFS", tmp_path / "absent" / "clear_refs")
+        import torch
+
+        high_water = torch.ones(64 * 2**20)  # 256 MiB above now: no 16x16 run's step gets there
+        del high_water
     # Deterministic mode's switches are process-wide: left off here, as this worker has them.
     result = run_probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
                        {"denoiser": "tv", "device": "cpu", "deterministic": False},
                        iterations=2)
     setup, iterations = result.host_peaks_bytes
-    assert result.host_method == ("vmhwm_reset" if resettable else "ru_maxrss_lifetime")
+    assert result.host_method == (HOST_PEAK_SINCE_RESET if resettable else HOST_PEAK_LIFETIME)
     assert setup > 0 and iterations > 0
-    if not resettable:
-        assert iterations >= setup
+    # Below the process's high-water mark, the iterations' own peak is hidden.
+    assert result.iterations_peak_bounded("cpu") is not resettable
+    assert not result.iterations_peak_bounded("cuda")
 
 
-def test_lifetime_peaks_make_the_model_an_upper_bound_and_the_answer_says_so():
+def test_iterations_peaks_hidden_by_the_set_up_are_left_out_of_the_fit_where_they_can_be():
     from scalebench.experiment.capacity.command import answer
 
     configuration = superres()
-    sizes = [32, 64, 96, 128]
-    exact = [point_at(configuration, size, 2**30, 2**30 + size * size * 4096)
-             for size in sizes]
-    lifetime = [*exact[:-1], CalibrationPoint(**{**exact[-1].__dict__, "lifetime_peak": True})]
-    assert not fit(exact).upper_bound and fit(lifetime).upper_bound
-    # Cached entries written before the flag existed read as exact peaks.
-    entry = fit(exact).to_json()
+
+    def probes(sizes, setup):
+        """Lifetime readings of a run whose iterations take 1 GiB + 4 KiB per pixel and
+        whose set-up takes ``setup``: the iterations' own is hidden where it is below."""
+        points = []
+        for size in sizes:
+            own = 2**30 + size * size * 4096
+            point = point_at(configuration, size, setup, max(setup, own))
+            points.append(CalibrationPoint(**{**point.__dict__,
+                                              "iterations_peak_bounded": own <= setup}))
+        return points
+
+    exact = fit([point_at(configuration, size, 2**30, 2**30 + size * size * 4096)
+                 for size in (32, 64, 96, 128, 160)])
+    # The set-up (1.05 GiB) hides the iterations at 32 and 64: the three larger probes decide.
+    hidden = fit(probes((32, 64, 96, 128, 160), 2**30 + 64 * 64 * 4096))
+    assert not hidden.approximate
+    assert hidden.phase_coefficients[1] == pytest.approx(exact.phase_coefficients[1])
+    # Hidden at three of five sizes: fitted to all, and said to be approximate.
+    rough = fit(probes((32, 64, 96, 128, 160), 2**30 + 96 * 96 * 4096))
+    assert rough.approximate
+    # Cached entries written before the flag existed read as known peaks.
+    entry = rough.to_json()
     for point in entry["points"]:
-        del point["lifetime_peak"]
-    assert not MemoryModel.from_json(entry).upper_bound
-    assert MemoryModel.from_json(fit(lifetime).to_json()).upper_bound
-    lines = [answer(configuration, "sr", 1, 4 * 2**30, fit(points), False)
-             for points in (exact, lifetime)]
-    assert [line.upper_bound for line in lines] == [False, True]
-    assert "an upper bound" not in lines[0].text()
-    assert "\n    an upper bound: this system lets no process reset its peak memory" in \
+        del point["iterations_peak_bounded"]
+    assert not MemoryModel.from_json(entry).approximate
+    assert MemoryModel.from_json(rough.to_json()).approximate
+    lines = [answer(configuration, "sr", 1, 4 * 2**30, model, False)
+             for model in (hidden, rough)]
+    assert [line.approximate for line in lines] == [False, True]
+    assert "approximate" not in lines[0].text()
+    assert "\n    approximate: this system lets no process reset its peak memory" in \
         lines[1].text()

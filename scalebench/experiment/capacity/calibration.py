@@ -30,7 +30,6 @@ from scalebench.experiment.capacity.model import (
 )
 from scalebench.experiment.capacity.probe import probe
 from scalebench.runtime.devices import device_type
-from scalebench.runtime.names import HOST_METHODS
 
 # Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
 PROBE_ITERATIONS = 2
@@ -257,10 +256,10 @@ def probe_point(configuration: Configuration, size: int,
     result = probe(sized.dataset, sized.dataset_params, sized.solver, one_rank,
                    PROBE_ITERATIONS, chunk_elements=chunk_elements)
     counts = configuration.sizes(size, 1, None)
-    host_lifetime = configuration.device == "cpu" and result.host_method != HOST_METHODS[0]
     return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
                             result.peaks_bytes(configuration.device),
-                            configuration.workspace(size, chunk_elements), host_lifetime)
+                            configuration.workspace(size, chunk_elements),
+                            result.iterations_peak_bounded(configuration.device))
 
 
 def workspace_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:

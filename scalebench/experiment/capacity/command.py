@@ -48,9 +48,9 @@ class CapacityLine:
     curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
     measured_peak_bytes: int | None = None
     reason: str = ""  # why there is no largest size
-    # MemoryModel.upper_bound: host peaks the system let no probe reset (lifetime peaks), so
-    # the prediction may be too large, never too small.
-    upper_bound: bool = False
+    # MemoryModel.approximate: the iterations' terms were fitted to peaks the set-up's hid (no
+    # resettable host peak here), so their growth past the probes is not known.
+    approximate: bool = False
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -68,10 +68,10 @@ class CapacityLine:
             ratio = self.predicted_peak_bytes / self.measured_peak_bytes
             line += (f"\n    verified: measured {gib(self.measured_peak_bytes)}, predicted/"
                      f"measured {ratio:.3f}")
-        if self.upper_bound:
-            line += ("\n    an upper bound: this system lets no process reset its peak "
-                     "memory (/proc/self/clear_refs), so the probes' iterations count their "
-                     "set-up's peak too")
+        if self.approximate:
+            line += ("\n    approximate: this system lets no process reset its peak memory "
+                     "(/proc/self/clear_refs), and the set-up's peak hid the iterations' at "
+                     "probed sizes")
         return line
 
 
@@ -147,7 +147,7 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                          for point in model.points}
     common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
               "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
-              "baseline_bytes": model.baseline_bytes, "upper_bound": model.upper_bound,
+              "baseline_bytes": model.baseline_bytes, "approximate": model.approximate,
               "device": configuration.device, "configuration": configuration.key_record(),
               "probes": [[point.size, point.peak_bytes,
                           point.workspace != default_workspace[point.size]]

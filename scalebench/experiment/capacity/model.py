@@ -69,9 +69,9 @@ class CalibrationPoint:
     denoised: int
     phase_peaks_bytes: tuple[int, int]
     workspace: int = 0
-    # The iterations' peak is the process's lifetime peak (a host peak the system did not let
-    # the probe reset): at least the set-up's, so an upper bound of the iterations' own.
-    lifetime_peak: bool = False
+    # The iterations' own peak is unknown, only at most the set-up's: the system let the probe
+    # reset no host peak, and the iterations did not raise the process's lifetime peak.
+    iterations_peak_bounded: bool = False
 
     @property
     def sizes(self) -> Sizes:
@@ -132,10 +132,10 @@ class MemoryModel:
         return any(any(coefficients[1:]) for coefficients in self.phase_coefficients)
 
     @property
-    def upper_bound(self) -> bool:
-        """Whether some probe's iterations peak was a lifetime peak: the iterations' terms,
-        and predictions they dominate, may then be too large, never too small."""
-        return any(point.lifetime_peak for point in self.points)
+    def approximate(self) -> bool:
+        """Whether the iterations' terms were fitted to peaks only bounded by the set-up's
+        (``iterations_points``): their growth past the probes is then not known."""
+        return any(point.iterations_peak_bounded for point in iterations_points(self.points))
 
     @property
     def baseline_bytes(self) -> float:
@@ -182,10 +182,20 @@ def fit(points: list[CalibrationPoint]) -> MemoryModel:
     """Each phase's coefficients fitted to its peaks (``fit_phase``)."""
     if len({point.size for point in points}) < 3:
         raise ValueError("a memory model needs probes at three sizes at least")
-    design = [point.sizes.features() for point in points]
-    coefficients = tuple(fit_phase(design, [point.phase_peaks_bytes[index] for point in points])
-                         for index in range(len(PHASES)))
+    coefficients = tuple(
+        fit_phase([point.sizes.features() for point in phase_points],
+                  [point.phase_peaks_bytes[index] for point in phase_points])
+        for index, phase_points in enumerate((points, iterations_points(points))))
     return MemoryModel(coefficients, *measurement_law(points), tuple(points))
+
+
+def iterations_points(points: list[CalibrationPoint] | tuple[CalibrationPoint, ...]
+                      ) -> list[CalibrationPoint]:
+    """The probes the iterations' terms are fitted to: those whose iterations peak is their
+    own when they cover three sizes (at the others the set-up's peak is the run's), else
+    all of them."""
+    known = [point for point in points if not point.iterations_peak_bounded]
+    return known if len({point.size for point in known}) >= 3 else list(points)
 
 
 def fit_phase(design: list[tuple[float, ...]], peaks: list[int]) -> tuple[float, ...]:

@@ -10,7 +10,8 @@ at the end: the iterations' peak. Each is the process's high-water mark on the h
 the process baseline included) and on CUDA (the caching allocator's peak reserved memory,
 what the device gives the process). Where the host peak cannot be reset (no
 ``/proc/self/clear_refs``: macOS, some sandboxes), the iterations' host peak is the process's
-lifetime peak, an upper bound, and ``host_method`` says so.
+lifetime peak, ``host_method`` says so: one above the set-up's is the iterations' own, one
+equal to it only says that the iterations' own is not larger.
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
 from scalebench.errors import CommandFailed, ScalebenchError
+from scalebench.runtime.names import HOST_PEAK_LIFETIME
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class ProbeResult:
     unknowns: int
     measurements: int
     host_method: str  # runtime.names.HOST_METHODS: how the iterations' host peak was read
+
+    def iterations_peak_bounded(self, device: str) -> bool:
+        """Whether the iterations' own peak on ``device`` is unknown, only bounded by the
+        set-up's: a lifetime host peak (none reset) that the iterations did not raise."""
+        return device == "cpu" and self.host_method == HOST_PEAK_LIFETIME and \
+            self.host_peaks_bytes[1] <= self.host_peaks_bytes[0]
 
     def peaks_bytes(self, device: str) -> tuple[int, int]:
         """The (set-up, iterations) peaks that a memory budget of ``device`` ('cpu' or

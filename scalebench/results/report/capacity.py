@@ -145,7 +145,9 @@ def _row(answer: dict, runs: pd.DataFrame) -> list[str]:
             number(answer["budget_bytes"] / GIB, 4),
             "-" if answer["largest_size"] is None else str(answer["largest_size"]),
             "-" if answer["predicted_peak_bytes"] is None
-            else number(answer["predicted_peak_bytes"] / GIB, 4),
+            else number(answer["predicted_peak_bytes"] / GIB, 4) +
+            # CapacityLine.approximate (files written before it have none)
+            (" (approximate)" if answer.get("approximate") else ""),
             "-" if measured is None else number(measured / GIB, 4),
             ", ".join(map(str, ran)) or "-"]
 
