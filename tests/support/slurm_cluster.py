@@ -30,6 +30,7 @@ from types import TracebackType
 
 import pytest
 
+from scalebench.launch.processes import free_port
 from tests.support.apt import AptError, apt_install
 
 SLURM_PACKAGES = ["slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge"]
@@ -158,20 +159,15 @@ def _alive_or_unreaped(pid: int, process: subprocess.Popen | None) -> bool:
 
 
 def _free_ports(count: int) -> list[int]:
-    """Ports that are free right now; all sockets are held until the end, so they are distinct.
-
-    Bound on all interfaces because that is what slurmctld and slurmd listen on.
-    """
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """``count`` distinct ports free right now on every address (slurmctld and slurmd listen
+    on all of them), outside the kernel's ephemeral range as the launcher's rendezvous port
+    is: no connection opened before the daemons start can take one."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _client_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
