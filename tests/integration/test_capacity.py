@@ -8,6 +8,7 @@ import yaml
 
 from scalebench.experiment.capacity.calibration import HEADROOM
 from scalebench.experiment.capacity.model import PHASES, TERMS
+from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
 from scalebench.runtime.profiling import HostPeakMemory
 from tests.support.cli import run_cli
 
@@ -258,4 +259,4 @@ def test_a_probe_counts_its_own_peak_not_the_one_of_the_process_that_started_it(
     result = probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
                    {"denoiser": "tv", "device": "cpu"})
     assert max(result.host_peaks_bytes) < 2 * 2**30, result
-    assert result.host_method == "vmhwm_reset"
+    assert result.host_method == HOST_PEAK_SINCE_RESET

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
 from tests.support.cli import copy_benchmark, run_cli
 
 CONFIG = {  # no objective key and a solver name in another case, as benchopt allows
@@ -75,7 +76,7 @@ def test_rows_carry_step_increases_the_host_method_and_set_up_time(results):
         peak = rows[f"objective_{step}_peak_host_rss_mib"]
         assert (increase >= 0).all() and (increase < peak).all()
         assert f"objective_{step}_host_rss_increase_mib_max" in df.columns
-    assert set(df.objective_host_memory_method) == {"vmhwm_reset"}
+    assert set(df.objective_host_memory_method) == {HOST_PEAK_SINCE_RESET}
     assert (df.objective_setup_time_s > 0).all()
 
 
