@@ -40,3 +40,20 @@ def test_gpu_check_in_process_checks_run_on_the_cpu(tmp_path, monkeypatch):
                              "radio_interferometry", "walnut_conebeam"}
     assert all(f == {"A": "bitwise repeatable", "A_adjoint": "bitwise repeatable"}
                for f in findings.values()), findings
+
+
+def test_process_cost_names_each_process_by_what_it_runs():
+    kind = _tool("test_process_cost").process_kind
+    python = "/venv/bin/python"
+    assert kind([python, "-m", "scalebench.launch.children", "publish", "--final", "f"]) == \
+        "-m scalebench.launch.children publish"
+    assert kind([python, "-m", "scalebench.benchopt_glue", "run", "/repo/bench"]) == \
+        "-m scalebench.benchopt_glue run"
+    assert kind([python, "-m", "scalebench.launch.rank_entry", "--folder", "d"]) == \
+        "-m scalebench.launch.rank_entry"
+    assert kind([python, "-u", "-c", "import sys;exec(eval(sys.stdin.readline()))"]) == \
+        "pytest worker"
+    assert kind([python, "-B", "-c", "import torch;  print(1)"]) == "-c import torch; print(1)"
+    assert kind([python, "/repo/tools/evaluation_cost.py", "--sizes", "64"]) == \
+        "evaluation_cost.py"
+    assert kind([python]) == "python"
