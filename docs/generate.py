@@ -77,7 +77,7 @@ def training_datasets() -> str:
 def inference_solvers() -> str:
     from scalebench.loops import SOLVERS
 
-    return solver_tables(SOLVERS)
+    return solver_tables({name: spec.params for name, spec in SOLVERS.items()})
 
 
 def training_solvers() -> str:

@@ -69,7 +69,8 @@ def run_case(file: str, solver: str, overrides: dict, solver_overrides: dict, de
     dataset, dataset_values, solver_values = example(file, solver)
     problem = build_problem(dataset, **{**dataset_values, **overrides})
     params = resolved_parameters({**solver_values, **solver_overrides, "denoiser": denoiser,
-                                  "pretrained": pretrained, "device": "cpu"}, SOLVERS[solver])
+                                  "pretrained": pretrained, "device": "cpu"},
+                                 SOLVERS[solver].params)
     shape = tuple(problem.x_true.shape[1:])
     network = make_denoiser(params, shape, CPU)
     iterations = params["max_iter"] if pretrained != "none" else min(random_iterations,
@@ -80,8 +81,7 @@ def run_case(file: str, solver: str, overrides: dict, solver_overrides: dict, de
         result = network(noisy, params["denoiser_sigma"])
         return psnr(noisy, problem.x_true), psnr(result, problem.x_true), 1, \
             time.perf_counter() - start
-    loop = PnPLoop(problem, network, params["denoiser_sigma"], params["step_size"],
-                   params["init"], StepProfiler(CPU))
+    loop = PnPLoop(problem, network, params, StepProfiler(CPU))
     initial = psnr(loop.x, problem.x_true)
     for _ in range(iterations):
         loop.iterate()

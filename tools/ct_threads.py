@@ -75,13 +75,15 @@ def radio(iterations: int) -> dict:
     import torch
 
     from scalebench.denoisers.networks import build_denoiser
+    from scalebench.loops.params import pnp_parameters
     from scalebench.loops.pnp import PnPLoop
     from scalebench.problems import build_problem
     from scalebench.runtime.profiling import StepProfiler
 
     problem = build_problem("radio_interferometry", **RADIO)
     profiler = StepProfiler(torch.device("cpu"))
-    loop = PnPLoop(problem, build_denoiser("tv", 1), 0.001, None, "dirty", profiler)
+    loop = PnPLoop(problem, build_denoiser("tv", 1),
+                   pnp_parameters(denoiser_sigma=0.001, init="dirty"), profiler)
     times, shares = [], []
     for _ in range(iterations):
         start = time.perf_counter()

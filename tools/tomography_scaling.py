@@ -38,6 +38,7 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
     import torch
 
     from scalebench.denoisers.networks import build_denoiser
+    from scalebench.loops.params import pnp_parameters
     from scalebench.loops.pnp import PnPLoop
     from scalebench.problems import setup_problem
     from scalebench.problems.tomography_2d import resolve_projector
@@ -54,8 +55,8 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
     build_s = time.perf_counter() - start
     peaks = [memory.read_mib()]  # the build's; the profiler resets the peak from here on
     profiler = StepProfiler(torch.device(device))
-    loop = PnPLoop(problem, build_denoiser("tv", 1, device=device), 0.01, None, "adjoint",
-                   profiler)
+    loop = PnPLoop(problem, build_denoiser("tv", 1, device=device),
+                   pnp_parameters(denoiser_sigma=0.01), profiler)
     setup_s = time.perf_counter() - start
     peaks.append(memory.read_mib())
     psnr_start = psnr(loop.x, problem.x_true)

@@ -1,19 +1,21 @@
 """Standalone denoiser timing on the noisy ground truth (scalebench.loops.denoising)."""
 
 from scalebench.benchopt_glue.inference import InferenceSolver
+from scalebench.loops import SOLVERS
 from scalebench.loops.denoising import DenoisingLoop, ground_truth_digest
-from scalebench.loops.params import DENOISING_PARAMS
 from scalebench.params import benchopt_parameters
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "denoiser"
-    # Contract of every parameter: scalebench.loops.params.DENOISING_PARAMS; the noise
-    # added to the ground truth has std denoiser_sigma.
-    param_specs = DENOISING_PARAMS
+    # What configs may give it (scalebench.loops.params.DENOISING_SPEC).
+    spec = SOLVERS[name]
+    # Contract of every parameter; the noise added to the ground truth has std
+    # denoiser_sigma.
+    param_specs = spec.params
     # Default grid: each parameter at its default.
-    parameters = benchopt_parameters(DENOISING_PARAMS)
+    parameters = benchopt_parameters(param_specs)
     # Installed with scalebench; no extra requirement.
     requirements = []
 

@@ -1,7 +1,7 @@
-"""Plug-and-play proximal gradient reconstruction (scalebench.loops.pnp)."""
+"""Plug-and-play reconstruction; its algorithm parameter picks the iteration (loops.pnp)."""
 
 from scalebench.benchopt_glue.inference import InferenceSolver
-from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops import SOLVERS
 from scalebench.loops.pnp import PnPLoop, build_physics
 from scalebench.params import benchopt_parameters
 
@@ -9,10 +9,12 @@ from scalebench.params import benchopt_parameters
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "pnp"
-    # Contract of every parameter (type, range, meaning): scalebench.loops.params.PNP_PARAMS.
-    param_specs = PNP_PARAMS
+    # What configs may give it and the checks it needs (scalebench.loops.params.PNP_SPEC).
+    spec = SOLVERS[name]
+    # Contract of every parameter (type, range, meaning).
+    param_specs = spec.params
     # Default grid: each parameter at its default.
-    parameters = benchopt_parameters(PNP_PARAMS)
+    parameters = benchopt_parameters(param_specs)
     # Installed with scalebench; no extra requirement.
     requirements = []
 
@@ -22,6 +24,4 @@ class Solver(InferenceSolver):
         return self.problem.data_sha256
 
     def make_loop(self, profiler):
-        p = self.params
-        return PnPLoop(self.problem, self.denoiser, p["denoiser_sigma"], p["step_size"],
-                       p["init"], profiler)
+        return PnPLoop(self.problem, self.denoiser, self.params, profiler)

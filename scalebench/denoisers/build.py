@@ -8,7 +8,7 @@ import time
 import torch
 from torch import nn
 
-from scalebench.denoisers.catalog import SIZE_MULTIPLE, warn_random_weights
+from scalebench.denoisers.catalog import denoiser_spec, warn_random_weights
 from scalebench.denoisers.networks import load_denoiser
 from scalebench.denoisers.tiles import is_tiled
 from scalebench.denoisers.tiling import BatchDealtProcessing, TiledDenoiser, WindowTiling
@@ -32,15 +32,15 @@ def make_denoiser_with_record(params: dict, image_shape: tuple[int, ...], device
 
 
 def _wrap(model: nn.Module, params: dict, image_shape: tuple[int, ...], context) -> nn.Module:
+    multiple = denoiser_spec(params["denoiser"]).size_multiple
     if params["compile"]:
         model = torch.compile(model, dynamic=False)
     if not params["distribute_denoiser"]:
         return TiledDenoiser(model, params["patch_size"], params["overlap"],
-                             params["max_batch_size"], SIZE_MULTIPLE[params["denoiser"]])
+                             params["max_batch_size"], multiple)
     patch = params["patch_size"] if is_tiled(tuple(image_shape[1:]), params["patch_size"]) \
         else max(image_shape[1:])
-    strategy = WindowTiling((1, *image_shape), patch, params["overlap"],
-                            SIZE_MULTIPLE[params["denoiser"]])
+    strategy = WindowTiling((1, *image_shape), patch, params["overlap"], multiple)
     return BatchDealtProcessing(context, model, strategy=strategy,
                                 max_batch_size=params["max_batch_size"] or None)
 

@@ -11,14 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scalebench.denoisers.kinds import dncnn, drunet, tv
+from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError, MissingFileError
 
 if TYPE_CHECKING:
     from scalebench.data.manifest import Entry
 
-DENOISERS = ("tv", "drunet", "dncnn")
-
-TV_ITERATIONS = 50  # exactly this many per call (IndependentTV): every TV step costs the same
+# The registry: one spec per module of scalebench.denoisers.kinds (adding a denoiser is one
+# module and one entry here).
+DENOISERS: dict[str, DenoiserSpec] = {spec.name: spec for spec in (tv.SPEC, drunet.SPEC,
+                                                                   dncnn.SPEC)}
 
 # deepinv publishes weights per architecture for grey and colour images: the manifest's
 # entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).
@@ -30,28 +33,21 @@ HUB_CHANNELS = {1: "gray", 3: "color"}
 # value is the path of a weights file.
 PRETRAINED_VALUES = ("auto", "bundled", "hub", "none")
 
-# deepinv's architectures when no bundled record says otherwise (the published weights' ones).
-DEFAULT_WIDTHS = {"drunet": {"nc": [64, 128, 256, 512], "nb": 4},
-                  "dncnn": {"depth": 20, "nf": 64}}
+
+def denoiser_spec(name: str) -> DenoiserSpec:
+    """The registered spec of ``name``, or ConfigError naming the allowed ones."""
+    if name not in DENOISERS:
+        raise ConfigError(f"unknown denoiser '{name}' (allowed: {', '.join(DENOISERS)})")
+    return DENOISERS[name]
 
 
 def feature_channels(name: str, widths: dict | None) -> int:
-    """Channels of the network's full-resolution feature maps (its first convolution's
-    output) with ``widths`` (None: ``DEFAULT_WIDTHS``); 0 for TV, which has none."""
-    if name == "tv":
+    """Channels of the denoiser's full-resolution feature maps with ``widths`` (None: its
+    published architecture's); 0 for a denoiser that keeps none (TV)."""
+    spec = denoiser_spec(name)
+    if spec.feature_channels is None:
         return 0
-    widths = widths if widths is not None else DEFAULT_WIDTHS[name]
-    return widths["nf"] if name == "dncnn" else widths["nc"][0]
-
-
-SIZE_MULTIPLE = {"drunet": 8, "dncnn": 1, "tv": 1}  # DRUNet downsamples three times
-
-# Radius (pixels) beyond which an input pixel cannot change an output pixel: the overlap that
-# makes tiles exact. DnCNN: 20 convolutions of 3x3; TV: each iteration reads one neighbour
-# further (a forward and a backward difference). DRUNet (deepinv's default widths, 4 blocks
-# per scale): 183 pixels measured by an impulse at 512^2, so an overlap of 184 or more
-# (a multiple of its 8-pixel grid) for exact tiles.
-RECEPTIVE_RADIUS = {"dncnn": 20, "tv": TV_ITERATIONS, "drunet": 184}
+    return spec.feature_channels(widths if widths is not None else spec.default_widths)
 
 
 def hub_weights_entry(name: str, channels: int) -> Entry:
@@ -78,7 +74,7 @@ def bundled_weights_entry(name: str, channels: int) -> Entry:
 class Weights:
     """The weights a denoiser runs with: what ``pretrained`` resolved to."""
 
-    source: str  # "none" (TV has no weights), "random", "bundled", "hub" or "file"
+    source: str  # "none" (a denoiser without weights), "random", "bundled", "hub" or "file"
     path: Path | None = None  # the file loaded (None for "none" and "random")
     widths: dict | None = None  # architecture keyword arguments; None: deepinv's defaults
 
@@ -108,7 +104,7 @@ def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
     'auto' is 'hub' when deepinv's published file is in the torch hub cache, else 'bundled';
     rows record which one ran.
     """
-    if name == "tv":
+    if not denoiser_spec(name).has_weights:
         return Weights("none")
     if pretrained == "none":
         return Weights("random")

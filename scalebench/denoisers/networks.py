@@ -1,6 +1,7 @@
-"""The denoisers as networks: deepinv's DRUNet and DnCNN (published, bundled or random
-weights) and a TV denoiser whose calls are independent, with the provenance of the weights
-that ran (scalebench.denoisers.catalog resolves which)."""
+"""The denoisers as modules: each registered spec builds its own (scalebench.denoisers.kinds);
+here the shared parts: loading a deepinv network with the weights ``pretrained`` resolved to
+(scalebench.denoisers.catalog), a TV denoiser whose calls are independent, and the provenance
+of the weights that ran."""
 
 from __future__ import annotations
 
@@ -12,18 +13,12 @@ import torch
 from torch import nn
 
 from provenance import array_digest
-from scalebench.denoisers.catalog import (
-    DEFAULT_WIDTHS,
-    DENOISERS,
-    TV_ITERATIONS,
-    Weights,
-    resolve_weights,
-)
-from scalebench.errors import ConfigError, MissingFileError
+from scalebench.denoisers.catalog import Weights, denoiser_spec, resolve_weights
+from scalebench.errors import MissingFileError
 
 
 class IndependentTV(nn.Module):
-    """deepinv's TV denoiser with every call independent and exactly TV_ITERATIONS long.
+    """deepinv's TV denoiser with every call independent and exactly ``iterations`` long.
 
     deepinv's ``TVDenoiser`` keeps its primal and dual variables between calls and warm-starts
     from them whenever the input shape repeats, and stops once its tolerance is met: two calls
@@ -31,12 +26,13 @@ class IndependentTV(nn.Module):
     previous batch's state. Here each call starts cold, never stops early, and keeps no state.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, iterations: int) -> None:
         super().__init__()
         import deepinv as dinv
 
         # crit 0: the relative change is never below it, so all iterations run.
-        self.tv = dinv.models.TVDenoiser(n_it_max=TV_ITERATIONS, crit=0.0)
+        self.tv = dinv.models.TVDenoiser(n_it_max=iterations, crit=0.0)
+        self.architecture = {"iterations": iterations}  # what rows record of it
 
     def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
         self.tv.restart = True
@@ -61,11 +57,12 @@ def weights_record(name: str, weights: Weights, model: nn.Module) -> dict[str, s
     from scalebench.data.fetch import file_digest
 
     if weights.source == "none":
-        sha256, architecture = "", {"name": name, "iterations": TV_ITERATIONS}
+        sha256, architecture = "", {"name": name, **getattr(model, "architecture", {})}
     else:
         sha256 = file_digest(weights.path) if weights.path is not None \
             else _state_digest(model)
-        widths = weights.widths if weights.widths is not None else DEFAULT_WIDTHS[name]
+        widths = weights.widths if weights.widths is not None \
+            else denoiser_spec(name).default_widths
         architecture = {"name": name, "class": type(model).__name__, "widths": widths,
                         "parameters": sum(p.numel() for p in model.parameters())}
     return {"weights": weights.label, "weights_sha256": sha256,
@@ -77,28 +74,28 @@ def load_denoiser(name: str, channels: int, pretrained: str = "auto",
                   seed: int = 0) -> tuple[nn.Module, dict[str, str]]:
     """An eval-mode denoiser called as ``denoiser(x, sigma)`` (random init is seeded) and the
     provenance of its weights (``weights_record``)."""
-    import deepinv as dinv
-
-    if name not in DENOISERS:
-        raise ConfigError(f"unknown denoiser '{name}' (allowed: {', '.join(DENOISERS)})")
+    spec = denoiser_spec(name)
     weights = resolve_weights(name, channels, pretrained)
     torch.manual_seed(seed)
-    if name == "tv":
-        model = IndependentTV()
-    else:
-        architecture = dinv.models.DRUNet if name == "drunet" else dinv.models.DnCNN
-        source = str(weights.path) if weights.path is not None else None
-        try:
-            model = architecture(in_channels=channels, out_channels=channels,
-                                 pretrained=source, device=device, **(weights.widths or {}))
-        except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise MissingFileError(f"denoiser '{name}': cannot load weights {weights.path}: "
-                                   f"{type(error).__name__}: {first_line}") from None
+    model = spec.build(channels, weights, device)
     # Inference only: no parameter needs a gradient (and deepinv's distributed tiling then
     # skips its gradient synchronisation).
     model = model.to(device).eval().requires_grad_(False)
     return model, weights_record(name, weights, model)
+
+
+def load_network(architecture: type[nn.Module], name: str, channels: int, weights: Weights,
+                 device: torch.device | str) -> nn.Module:
+    """A deepinv network class (``in_channels``, ``out_channels``, ``pretrained`` and width
+    keywords) with ``weights`` (random ones: the seeded initialisation)."""
+    source = str(weights.path) if weights.path is not None else None
+    try:
+        return architecture(in_channels=channels, out_channels=channels, pretrained=source,
+                            device=device, **(weights.widths or {}))
+    except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise MissingFileError(f"denoiser '{name}': cannot load weights {weights.path}: "
+                               f"{type(error).__name__}: {first_line}") from None
 
 
 def build_denoiser(name: str, channels: int, pretrained: str = "none",

@@ -16,7 +16,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from scalebench.denoisers.catalog import SIZE_MULTIPLE
+from scalebench.denoisers.catalog import DENOISERS, denoiser_spec
 from scalebench.errors import ConfigError
 
 
@@ -62,11 +62,14 @@ def is_tiled(spatial: tuple[int, ...], patch_size: int) -> bool:
 
 def check_input_size(name: str, spatial: tuple[int, ...], patch_size: int, overlap: int) -> None:
     """Raise ConfigError when ``name`` cannot take the image (or its tiles) of this size."""
-    multiple = SIZE_MULTIPLE[name]
+    spec = denoiser_spec(name)
+    multiple = spec.size_multiple
     tiled = is_tiled(spatial, patch_size)
-    if len(spatial) == 3 and name != "tv":
-        raise ConfigError(f"denoiser '{name}' is a 2D network and the data is a 3D volume "
-                          f"({'x'.join(map(str, spatial))}): use denoiser 'tv'")
+    if len(spatial) == 3 and not spec.volumes:
+        takes = ", ".join(f"'{n}'" for n, s in DENOISERS.items() if s.volumes)
+        raise ConfigError(f"denoiser '{name}' takes 2D images only and the data is a 3D volume "
+                          f"({'x'.join(map(str, spatial))}): use a denoiser that takes "
+                          f"volumes ({takes})")
     if len(spatial) == 3 and tiled:
         raise ConfigError(f"tiling (patch_size={patch_size}) supports 2D images only, the data "
                           f"is a 3D volume: use patch_size 0")

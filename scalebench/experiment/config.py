@@ -20,14 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench.benchmarks import INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
+from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
 from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.reading import read_yaml
+from scalebench.experiment.solver_files import benchmark_solvers
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS
 from scalebench.loops.params import check_distribution, evaluations
+from scalebench.loops.spec import SolverSpec
 from scalebench.loops.training.params import TRAINING_SOLVERS, check_training, training_rows
 from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
 from scalebench.problems import PROBLEMS
@@ -200,18 +202,26 @@ def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
     return options
 
 
-def _inference_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
-                    ranks: int) -> None:
+def _inference_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
+                    shape: tuple[int, ...], params: dict, ranks: int) -> None:
     """Checks of a dataset and an inference solver together (and the number of ranks)."""
-    check_denoiser_fits(params, shape)
-    check_distribution(params, shape, spec.num_operators(**values), ranks)
-    resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+    if solver.uses_denoiser:
+        check_denoiser_fits(params, shape)
+        check_distribution(params, shape, spec.num_operators(**values), ranks)
+        resolve_weights(params["denoiser"], shape[0], params["pretrained"])
+    solver.check_problem(spec, values, shape, params)
 
 
-def _training_pair(spec: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict,
-                   ranks: int) -> None:
+def _training_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
+                   shape: tuple[int, ...], params: dict, ranks: int) -> None:
     """Checks of a dataset and a training solver together (and the number of ranks)."""
     check_training(params, spec, values, ranks)
+
+
+# The training benchmark's solvers as specs (they run no inference denoiser).
+TRAINING_SPECS = {name: SolverSpec(name, "supervised training step of an unrolled network",
+                                   params, uses_operator=True, uses_denoiser=False)
+                  for name, params in TRAINING_SOLVERS.items()}
 
 
 @dataclass(frozen=True)
@@ -219,8 +229,8 @@ class BenchmarkRules:
     """What a benchmark's configs may name: its datasets, its solvers, the pair checks."""
 
     problems: dict[str, ProblemSpec]
-    solvers: dict[str, dict[str, Param]]
-    check_pair: Callable[[ProblemSpec, dict, tuple[int, ...], dict, int], None]
+    solvers: dict[str, SolverSpec]  # the registry; a folder's files may add more
+    check_pair: Callable[[SolverSpec, ProblemSpec, dict, tuple[int, ...], dict, int], None]
     rows: Callable[[dict], int]  # rows one run records, for its solver parameters
     row_params: tuple[str, ...]  # the solver parameters ``rows`` depends on
 
@@ -229,13 +239,13 @@ class BenchmarkRules:
 BENCHMARKS = {
     INFERENCE_OBJECTIVE: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations,
                                    ("max_iter", "eval_every")),
-    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SOLVERS, _training_pair,
+    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SPECS, _training_pair,
                                        training_rows, ("max_iter",)),
 }
 
 
 def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
-                 problems: list[str]) -> None:
+                 solvers: dict[str, SolverSpec], problems: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
@@ -249,10 +259,11 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
                 continue
             for solver in experiment.solvers:
                 for solver_values in solver.combinations():
-                    params = resolved_parameters(solver_values, rules.solvers[solver.name])
+                    solver_spec = solvers[solver.name]
+                    params = resolved_parameters(solver_values, solver_spec.params)
                     where = f"solver '{solver.name}' on dataset '{dataset.name}'"
                     try:
-                        rules.check_pair(spec, values, shape, params,
+                        rules.check_pair(solver_spec, spec, values, shape, params,
                                          requested_ranks(params, world_size))
                     except ScalebenchError as error:
                         problems.append(f"{where}: {error}")
@@ -279,10 +290,13 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
-def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
+def load_experiment(path: str | Path, world_size: int = 1,
+                    benchmark: Path | None = None) -> Experiment:
     """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
     solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every problem,
-    one line each (a file that cannot be read or parsed: that alone)."""
+    one line each (a file that cannot be read or parsed: that alone). Its solvers are those
+    of the ``benchmark`` folder (None: the repository's folder for its objective): the
+    registry's and its unregistered solver files'."""
     path = Path(path)
     raw = read_yaml(path, "config")
     if not isinstance(raw, dict):
@@ -309,15 +323,22 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
             break
         objective_name = known[objective.name.lower()]
     rules = BENCHMARKS[objective_name]
+    try:
+        specs = benchmark_solvers(benchmark or FOLDER_BY_OBJECTIVE[objective_name],
+                                  rules.solvers)
+    except ConfigError as error:
+        problems.append(str(error))
+        specs = dict(rules.solvers)
     datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
-    solvers = _listed(problems, lambda: _solvers(raw, sorted(rules.solvers)))
+    solvers = _listed(problems, lambda: _solvers(raw, sorted(specs)))
     options = _check_options(raw, problems)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
                                     "dataset", problems)
-    solvers_ok = _check_components(solvers, rules.solvers, "solver", problems)
+    solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
+                                   problems)
     experiment = Experiment(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
-    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
+    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules, specs,
                  problems)
     if problems:
         raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order

@@ -29,15 +29,17 @@ def component_label(name: str, params: dict) -> str:
 
 
 def expand(config: Path, world_size: int, folder: Path,
-           check_devices: bool = False, check_memory: str = "") -> list[dict]:
+           check_devices: bool = False, check_memory: str = "",
+           benchmark: Path | None = None) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order: its id, label,
     config file, dataset and solver ({name: parameters}) and the run options.
     ``check_devices``: also refuse a device this machine does not have; ``check_memory``:
     refuse experiments whose ranks, all on this machine, cannot fit its memory (nothing is
     written then): "all" of them (a local run), "local" those that name no SLURM resources
-    (the others run on compute nodes this machine knows nothing of), "" none."""
+    (the others run on compute nodes this machine knows nothing of), "" none. ``benchmark``:
+    the folder whose solvers the config may name (None: the repository's)."""
 
-    experiment = load_experiment(config, world_size)
+    experiment = load_experiment(config, world_size, benchmark)
     if check_devices:
         check_devices_available(experiment)
     raw = read_yaml(config, "config")  # load_experiment read it already: it parses

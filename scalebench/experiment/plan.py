@@ -254,7 +254,7 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
     from scalebench.params import resolved_parameters
     from scalebench.problems import PROBLEMS
 
-    if solver not in SOLVERS or dataset not in PROBLEMS:
+    if solver not in SOLVERS or dataset not in PROBLEMS:  # training, or a solver file
         return None
     predicted = calibrated_peak(dataset, dataset_params, solver, solver_params, ranks)
     if predicted is not None:
@@ -387,7 +387,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     parallel = read_parallel_config(parallel_path) if parallel_path else None
     world = job_ranks({}, parallel, nproc)
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
-        experiments = expand(config, world, configs or Path(scratch))
+        experiments = expand(config, world, configs or Path(scratch), benchmark=benchmark)
     objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
     jobs = []

@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     child.add_argument("config", type=Path)
     child.add_argument("--world-size", type=int, default=1)
     child.add_argument("--folder", type=Path, required=True)
+    child.add_argument("--benchmark", type=Path, default=None,
+                       help="benchmark folder whose solver files the config may name")
     child.add_argument("--check-devices", action="store_true",
                       help="refuse a device this machine does not have")
     child.add_argument("--check-memory", choices=("all", "local"), default="",
@@ -74,7 +76,7 @@ def _run(args: argparse.Namespace) -> str:
         from scalebench.experiment.expand import expand
 
         return json.dumps(expand(args.config, args.world_size, args.folder,
-                                 args.check_devices, args.check_memory))
+                                 args.check_devices, args.check_memory, args.benchmark))
     if args.child == "benchmark":
         return config_benchmark(args.config)
     if args.child == "status":

@@ -155,6 +155,7 @@ def run(request: RunRequest) -> int:
         experiments = json.loads(run_child(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs"),
+                                       "--benchmark", str(request.benchmark),
                                        "--check-devices", *_memory_check(request)))
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]

@@ -1,7 +1,14 @@
-"""The solvers' loops, independent of benchopt: PnP reconstruction (``pnp``), denoiser timing
-(``denoising``) and the training step (``training``); their parameters (``params``, which
-imports no torch, as this package's own namespace does)."""
+"""The solvers' loops, independent of benchopt: PnP reconstruction (``pnp``, its algorithms
+in ``algorithms``), denoiser timing (``denoising``) and the training step (``training``);
+their parameters (``params``) and specs (``spec``), which import no torch, as this package's
+own namespace does.
 
-from scalebench.loops.params import SOLVERS
+``SOLVERS`` is the registry of the inference benchmark's solvers, by the name configs use:
+adding one is a spec and an entry here (its benchopt file names it)."""
 
-__all__ = ["SOLVERS"]
+from scalebench.loops.params import DENOISING_SPEC, PNP_SPEC
+from scalebench.loops.spec import SolverSpec
+
+SOLVERS: dict[str, SolverSpec] = {spec.name: spec for spec in (PNP_SPEC, DENOISING_SPEC)}
+
+__all__ = ["SOLVERS", "SolverSpec"]

@@ -1,7 +1,7 @@
-"""The parameters of every solver (``SOLVERS``: pnp, denoiser; the training solver's are in
-scalebench.loops.training.params) and of every run, and the checks of a denoiser's
-distribution across ranks. Imports no torch: the checks of a config read them before anything
-runs."""
+"""The parameters of every inference solver (pnp, denoiser; the training solver's are in
+scalebench.loops.training.params) and of every run, their specs (``PNP_SPEC``,
+``DENOISING_SPEC``), and the checks of a denoiser's distribution across ranks. Imports no
+torch: the checks of a config read them before anything runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import math
 from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
-from scalebench.params import Param
+from scalebench.loops.algorithms import ALGORITHMS
+from scalebench.loops.spec import SolverSpec
+from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.runtime.devices import DEVICES
 from scalebench.runtime.names import PROFILER_MODES
 
@@ -74,16 +76,54 @@ DENOISER_PARAMS = {
 # The standalone denoiser timing (scalebench.loops.denoising).
 DENOISING_PARAMS = dict(DENOISER_PARAMS)
 
-# PnP proximal gradient (scalebench.loops.pnp).
+# Plug-and-play reconstruction (scalebench.loops.pnp, scalebench.loops.algorithms).
 INITS = ("zeros", "adjoint", "pseudo_inverse", "dirty")
 PNP_PARAMS = {
     **DENOISER_PARAMS,
+    "algorithm": Param("pgd", str, choices=tuple(ALGORITHMS),
+                       doc="pgd: proximal gradient; fista: accelerated; hqs: half-quadratic "
+                           "splitting; admm; drs: Douglas-Rachford; dpir: HQS with DPIR's "
+                           "decreasing denoiser level; red: regularisation by denoising"),
     "step_size": Param(None, float, minimum=0.0, nullable=True,
-                       doc="gradient step; null: 1 / ||A||^2 (Lanczos)"),
+                       doc="gamma: the gradient step (pgd, fista, red) or the data prox's "
+                           "weight (hqs, admm, drs); null: 1 / ||A||^2 (Lanczos)"),
+    "relaxation": Param(1.0, float, minimum=0.0, maximum=2.0,
+                        doc="beta: over-relaxation of pgd and hqs, dual step of admm and drs"),
+    "fista_a": Param(3.0, float, minimum=2.0,
+                     doc="fista: momentum (k + a - 1) / (k + a) at iteration k"),
+    "red_lambda": Param(1.0, float, minimum=0.0,
+                        doc="red: weight of the denoising residual x - D(x)"),
+    "dpir_sigma_start": Param(49 / 255, float, minimum=0.0,
+                              doc="dpir: the first denoiser level (the last is "
+                                  "denoiser_sigma); must exceed denoiser_sigma"),
+    "dpir_lambda": Param(0.23, float, minimum=0.0,
+                         doc="dpir: gamma_k = (sigma_k / max(0.01, denoiser_sigma))^2 / "
+                             "dpir_lambda"),
+    "cg_tolerance": Param(1e-4, float, minimum=1e-12, maximum=0.5,
+                          doc="data prox (hqs, admm, drs, dpir): conjugate gradient stops at "
+                              "this residual relative to the right-hand side"),
+    "cg_max_iter": Param(50, int, minimum=1,
+                         doc="data prox: at most this many conjugate-gradient iterations per "
+                             "call (their count is on every row)"),
     "init": Param("adjoint", str, choices=INITS, doc="initial estimate"),
     "distribute_physics": Param(False, bool, doc="each rank builds and applies only its share "
                                                  "of the operators A_k"),
 }
+
+
+def check_pnp(problem, values: dict, shape: tuple[int, ...], params: dict) -> None:
+    """Raise ConfigError when the algorithm cannot run on this dataset or its schedule is
+    not a schedule."""
+    algorithm = ALGORITHMS[params["algorithm"]]
+    if algorithm.needs_prox and not problem.data_prox:
+        allowed = ", ".join(name for name, spec in ALGORITHMS.items() if not spec.needs_prox)
+        raise ConfigError(f"algorithm '{algorithm.name}' needs the data term's proximal "
+                          f"operator, which dataset '{problem.name}' does not offer (use "
+                          f"{allowed})")
+    if algorithm.name == "dpir" and params["dpir_sigma_start"] <= params["denoiser_sigma"]:
+        raise ConfigError(f"algorithm 'dpir': dpir_sigma_start ({params['dpir_sigma_start']}) "
+                          f"must exceed denoiser_sigma ({params['denoiser_sigma']}): the "
+                          f"denoiser level decreases from the first to the last")
 
 
 def evaluations(params: dict) -> int:
@@ -113,6 +153,16 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
                           f"max_batch_size, or use fewer ranks)")
 
 
-# Parameter specifications of every inference solver, by the solver name used in configs and
-# results.
-SOLVERS: dict[str, dict[str, Param]] = {"pnp": PNP_PARAMS, "denoiser": DENOISING_PARAMS}
+PNP_SPEC = SolverSpec("pnp", "plug-and-play reconstruction (the algorithm parameter picks "
+                             "the iteration)", PNP_PARAMS, uses_operator=True,
+                      uses_denoiser=True, check_problem=check_pnp)
+DENOISING_SPEC = SolverSpec("denoiser", "the denoiser alone on the noisy ground truth "
+                                        "(its time and memory)", DENOISING_PARAMS,
+                            uses_operator=False, uses_denoiser=True)
+
+
+def pnp_parameters(**values) -> dict:
+    """Every parameter of a ``pnp`` run: ``values`` checked against PNP_PARAMS, defaults
+    for the rest (for loops run outside benchopt: tests, tools)."""
+    return resolved_parameters(validate_parameters("solver 'pnp'", values, PNP_PARAMS),
+                               PNP_PARAMS)

@@ -1,8 +1,9 @@
-"""Plug-and-play proximal gradient: x <- D_sigma(x - gamma * A^T (A x - y)).
+"""Plug-and-play reconstruction: the algorithms of scalebench.loops.algorithms (proximal
+gradient, FISTA, HQS, ADMM, DRS, DPIR, RED) over three measured steps.
 
 The loop neither knows nor cares whether its physics and denoiser are local or distributed:
 it only calls ``physics.A``, ``physics.A_adjoint`` and ``denoiser(x, sigma)``, each inside a
-profiler step ("grad" and "denoise").
+profiler step ("grad", "prox" and "denoise").
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 
 from scalebench.launch import progress
+from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.physics.distributed import RankStack, local_indices
 from scalebench.problems.base import Problem, ProblemSetup
 from scalebench.runtime.context import TimedContext
@@ -63,13 +65,17 @@ def initial_estimate(problem: Problem, init: str, lipschitz: float) -> torch.Ten
 
 
 class PnPLoop:
-    """State of a PnP reconstruction; ``iterate()`` performs one profiled iteration."""
+    """State of a PnP reconstruction; ``iterate()`` performs one profiled iteration of the
+    configured algorithm (scalebench.loops.algorithms), whose steps are timed as "grad",
+    "prox" and "denoise"."""
 
-    def __init__(self, problem: Problem, denoiser: nn.Module, denoiser_sigma: float,
-                 step_size: float | None, init: str, profiler: StepProfiler) -> None:
+    def __init__(self, problem: Problem, denoiser: nn.Module, params: dict,
+                 profiler: StepProfiler) -> None:
         self.problem = problem
         self.denoiser = denoiser
-        self.denoiser_sigma = denoiser_sigma
+        self.params = params
+        self.sigma = params["denoiser_sigma"]
+        self.profiler = profiler
         progress.stage("operator norm")
         norm = estimate_operator_norm(problem)
         self.lipschitz = norm.value
@@ -77,15 +83,105 @@ class PnPLoop:
         self.setup_figures = {"operator_norm_time_s": norm.seconds,
                               "operator_norm_iterations": norm.iterations,
                               "operator_norm_start_iterations": norm.start_iterations}
+        step_size = params["step_size"]
         self.step_size = step_size if step_size is not None else 1.0 / self.lipschitz
-        self.profiler = profiler
         progress.stage("initial estimate")
-        self.x = initial_estimate(problem, init, self.lipschitz)
+        x0 = initial_estimate(problem, params["init"], self.lipschitz)
+        self.prox = DataProx(problem, params["cg_tolerance"], params["cg_max_iter"]) \
+            if ALGORITHMS[params["algorithm"]].needs_prox else None
+        self.k = 0
+        self.state = ALGORITHMS[params["algorithm"]].start(self, x0)
+
+    @property
+    def x(self) -> torch.Tensor:
+        return self.state.x
 
     @torch.no_grad()
     def iterate(self) -> None:
-        physics, y = self.problem.physics, self.problem.y
+        self.state.step(self, self.k)
+        self.k += 1
+
+    def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """A^T (A x - y), the data term's gradient, in the "grad" step."""
+        physics = self.problem.physics
         with self.profiler.step("grad"):
-            z = self.x - self.step_size * physics.A_adjoint(physics.A(self.x) - y)
+            return physics.A_adjoint(physics.A(x) - self.problem.y)
+
+    def data_prox(self, z: torch.Tensor, gamma: float) -> torch.Tensor:
+        """The data term's proximal operator at ``z`` with weight ``gamma``, in the "prox"
+        step; its conjugate-gradient iterations are a figure of the step."""
+        with self.profiler.step("prox"):
+            x = self.prox(z, gamma)
+        self.profiler.last["prox_cg_iterations"] = float(self.prox.iterations)
+        return x
+
+    def denoise(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
         with self.profiler.step("denoise"):
-            self.x = self.denoiser(z, self.denoiser_sigma)
+            return self.denoiser(x, sigma)
+
+    def relax(self, new: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """beta new + (1 - beta) previous (beta: ``relaxation``; 1 keeps ``new`` as is)."""
+        beta = self.params["relaxation"]
+        return new if beta == 1.0 else beta * new + (1 - beta) * previous
+
+
+class DataProx:
+    """argmin_x 1/2 ||A x - y||^2 + 1/(2 gamma) ||x - z||^2, i.e. the solution of
+    (A^T A + rho I) x = A^T y + rho z with rho = 1 / gamma.
+
+    Where every operator is the identity (denoising) A^T A is K I and the solution is
+    closed-form; otherwise conjugate gradient, started from the previous call's solution
+    (successive calls solve nearby systems, so few iterations are needed after the first),
+    stopped when the residual falls below ``tolerance`` times the right-hand side's norm or
+    after ``max_iterations``. Every quantity CG reduces lives in image space, replicated on
+    every rank, so distributed physics takes the same decisions on every rank.
+    """
+
+    def __init__(self, problem: Problem, tolerance: float, max_iterations: int) -> None:
+        from deepinv.physics import Denoising
+
+        physics = problem.physics
+        self.physics = physics
+        self.adjoint_y = physics.A_adjoint(problem.y)
+        # A stack in one process, or this rank's share (RankStack).
+        operators = list(getattr(physics, "physics_list", None) or physics.operators)
+        identity = all(type(op) is Denoising for op in operators)
+        # Each rank holds its share of the identities: A^T A = (all operators) I.
+        self.gram_scale = float(problem.num_operators) if identity else None
+        self.tolerance, self.max_iterations = tolerance, max_iterations
+        self.previous: torch.Tensor | None = None
+        self.iterations = 0
+
+    def __call__(self, z: torch.Tensor, gamma: float) -> torch.Tensor:
+        rho = 1.0 / gamma
+        right = self.adjoint_y + rho * z
+        if self.gram_scale is not None:
+            self.iterations = 0
+            return right / (self.gram_scale + rho)
+        x = z if self.previous is None else self.previous
+        x, self.iterations = conjugate_gradient(
+            lambda v: self.physics.A_adjoint(self.physics.A(v)) + rho * v, right, x,
+            self.tolerance, self.max_iterations)
+        self.previous = x
+        return x
+
+
+def conjugate_gradient(apply, right: torch.Tensor, start: torch.Tensor, tolerance: float,
+                       max_iterations: int) -> tuple[torch.Tensor, int]:
+    """Solve apply(x) = right (apply symmetric positive definite) from ``start``; return x
+    and the iterations run (0 when ``start`` already meets the tolerance)."""
+    x = start
+    residual = right - apply(x)
+    direction = residual
+    squared = float(torch.sum(residual * residual))
+    bound = tolerance ** 2 * float(torch.sum(right * right))
+    iterations = 0
+    while squared > bound and iterations < max_iterations:
+        image = apply(direction)
+        alpha = squared / float(torch.sum(direction * image))
+        x = x + alpha * direction
+        residual = residual - alpha * image
+        previous, squared = squared, float(torch.sum(residual * residual))
+        direction = residual + (squared / previous) * direction
+        iterations += 1
+    return x, iterations

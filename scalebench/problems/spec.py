@@ -33,6 +33,9 @@ class ProblemSpec:
     # operators work in chunks (scalebench.experiment.capacity fits its bytes); None: no
     # such term.
     workspace_elements: Callable[..., int] | None = None
+    # Whether the data term's proximal operator can be computed (A and A^T as linear
+    # operators: conjugate gradient, or a closed form): what splitting algorithms need.
+    data_prox: bool = True
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
         """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""

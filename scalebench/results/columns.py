@@ -79,6 +79,9 @@ OBJECTIVE_COLUMNS = {
                                                 "allocated before the step, MiB",
     "objective_<step>_comm_time_s": "time inside collectives during the step, seconds",
     "objective_<step>_comm_bytes": "bytes handed to collectives during the step",
+    "objective_prox_cg_iterations": "conjugate-gradient iterations of the latest data prox "
+                                    "(0: closed form, or the warm start already met "
+                                    "cg_tolerance); algorithms with a prox only",
     "objective_comm_time_s": "time inside collectives over the iteration, seconds",
     "objective_comm_bytes": "bytes handed to collectives over the iteration",
     "objective_host_memory_method": "how host peaks were measured: vmhwm_reset (the step's "

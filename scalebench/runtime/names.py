@@ -19,7 +19,7 @@ def metric_column(name: str) -> str:
 
 # The steps whose time and peak memory each row records (<step>_time_s, <step>_peak_*): an
 # inference iteration's (scalebench.loops.pnp, .denoising) and a training step's.
-INFERENCE_STEPS = ("grad", "denoise")
+INFERENCE_STEPS = ("grad", "prox", "denoise")
 TRAINING_STEPS = ("forward", "backward", "optimizer")
 
 # The profiler's modes (scalebench.runtime.profiling): light (clock and memory), torch (also a

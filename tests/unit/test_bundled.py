@@ -17,6 +17,7 @@ from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.networks import build_denoiser, load_denoiser
 from scalebench.errors import ConfigError
 from scalebench.loops.denoising import noisy_copy
+from scalebench.loops.params import pnp_parameters
 from scalebench.loops.pnp import PnPLoop
 from scalebench.problems import build_problem
 from scalebench.runtime.metrics import psnr
@@ -111,7 +112,7 @@ def test_pnp_with_bundled_weights_improves_over_the_initial_estimate(denoiser, p
                                                                      params, sigma):
     problem = build_problem(problem_name, **params)
     network = build_denoiser(denoiser, problem.x_true.shape[1], "bundled", CPU)
-    loop = PnPLoop(problem, network, sigma, None, "adjoint", StepProfiler(CPU))
+    loop = PnPLoop(problem, network, pnp_parameters(denoiser_sigma=sigma), StepProfiler(CPU))
     start = psnr(loop.x, problem.x_true)
     for _ in range(5):
         loop.iterate()

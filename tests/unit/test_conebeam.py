@@ -162,8 +162,7 @@ def test_pnp_improves_psnr_over_its_initial_estimate(cache):
                             projector="torch")
     params = resolved_parameters({"denoiser_sigma": 0.01, "init": "adjoint"}, PNP_PARAMS)
     loop = PnPLoop(problem, make_denoiser(params, (1, 16, 16, 16), CPU),
-                   params["denoiser_sigma"], params["step_size"], params["init"],
-                   StepProfiler(CPU, "light", None))
+                   params, StepProfiler(CPU, "light", None))
     start = psnr(loop.x, problem.x_true)
     for _ in range(8):
         loop.iterate()

@@ -11,7 +11,7 @@ import yaml
 from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError
-from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops.params import PNP_PARAMS, pnp_parameters
 from scalebench.loops.pnp import PnPLoop, initial_estimate, operator_norm_squared
 from scalebench.params import resolved_parameters
 from scalebench.physics.backends import resolve_backend
@@ -210,8 +210,9 @@ def test_operator_groups_sum_to_the_whole_observation(problem):
 
 def test_pnp_improves_asinh_psnr_over_the_dirty_image(problem):
     params = resolved_parameters({"denoiser_sigma": 0.001, "init": "dirty"}, PNP_PARAMS)
-    loop = PnPLoop(problem, make_denoiser(params, (1, 64, 64), CPU), params["denoiser_sigma"],
-                   None, "dirty", StepProfiler(CPU))
+    loop = PnPLoop(problem, make_denoiser(params, (1, 64, 64), CPU),
+                   pnp_parameters(denoiser_sigma=params["denoiser_sigma"], init="dirty"),
+                   StepProfiler(CPU))
     # The stretch covers the sky's whole dynamic range (1e4): faint emission counts, and
     # natural weighting converges slowly (about +2.7 dB in 20 iterations).
     start = asinh_psnr(loop.x, problem.x_true, problem_dynamic_range())
@@ -249,8 +250,9 @@ def test_a_blank_sky_cannot_win_the_radio_headline_metric(example_sky):
     params = resolved_parameters({"denoiser": "tv", "denoiser_sigma": 0.001, "init": "dirty"},
                                  PNP_PARAMS)
     shape = tuple(example_sky.x_true.shape[1:])
-    loop = PnPLoop(example_sky, make_denoiser(params, shape, CPU), params["denoiser_sigma"],
-                   None, "dirty", StepProfiler(CPU))
+    loop = PnPLoop(example_sky, make_denoiser(params, shape, CPU),
+                   pnp_parameters(denoiser_sigma=params["denoiser_sigma"], init="dirty"),
+                   StepProfiler(CPU))
     zero = _headline(torch.zeros_like(example_sky.x_true), example_sky)
     dirty = _headline(loop.x, example_sky)
     for _ in range(10):

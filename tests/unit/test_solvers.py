@@ -10,7 +10,8 @@ import torch
 
 from scalebench.data.fetch import accept_file
 from scalebench.denoisers.build import make_denoiser
-from scalebench.denoisers.catalog import RECEPTIVE_RADIUS, TV_ITERATIONS
+from scalebench.denoisers.catalog import DENOISERS
+from scalebench.denoisers.kinds.tv import ITERATIONS as TV_ITERATIONS
 from scalebench.denoisers.networks import IndependentTV, build_denoiser
 from scalebench.denoisers.tiles import (
     check_denoiser_fits,
@@ -40,8 +41,7 @@ def tomography():
 def _pnp(problem, profiler_mode="light", trace_path=None, **overrides):
     params = resolved_parameters({"denoiser_sigma": 0.002, **overrides}, PNP_PARAMS)
     profiler = StepProfiler(CPU, profiler_mode, trace_path)
-    loop = PnPLoop(problem, make_denoiser(params, (1, 64, 64), CPU), params["denoiser_sigma"],
-                   params["step_size"], params["init"], profiler)
+    loop = PnPLoop(problem, make_denoiser(params, (1, 64, 64), CPU), params, profiler)
     return loop, profiler
 
 
@@ -227,8 +227,8 @@ def _small_drunet():
 
 @pytest.mark.parametrize(("name", "shape", "patch", "overlap", "multiple"), [
     ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
-    ("dncnn", (1, 1, 100, 90), 32, RECEPTIVE_RADIUS["dncnn"], 1),
-    ("tv", (1, 1, 170, 165), 60, RECEPTIVE_RADIUS["tv"], 1),
+    ("dncnn", (1, 1, 100, 90), 32, DENOISERS["dncnn"].receptive_radius, 1),
+    ("tv", (1, 1, 170, 165), 60, DENOISERS["tv"].receptive_radius, 1),
 ])
 def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field(
         name, shape, patch, overlap, multiple):

@@ -13,6 +13,7 @@ from deepinv.physics import Downsampling, Tomography
 from scalebench.denoisers.networks import build_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError
+from scalebench.loops.params import pnp_parameters
 from scalebench.loops.pnp import PnPLoop
 from scalebench.physics import parallel_beam
 from scalebench.physics.downsampling import BlurDownsampling
@@ -275,8 +276,8 @@ PNP_CASES = [
 @pytest.mark.parametrize(("name", "params", "sigma", "iterations"), PNP_CASES)
 def test_pnp_improves_psnr_over_the_initial_estimate(name, params, sigma, iterations):
     problem = build_problem(name, **params)
-    loop = PnPLoop(problem, build_denoiser("tv", problem.x_true.shape[1]), sigma, None,
-                   "adjoint", StepProfiler(torch.device("cpu")))
+    loop = PnPLoop(problem, build_denoiser("tv", problem.x_true.shape[1]),
+                   pnp_parameters(denoiser_sigma=sigma), StepProfiler(torch.device("cpu")))
     start = psnr(loop.x, problem.x_true)
     for _ in range(iterations):
         loop.iterate()
@@ -304,7 +305,7 @@ def test_synthetic_volume_is_a_3d_picture():
 
 @pytest.mark.parametrize("denoiser", ["drunet", "dncnn"])
 def test_2d_networks_refuse_volumes_in_one_line(denoiser):
-    with pytest.raises(ConfigError, match="2D network and the data is a 3D volume") as error:
+    with pytest.raises(ConfigError, match="takes 2D images only and the data is a 3D") as error:
         check_denoiser_fits({"denoiser": denoiser, "patch_size": 0, "overlap": 0}, (1, 16, 16, 16))
     assert "\n" not in str(error.value)
     check_denoiser_fits({"denoiser": "tv", "patch_size": 0, "overlap": 0}, (1, 16, 16, 16))

@@ -107,11 +107,18 @@ class Configuration:
 
         return resolved_parameters(self.dataset_params, PROBLEMS[self.dataset].params)
 
+    @property
+    def spec(self):
+        """The solver's registered spec (scalebench.loops.SOLVERS)."""
+        from scalebench.loops import SOLVERS
+
+        return SOLVERS[self.solver]
+
     def resolved_solver(self) -> dict:
         from scalebench.loops import SOLVERS
         from scalebench.params import resolved_parameters
 
-        return resolved_parameters(self.solver_params, SOLVERS[self.solver])
+        return resolved_parameters(self.solver_params, SOLVERS[self.solver].params)
 
     def valid(self, size: int) -> bool:
         """Whether the problem accepts ``size`` for the size parameter, and the denoiser the
@@ -139,7 +146,7 @@ class Configuration:
         shape = spec.image_shape(**values)
         solver = self.resolved_solver()
         measurements = 0.0
-        if model is not None and self.solver == "pnp":
+        if model is not None and self.spec.uses_operator:
             share = operator_share(spec.num_operators(**values), ranks,
                                    solver["distribute_physics"])
             measurements = model.measurements(size) * share
@@ -154,7 +161,7 @@ class Configuration:
         from scalebench.problems import PROBLEMS
 
         solver = self.resolved_solver()
-        if solver["denoiser"] == "tv":
+        if not self.spec.uses_denoiser:
             return 0
         channels = PROBLEMS[self.dataset].image_shape(**self.resolved_dataset())[0]
         weights = resolve_weights(solver["denoiser"], channels, solver["pretrained"])
@@ -177,7 +184,7 @@ class Configuration:
         denoiser solver builds none)."""
         from scalebench.problems import PROBLEMS
 
-        if self.solver != "pnp":
+        if not self.spec.uses_operator:
             return 0
         return PROBLEMS[self.dataset].workspace(self.at(size).resolved_dataset(),
                                                 chunk_elements)

@@ -7,7 +7,7 @@ applies it again when benchopt hands it a problem.
 
 from __future__ import annotations
 
-from scalebench.denoisers.catalog import SIZE_MULTIPLE
+from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import dealt_batch_count, image_tiles, is_tiled, tile_windows
 from scalebench.errors import ConfigError
 from scalebench.loops.params import RUN_PARAMS, SLURM_PARAMS
@@ -84,14 +84,14 @@ def tile_count(params: dict, spatial: tuple[int, ...]) -> int:
     if not is_tiled(spatial, params["tile_size"]):
         return 1
     return len(image_tiles(spatial, params["tile_size"], params["tile_overlap"],
-                           SIZE_MULTIPLE[params["denoiser"]])[1])
+                           DENOISERS[params["denoiser"]].size_multiple)[1])
 
 
 def check_training(params: dict, spec: ProblemSpec, values: dict, world_size: int) -> None:
     """Raise ConfigError naming the first parameter that cannot work with this dataset."""
     spatial = patch_shape(spec, values, params["patch_size"])[1:]
     tiled = is_tiled(spatial, params["tile_size"])
-    multiple = SIZE_MULTIPLE[params["denoiser"]]
+    multiple = DENOISERS[params["denoiser"]].size_multiple
     window = [tile_windows(n, params["tile_size"], params["tile_overlap"], multiple)[0]
               if tiled else n for n in spatial]
     if any(side % multiple for side in window):

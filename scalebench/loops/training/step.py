@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from scalebench.denoisers.catalog import SIZE_MULTIPLE
+from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import dealt_tiles, is_tiled
 from scalebench.denoisers.tiling import BatchDealtProcessing, WindowTiling
 from scalebench.loops.training.network import UnrolledPGD, build_network
@@ -69,7 +69,7 @@ def build_model(params: dict, data: TrainingData, context: TimedContext) -> Unro
     if is_tiled(shape[1:], params["tile_size"]):
         spatial = params["distribution"] == "spatial"
         strategy = WindowTiling((1, *shape), params["tile_size"], params["tile_overlap"],
-                                SIZE_MULTIPLE[params["denoiser"]])
+                                DENOISERS[params["denoiser"]].size_multiple)
         tiles = BatchDealtProcessing(
             context if spatial else _AllTilesHere(context.device), model.apply_network,
             strategy=strategy, max_batch_size=params["tiles_per_batch"] or None,

@@ -1,0 +1,44 @@
+"""What the rest of scalebench asks of a denoiser, without building it: the input sizes it
+takes, how far its output reaches (the overlap of exact tiles), whether it takes volumes and
+has weights, and how to build it. Imports no torch: the checks of a config read every
+denoiser's spec before anything runs; each spec's ``build`` imports its heavy parts when
+called. The registry (``catalog.DENOISERS``) lists one spec per module of ``kinds/``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from scalebench.denoisers.catalog import Weights
+
+
+@dataclass(frozen=True)
+class DenoiserSpec:
+    """A denoiser called as ``denoiser(x, sigma)`` on (B, C, *spatial) tensors."""
+
+    name: str
+    description: str
+    # Input sides (or tile windows) must be multiples of this (a network that downsamples
+    # three times by 2 needs 8).
+    size_multiple: int
+    # Pixels beyond which an input pixel cannot change an output pixel: an overlap at least
+    # this large makes tiles exact.
+    receptive_radius: int
+    # Whether it takes 3D volumes (B, C, D, H, W) as well as 2D images.
+    volumes: bool
+    # (channels, weights, device) -> an eval-mode module; imports its library when called.
+    build: Callable[[int, Weights, Any], nn.Module]
+    # Architecture keyword arguments of the published weights; None: the denoiser has no
+    # weights (``pretrained`` is ignored, rows record 'none').
+    default_widths: dict | None = None
+    # widths -> channels of its full-resolution feature maps (what its memory grows with);
+    # None: it keeps none (an iterative denoiser's few image-sized buffers).
+    feature_channels: Callable[[dict], int] | None = None
+
+    @property
+    def has_weights(self) -> bool:
+        return self.default_widths is not None

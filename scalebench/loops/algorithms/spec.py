@@ -1,0 +1,41 @@
+"""A plug-and-play algorithm as the ``pnp`` solver's ``algorithm`` parameter names it: how one
+iteration combines the three measured steps its loop offers (scalebench.loops.pnp.PnPLoop):
+
+- ``loop.gradient(x)``: A^T (A x - y), the "grad" step;
+- ``loop.data_prox(z, gamma)``: argmin_x 1/2 ||A x - y||^2 + 1/(2 gamma) ||x - z||^2, the
+  "prox" step (closed form where the operator allows it, else warm-started conjugate
+  gradient);
+- ``loop.denoise(x, sigma)``: the denoiser, the "denoise" step.
+
+Each algorithm keeps its own state (auxiliary variables) in its instance; ``x`` is the
+estimate the rows evaluate. No module here imports torch: its iterations use tensor methods
+only, so the config checks read the registry without loading the numerical stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+    from scalebench.loops.pnp import PnPLoop
+
+
+class Iteration(Protocol):
+    """One algorithm's state; ``step`` performs iteration ``k`` (from 0) and returns x."""
+
+    x: torch.Tensor
+
+    def step(self, loop: PnPLoop, k: int) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    description: str
+    # Calls the data term's proximal operator (the "prox" step) rather than its gradient.
+    needs_prox: bool
+    # (loop, x0) -> the algorithm's state, its estimate x = x0.
+    start: type

@@ -1,0 +1,40 @@
+"""What the rest of scalebench asks of an inference solver, without running it: its
+parameters, whether it builds the operator A and the measurements y, whether it runs a
+denoiser, and the checks of its parameters against a dataset. Imports no torch: the checks of
+a config read every solver's spec before anything runs. The registry is
+``scalebench.loops.SOLVERS``; a solver file of a benchmark folder that is not registered is
+read from its own class (``scalebench.experiment.solver_files``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scalebench.params import Param
+
+if TYPE_CHECKING:
+    from scalebench.problems.spec import ProblemSpec
+
+# (problem spec, its resolved parameters, image shape (C, *spatial), solver parameters) ->
+# None, or ConfigError naming what does not fit.
+ProblemCheck = Callable[["ProblemSpec", dict, tuple[int, ...], dict], None]
+
+
+def no_check(problem: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict) -> None:
+    """A solver that applies to every dataset of the benchmark."""
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """An inference solver as configs name it."""
+
+    name: str
+    description: str
+    params: dict[str, Param]
+    # Builds A and y (memory grows with the measurements and the operator's workspace).
+    uses_operator: bool
+    # Runs a denoiser: the denoiser's size, tiling, weights and distribution checks apply.
+    uses_denoiser: bool
+    # Checks that need the dataset too (an algorithm's data prox, a baseline's geometry).
+    check_problem: ProblemCheck = field(default=no_check)
