@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 import torch
-from deepinv.utils import TensorList
 from deepinv.optim import L2
 from deepinv.optim.dpir import get_DPIR_params
 from deepinv.optim.optimizers import BaseOptim, create_iterator
-from deepinv.optim.prior import PnP, RED
+from deepinv.optim.prior import RED, PnP
+from deepinv.utils import TensorList
 
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
