@@ -360,3 +360,23 @@ def test_ranks_check_that_they_start_from_identical_weights(differ):
                                             "ranks must start from identical inputs")
     else:
         assert results == {0: "same", 1: "same"}
+
+
+def test_every_algorithm_on_two_ranks_matches_one_process(benchmark, write_config):
+    """Each algorithm (its data prox's conjugate gradient included) with distributed physics
+    and denoiser gives one process's reconstruction bit for bit."""
+    from scalebench.loops.algorithms import ALGORITHMS
+
+    solver = {**PNP, "max_iter": 2, "algorithm": list(ALGORITHMS)}
+    config = write_config(experiment([{"pnp": solver}]))
+    for nproc in (1, 2):
+        done = run(benchmark, config, f"a{nproc}", "--nproc", str(nproc))
+        assert done.returncode == 0, done.stderr[-3000:]
+    one, two = rows(benchmark, "a1"), rows(benchmark, "a2")
+    assert sorted(set(one.p_solver_algorithm)) == sorted(ALGORITHMS)
+    assert two.solver_name.tolist() == one.solver_name.tolist()
+    assert two.prov_result_sha256.tolist() == one.prov_result_sha256.tolist()
+    prox = one[one.p_solver_algorithm.isin([n for n, s in ALGORITHMS.items() if s.needs_prox])
+               & (one.stop_val > 0)]
+    assert (prox.objective_prox_cg_iterations >= 1).all()
+    assert (two.loc[prox.index, "objective_prox_comm_bytes"] > 0).all()
