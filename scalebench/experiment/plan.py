@@ -328,8 +328,8 @@ def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
     return (merged.get("slurm_nodes") or 1) * (merged.get("slurm_ntasks_per_node") or 1)
 
 
-def _job_problems(job: Job, experiment: dict, timeout_s: float,
-                  rules: BenchmarkRules) -> list[str]:
+def _job_problems(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRules,
+                  solvers: dict) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each."""
     from scalebench.params import resolved_parameters
 
@@ -337,10 +337,11 @@ def _job_problems(job: Job, experiment: dict, timeout_s: float,
     (solver, solver_params), = experiment["solver"].items()
     spec = rules.problems[dataset]
     values = resolved_parameters(dataset_params, spec.params)
-    params = resolved_parameters(solver_params, rules.solvers[solver])
+    params = resolved_parameters(solver_params, solvers[solver].params)
     problems = []
     try:
-        rules.check_pair(spec, values, spec.image_shape(**values), params, job.ranks)
+        rules.check_pair(solvers[solver], spec, values, spec.image_shape(**values), params,
+                         job.ranks)
     except ScalebenchError as error:
         problems.append(str(error))
     if job.gpus_per_node and job.ntasks_per_node > job.gpus_per_node:
@@ -383,6 +384,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS
     from scalebench.experiment.expand import expand
     from scalebench.experiment.reading import read_yaml
+    from scalebench.experiment.solver_files import benchmark_solvers
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
     world = job_ranks({}, parallel, nproc)
@@ -390,6 +392,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         experiments = expand(config, world, configs or Path(scratch), benchmark=benchmark)
     objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
+    solvers = benchmark_solvers(folder, BENCHMARKS[objective].solvers)
     jobs = []
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
@@ -397,12 +400,13 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
         jobs.append(_job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
-                         options["n-repetitions"], command, BENCHMARKS[objective]))
+                         options["n-repetitions"], command, BENCHMARKS[objective], solvers))
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
-         repetitions: int, command: list[str], rules: BenchmarkRules) -> Job:
+         repetitions: int, command: list[str], rules: BenchmarkRules,
+         solvers: dict) -> Job:
     """The job of ``experiment``: locally one process runs every repetition (bounded by
     timeout x repetitions); under submitit each repetition is a job of its own (bounded by
     slurm_time, else 1.5 x the timeout, benchopt's default)."""
@@ -425,7 +429,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
               estimate.bytes if estimate else None, node_memory, command,
               memory_model=estimate.model if estimate else "none", submissions=submissions)
-    job.problems = _job_problems(job, experiment, run_timeout_s, rules)
+    job.problems = _job_problems(job, experiment, run_timeout_s, rules, solvers)
     return job
 
 
