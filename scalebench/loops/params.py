@@ -86,7 +86,8 @@ PNP_PARAMS = {
                            "decreasing denoiser level; red: regularisation by denoising"),
     "step_size": Param(None, float, minimum=0.0, nullable=True,
                        doc="gamma: the gradient step (pgd, fista, red) or the data prox's "
-                           "weight (hqs, admm, drs); null: 1 / ||A||^2 (Lanczos)"),
+                           "weight (hqs, admm, drs); null: 1 / ||A||^2 (Lanczos) for a "
+                           "gradient step, 10 / ||A||^2 for a prox"),
     "relaxation": Param(1.0, float, minimum=0.0, maximum=2.0,
                         doc="beta: over-relaxation of pgd and hqs, dual step of admm and drs"),
     "fista_a": Param(3.0, float, minimum=2.0,

@@ -83,8 +83,9 @@ class PnPLoop:
         self.setup_figures = {"operator_norm_time_s": norm.seconds,
                               "operator_norm_iterations": norm.iterations,
                               "operator_norm_start_iterations": norm.start_iterations}
-        step_size = params["step_size"]
-        self.step_size = step_size if step_size is not None else 1.0 / self.lipschitz
+        step_size, algorithm = params["step_size"], ALGORITHMS[params["algorithm"]]
+        self.step_size = step_size if step_size is not None else \
+            algorithm.default_step / self.lipschitz
         progress.stage("initial estimate")
         x0 = initial_estimate(problem, params["init"], self.lipschitz)
         self.prox = DataProx(problem, params["cg_tolerance"], params["cg_max_iter"]) \

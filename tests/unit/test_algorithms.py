@@ -28,7 +28,7 @@ EXACT_CG = {"cg_tolerance": 1e-10, "cg_max_iter": 100}
 RELATIVE = 1e-5
 # Algorithms with a CG data prox: the CT projector's adjoint matches A to about 1e-7 even in
 # float64, so both sides' CG stall near a relative residual of 3.5e-7 at different points;
-# a few iterations then differ by 1-2e-5 (DPIR's 8 large-gamma proxes by up to 4e-5).
+# a few iterations then differ by 1-2e-5.
 PROX_RELATIVE = 5e-5
 
 
@@ -130,19 +130,16 @@ def test_splitting_algorithms_match_deepinv(problem, algorithm):
     _close(loop.x, reference, PROX_RELATIVE)
 
 
-def test_dpir_matches_deepinv_schedule_and_iterations():
-    # On super-resolution: on CT its last proxes (gamma up to 60, rho = 1/60 against
-    # ||A||^2 of about 30) are too ill-conditioned for CG to solve below the projector's
-    # adjoint mismatch, and a warm and a cold start then stop at different points.
-    problem = PROBLEM_CASES["superres"]()
+def test_dpir_matches_deepinv_schedule_and_iterations(problem):
     loop, x0 = _ours(problem, "dpir", iterations=8)
     sigmas, stepsizes, iterations = get_DPIR_params(0.05)
     assert iterations == 8
     ours = schedule(49 / 255, 0.05, 8, 0.23)
     assert torch.allclose(torch.tensor([s for s, _ in ours]), sigmas, rtol=1e-6)
     assert torch.allclose(torch.tensor([g for _, g in ours]), stepsizes, rtol=1e-5)
-    reference = _deepinv(problem, "HQS", {"stepsize": stepsizes, "g_param": sigmas}, x0,
-                         iterations=8)
+    # deepinv's schedule assumes ||A|| = 1; ours is relative to ||A||^2
+    reference = _deepinv(problem, "HQS", {"stepsize": stepsizes.double() / loop.lipschitz,
+                                          "g_param": sigmas.double()}, x0, iterations=8)
     _close(loop.x, reference, PROX_RELATIVE)
 
 

@@ -3,7 +3,7 @@ z <- z + beta (u - x); z starts at 0."""
 
 from __future__ import annotations
 
-from scalebench.loops.algorithms.spec import AlgorithmSpec
+from scalebench.loops.algorithms.spec import PROX_STEP, AlgorithmSpec
 
 
 class AlternatingDirections:
@@ -18,4 +18,4 @@ class AlternatingDirections:
 
 
 SPEC = AlgorithmSpec("admm", "alternating direction method of multipliers",
-                     needs_prox=True, start=AlternatingDirections)
+                     needs_prox=True, start=AlternatingDirections, default_step=PROX_STEP)

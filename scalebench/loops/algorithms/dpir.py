@@ -1,6 +1,9 @@
 """DPIR (Zhang et al. 2021): half-quadratic splitting whose denoiser level falls
 log-linearly from ``dpir_sigma_start`` to ``denoiser_sigma`` over ``max_iter`` iterations,
-with the data prox's gamma_k = (sigma_k / max(0.01, denoiser_sigma))^2 / dpir_lambda."""
+with the data prox's gamma_k = (sigma_k / max(0.01, denoiser_sigma))^2 / dpir_lambda /
+||A||^2. The schedule was designed for operators of norm about 1 (blurs, downsamplings);
+dividing by ||A||^2 keeps its balance between data and prior on operators whose norm is
+far from 1 (CT projectors): it is deepinv's schedule where ||A|| = 1."""
 
 from __future__ import annotations
 
@@ -28,8 +31,9 @@ class DecreasingSplitting:
     def __init__(self, loop, x0) -> None:
         p = loop.params
         self.x = x0
-        self.levels = schedule(p["dpir_sigma_start"], loop.sigma, p["max_iter"],
-                               p["dpir_lambda"])
+        self.levels = [(sigma, gamma / loop.lipschitz) for sigma, gamma in
+                       schedule(p["dpir_sigma_start"], loop.sigma, p["max_iter"],
+                                p["dpir_lambda"])]
 
     def step(self, loop, k: int):
         sigma, gamma = self.levels[k]

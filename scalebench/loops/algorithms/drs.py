@@ -3,7 +3,7 @@ z <- z + beta (x - u); z starts at x0."""
 
 from __future__ import annotations
 
-from scalebench.loops.algorithms.spec import AlgorithmSpec
+from scalebench.loops.algorithms.spec import PROX_STEP, AlgorithmSpec
 
 
 class DouglasRachford:
@@ -18,4 +18,4 @@ class DouglasRachford:
 
 
 SPEC = AlgorithmSpec("drs", "Douglas-Rachford splitting", needs_prox=True,
-                     start=DouglasRachford)
+                     start=DouglasRachford, default_step=PROX_STEP)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalebench.loops.algorithms.spec import AlgorithmSpec
+from scalebench.loops.algorithms.spec import PROX_STEP, AlgorithmSpec
 
 
 class HalfQuadraticSplitting:
@@ -16,4 +16,4 @@ class HalfQuadraticSplitting:
 
 
 SPEC = AlgorithmSpec("hqs", "half-quadratic splitting (data prox, then denoiser)",
-                     needs_prox=True, start=HalfQuadraticSplitting)
+                     needs_prox=True, start=HalfQuadraticSplitting, default_step=PROX_STEP)

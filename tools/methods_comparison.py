@@ -1,0 +1,139 @@
+"""Every PnP algorithm x denoiser on the methods example's problems: quality, cost per step
+and time to a common target, side by side in one run.
+
+    python tools/methods_comparison.py [--iterations 100] [--reference-iterations 300]
+        [--problems ct superres] [--denoisers tv drunet] [--algorithms pgd fista ...]
+
+The problems and the solver settings are configs/examples/methods.yml's (its first value of
+each list), sizes overridable (``--ct-size``, ``--sr-size``). Each run is the ``pnp`` loop
+in this process (scalebench.loops.pnp.PnPLoop, the same code a rank runs), evaluated every
+iteration. Printed per run: the final and best PSNR, seconds per iteration split into grad /
+prox / denoise (mean over iterations), the conjugate-gradient iterations of the data prox
+(first call, then the largest after the third iteration: bounded when the warm start works)
+and, per problem and denoiser, the iterations and solver seconds (set-up apart) each run
+needs to come within 0.5 dB of PnP-PGD's own best over ``--reference-iterations``; then the
+fastest method's speed-up over PGD to that target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scalebench.denoisers.build import make_denoiser  # noqa: E402
+from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
+from scalebench.loops.params import pnp_parameters  # noqa: E402
+from scalebench.loops.pnp import PnPLoop  # noqa: E402
+from scalebench.problems import build_problem  # noqa: E402
+from scalebench.runtime.metrics import psnr  # noqa: E402
+from scalebench.runtime.profiling import StepProfiler  # noqa: E402
+
+CPU = torch.device("cpu")
+TARGET_MARGIN_DB = 0.5
+PROBLEMS = {"ct": ("tomography_2d", "ct_size"), "superres": ("multiframe_superres", "sr_size")}
+WEIGHTS = {"tv": "auto", "drunet": "bundled", "dncnn": "bundled"}
+
+
+def example() -> tuple[dict[str, dict], dict]:
+    raw = yaml.safe_load((ROOT / "configs" / "examples" / "methods.yml").read_text())
+    datasets = {name: values for entry in raw["dataset"] for name, values in entry.items()}
+    (solver,), = (entry.values() for entry in raw["solver"] if "pnp" in entry)
+    first = {k: v[0] if isinstance(v, list) else v for k, v in solver.items()}
+    return datasets, first
+
+
+@torch.no_grad()
+def run(problem, solver: dict, algorithm: str, denoiser: str, iterations: int) -> dict:
+    """The run's PSNR, cumulative solver seconds and step figures per iteration."""
+    params = pnp_parameters(**{**solver, "algorithm": algorithm, "denoiser": denoiser,
+                               "pretrained": WEIGHTS[denoiser], "max_iter": iterations})
+    network = make_denoiser(params, tuple(problem.x_true.shape[1:]), CPU)
+    profiler = StepProfiler(CPU)
+    loop = PnPLoop(problem, network, params, profiler)
+    quality, elapsed, steps, cg = [psnr(loop.x, problem.x_true)], [0.0], [], []
+    with profiler:
+        for _ in range(iterations):
+            start = time.perf_counter()
+            loop.iterate()
+            elapsed.append(elapsed[-1] + time.perf_counter() - start)
+            quality.append(psnr(loop.x, problem.x_true))
+            last = profiler.last
+            steps.append({s: last.get(f"{s}_time_s", 0.0) for s in ("grad", "prox", "denoise")})
+            cg.append(int(last.get("prox_cg_iterations", 0)))
+            for key in [k for k in last if k.startswith(("grad_", "prox_"))]:
+                del last[key]  # an algorithm without the step must not show the last one's
+    return {"psnr": quality, "seconds": elapsed, "steps": steps, "cg": cg}
+
+
+def reached(result: dict, target: float) -> tuple[int, float] | None:
+    """The first iteration (and its solver seconds) whose PSNR is at least ``target``."""
+    for iteration, (value, seconds) in enumerate(zip(result["psnr"], result["seconds"],
+                                                     strict=True)):
+        if value >= target:
+            return iteration, seconds
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--reference-iterations", type=int, default=300)
+    parser.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS))
+    parser.add_argument("--denoisers", nargs="+", choices=list(WEIGHTS), default=["tv", "drunet"])
+    parser.add_argument("--algorithms", nargs="+", choices=list(ALGORITHMS),
+                        default=list(ALGORITHMS))
+    parser.add_argument("--ct-size", type=int)
+    parser.add_argument("--sr-size", type=int)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    datasets, solver = example()
+    print("| problem | denoiser | algorithm | iterations | final PSNR (dB) | best PSNR (dB) "
+          "| grad s/it | prox s/it | denoise s/it | CG its (first, max after 3) "
+          "| to PGD best - 0.5 dB: its | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in args.problems:
+        name, size_option = PROBLEMS[key]
+        values = dict(datasets[name])
+        if getattr(args, size_option):
+            values["image_size"] = getattr(args, size_option)
+        problem = build_problem(name, **values)
+        for denoiser in args.denoisers:
+            results = {a: run(problem, solver, a, denoiser,
+                              args.reference_iterations if a == "pgd" else args.iterations)
+                       for a in args.algorithms}
+            target = max(results["pgd"]["psnr"]) - TARGET_MARGIN_DB \
+                if "pgd" in results else None
+            times = {}
+            for algorithm, result in results.items():
+                n = len(result["steps"])
+                mean = {s: sum(r[s] for r in result["steps"]) / n for s in ("grad", "prox",
+                                                                          "denoise")}
+                cg = result["cg"]
+                cg_text = f"{cg[0]}, {max(cg[3:], default=0)}" if any(cg) else "-"
+                hit = reached(result, target) if target is not None else None
+                if hit:
+                    times[algorithm] = hit[1]
+                hit_text = f"{hit[0]} | {hit[1]:.2f}" if hit else "not reached | -"
+                print(f"| {key} {problem.x_true.shape[-1]}² | {denoiser} | {algorithm} | {n} | "
+                      f"{result['psnr'][-1]:.2f} | {max(result['psnr']):.2f} | "
+                      f"{mean['grad']:.4f} | {mean['prox']:.4f} | {mean['denoise']:.4f} | "
+                      f"{cg_text} | {hit_text} |", flush=True)
+            if "pgd" in times:
+                fastest = min(times, key=times.get)
+                print(f"| {key} | {denoiser} | fastest to target: {fastest} | | | | | | | | "
+                      f"PGD / fastest: {times['pgd'] / times[fastest]:.1f}x | |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
