@@ -14,8 +14,11 @@ from tests.support.paths import REPO
 
 @pytest.fixture(scope="module")
 def columns(tmp_path_factory) -> set[str]:
-    """The columns of a real inference run and of a real training run."""
+    """The columns of real inference runs (an algorithm with a data prox among them) and of
+    a real training run."""
     folder = tmp_path_factory.mktemp("columns")
+    inference = tiny_experiment()
+    inference["solver"].append({"pnp": {"algorithm": "admm", "max_iter": 2, "device": "cpu"}})
     training = {"objective": ["supervised_training"],
                 "dataset": [{"synthetic": {"image_size": 32, "task": "superres"}}],
                 "solver": [{"unrolled_pgd": {"num_stages": 2, "denoiser_width": 4,
@@ -25,7 +28,7 @@ def columns(tmp_path_factory) -> set[str]:
                                              "memory_budget_mib": 100}}]}
     found = set()
     for name, experiment, benchmark in (
-            ("inference", tiny_experiment(), copy_benchmark(folder)),
+            ("inference", inference, copy_benchmark(folder)),
             ("training", training,
              copy_benchmark(folder, REPO / "benchmark_training"))):
         config = folder / f"{name}.yml"
