@@ -51,7 +51,7 @@ def run_variant(workdir: Path, dataset: dict, variant: str, iterations: int) -> 
     ranks, threads, distributed = VARIANTS[variant]
     # 4 tiles in batches of 2: one batch per rank on 2 ranks (seeded random DnCNN weights).
     solver = {"denoiser": "dncnn", "pretrained": "none", "denoiser_sigma": 0.02,
-              "patch_size": 256, "overlap": 16, "max_batch_size": 2, "max_iter": iterations,
+              "tile_size": 256, "tile_overlap": 16, "tiles_per_batch": 2, "max_iter": iterations,
               "device": "cpu", "num_threads": threads,
               "distribute_physics": distributed, "distribute_denoiser": distributed}
     config = workdir / f"{variant}.yml"

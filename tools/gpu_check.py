@@ -47,14 +47,14 @@ REPO = Path(__file__).resolve().parent.parent
 CT = {"tomography_2d": {"image_size": 512, "num_angles": 256, "num_operators": 8}}
 SR = {"multiframe_superres": {"image_size": 1024, "num_frames": 4}}
 # 4 tiles of 256 in batches of 2: two batches to deal, so 2 ranks each have one.
-BASE = {"device": "cuda", "denoiser": "drunet", "denoiser_sigma": 0.02, "patch_size": 256,
-        "overlap": 32, "max_batch_size": 2}
+BASE = {"device": "cuda", "denoiser": "drunet", "denoiser_sigma": 0.02, "tile_size": 256,
+        "tile_overlap": 32, "tiles_per_batch": 2}
 CASES = {
     "ct_1rank": (CT, {**BASE}, 1),
     "ct_1rank_dist": (CT, {**BASE, "distribute_physics": True, "distribute_denoiser": True}, 1),
     "ct_2ranks": (CT, {**BASE, "distribute_physics": True, "distribute_denoiser": True}, 2),
-    "sr_1rank": (SR, {**BASE, "patch_size": 0}, 1),
-    "compile": (SR, {**BASE, "denoiser": "dncnn", "patch_size": 0, "compile": True}, 1),
+    "sr_1rank": (SR, {**BASE, "tile_size": 0}, 1),
+    "compile": (SR, {**BASE, "denoiser": "dncnn", "tile_size": 0, "compile": True}, 1),
 }
 
 
@@ -107,7 +107,7 @@ def step_clock(device: torch.device, iterations: int) -> dict:
     from scalebench.runtime.profiling import StepProfiler
 
     problem = build_problem("tomography_2d", image_size=256, num_angles=128).to(device)
-    params = resolved_parameters({**BASE, "device": device.type, "patch_size": 128},
+    params = resolved_parameters({**BASE, "device": device.type, "tile_size": 128},
                                  PNP_PARAMS)
     denoiser = make_denoiser(params, tuple(problem.x_true.shape[1:]), device)
     profiler, physics, x = StepProfiler(device), problem.physics, problem.x_true.clone()

@@ -74,7 +74,7 @@ def main() -> None:
             raw = yaml.safe_load(args.config.read_text())
             for entry in raw["solver"]:
                 for params in entry.values():
-                    params.update({"distribute_denoiser": True, "patch_size": 64,
+                    params.update({"distribute_denoiser": True, "tile_size": 64,
                                    "num_threads": 1})
             config = Path(folder) / "split.yml"
             config.write_text(yaml.safe_dump(raw))

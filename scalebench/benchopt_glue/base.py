@@ -19,7 +19,12 @@ from provenance.schema import column
 from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
-from scalebench.params import Param, resolved_parameters, validate_parameters
+from scalebench.params import (
+    Param,
+    renamed_parameters,
+    resolved_parameters,
+    validate_parameters,
+)
 from scalebench.problems import PROBLEMS, setup_problem
 from scalebench.problems.base import ProblemSetup
 from scalebench.results.estimates import save_estimates
@@ -51,8 +56,9 @@ class ProblemDataset(BaseDataset):
     problems = PROBLEMS  # the registry of the benchmark's problems (scalebench.problems)
 
     def __init__(self, **parameters) -> None:
-        validate_parameters(f"dataset '{self.name}'", parameters,
-                            self.problems[self.name].params)
+        owner, spec = f"dataset '{self.name}'", self.problems[self.name]
+        parameters = renamed_parameters(owner, parameters, spec.renamed)
+        validate_parameters(owner, parameters, spec.params)
         super().__init__(**parameters)
 
     def get_data(self) -> dict:
@@ -107,7 +113,11 @@ class LoopSolver(BaseSolver):
     weights_record: dict[str, str] = NO_WEIGHTS
 
     def __init__(self, **parameters) -> None:
-        validate_parameters(f"solver '{self.name}'", parameters, self.param_specs)
+        owner = f"solver '{self.name}'"
+        # Old parameter names of the solver's spec (scalebench.loops.spec), where it has one.
+        parameters = renamed_parameters(owner, parameters,
+                                        getattr(getattr(self, "spec", None), "renamed", {}))
+        validate_parameters(owner, parameters, self.param_specs)
         super().__init__(**parameters)
 
     def save_parameters(self, **parameters) -> None:

@@ -36,13 +36,13 @@ def _wrap(model: nn.Module, params: dict, image_shape: tuple[int, ...], context)
     if params["compile"]:
         model = torch.compile(model, dynamic=False)
     if not params["distribute_denoiser"]:
-        return TiledDenoiser(model, params["patch_size"], params["overlap"],
-                             params["max_batch_size"], multiple)
-    patch = params["patch_size"] if is_tiled(tuple(image_shape[1:]), params["patch_size"]) \
+        return TiledDenoiser(model, params["tile_size"], params["tile_overlap"],
+                             params["tiles_per_batch"], multiple)
+    patch = params["tile_size"] if is_tiled(tuple(image_shape[1:]), params["tile_size"]) \
         else max(image_shape[1:])
-    strategy = WindowTiling((1, *image_shape), patch, params["overlap"], multiple)
+    strategy = WindowTiling((1, *image_shape), patch, params["tile_overlap"], multiple)
     return BatchDealtProcessing(context, model, strategy=strategy,
-                                max_batch_size=params["max_batch_size"] or None)
+                                max_batch_size=params["tiles_per_batch"] or None)
 
 
 def warm_up(denoiser: nn.Module, image_shape: tuple[int, ...], sigma: float,

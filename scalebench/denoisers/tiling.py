@@ -1,5 +1,5 @@
 """Tiled application of a denoiser (the tiles of scalebench.denoisers.tiles): in one process
-(``TiledDenoiser``, at most ``max_batch_size`` windows per call), and across ranks as a deepinv
+(``TiledDenoiser``, at most ``tiles_per_batch`` windows per call), and across ranks as a deepinv
 distribution strategy: ``WindowTiling`` supplies the tiles to deepinv's
 ``DistributedProcessing``, which runs each rank's tiles and sums the ranks' outputs with one
 all-reduce (cores are disjoint, so that sum is exact); ``BatchDealtProcessing`` deals whole
@@ -19,33 +19,33 @@ from scalebench.denoisers.tiles import dealt_tiles, image_tiles, is_tiled, tile_
 
 
 class TiledDenoiser(nn.Module):
-    """Applies a denoiser tile by tile to bound memory; ``patch_size=0`` means no tiling.
+    """Applies a denoiser tile by tile to bound memory; ``tile_size=0`` means no tiling.
 
-    Each tile's core is taken from a window with at least ``overlap`` extra samples on every
+    Each tile's core is taken from a window with at least ``tile_overlap`` extra samples on every
     side, starting on multiples of ``multiple`` (the network's downsampling factor); for a
-    network whose receptive radius is at most ``overlap`` the result then equals the untiled
-    one. At most ``max_batch_size`` windows (0: all at once) go through the network per call.
+    network whose receptive radius is at most ``tile_overlap`` the result then equals the untiled
+    one. At most ``tiles_per_batch`` windows (0: all at once) go through the network per call.
     """
 
-    def __init__(self, denoiser: nn.Module, patch_size: int = 0, overlap: int = 0,
-                 max_batch_size: int = 0, multiple: int = 1) -> None:
+    def __init__(self, denoiser: nn.Module, tile_size: int = 0, overlap: int = 0,
+                 tiles_per_batch: int = 0, multiple: int = 1) -> None:
         super().__init__()
         self.denoiser = denoiser
-        self.patch_size = patch_size
+        self.tile_size = tile_size
         self.overlap = overlap
-        self.max_batch_size = max_batch_size
+        self.tiles_per_batch = tiles_per_batch
         self.multiple = multiple
 
     def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
         spatial = x.shape[2:]
-        if not is_tiled(tuple(spatial), self.patch_size):
+        if not is_tiled(tuple(spatial), self.tile_size):
             return self.denoiser(x, sigma)
         if len(spatial) != 2:
             raise ValueError(f"tiling supports 2D images, got spatial shape {tuple(spatial)}")
         (height, rows), (width, cols) = (
-            tile_windows(n, self.patch_size, self.overlap, self.multiple) for n in spatial)
+            tile_windows(n, self.tile_size, self.overlap, self.multiple) for n in spatial)
         tiles = [(r, c) for r in rows for c in cols]
-        batch = self.max_batch_size or len(tiles)
+        batch = self.tiles_per_batch or len(tiles)
         out = torch.empty_like(x)
         for first in range(0, len(tiles), batch):
             chunk = tiles[first:first + batch]
@@ -60,14 +60,14 @@ class TiledDenoiser(nn.Module):
 
 
 class WindowTiling(DistributedSignalStrategy):
-    """Windows of at least ``patch_size + 2 * overlap`` around cores of ``patch_size`` on every
+    """Windows of at least ``tile_size + 2 * overlap`` around cores of ``tile_size`` on every
     spatial axis, starting on multiples of ``multiple``."""
 
-    def __init__(self, img_size: Sequence[int], patch_size: int, overlap: int,
+    def __init__(self, img_size: Sequence[int], tile_size: int, overlap: int,
                  multiple: int = 1) -> None:
         super().__init__(img_size)
         spatial = tuple(img_size[2:])
-        self.window, self.tiles = image_tiles(spatial, patch_size, overlap, multiple)
+        self.window, self.tiles = image_tiles(spatial, tile_size, overlap, multiple)
 
     def get_num_patches(self) -> int:
         return len(self.tiles)
@@ -87,11 +87,12 @@ class WindowTiling(DistributedSignalStrategy):
 
 
 class BatchDealtProcessing(DistributedProcessing):
-    """deepinv's distributed processing with whole batches of ``max_batch_size`` tiles dealt
+    """deepinv's distributed processing with whole batches of ``tiles_per_batch`` tiles dealt
     round-robin to the ranks (``dealt_tiles``): each rank's consecutive chunks of
-    ``max_batch_size`` tiles are then exactly the batches one process runs."""
+    ``tiles_per_batch`` tiles are then exactly the batches one process runs."""
 
     def _init_shape_and_strategy(self, img_size: Sequence[int]) -> None:
         super()._init_shape_and_strategy(img_size)
+        # deepinv's name for the tiles per batch
         self.local_indices = dealt_tiles(self.num_patches, self.max_batch_size or 0,
                                          self.ctx.rank, self.ctx.world_size)

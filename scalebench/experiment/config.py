@@ -31,7 +31,13 @@ from scalebench.loops import SOLVERS
 from scalebench.loops.params import check_distribution, evaluations
 from scalebench.loops.spec import SolverSpec
 from scalebench.loops.training.params import TRAINING_SOLVERS, check_training, training_rows
-from scalebench.params import Param, check_value, resolved_parameters, validate_parameters
+from scalebench.params import (
+    Param,
+    check_value,
+    renamed_parameters,
+    resolved_parameters,
+    validate_parameters,
+)
 from scalebench.problems import PROBLEMS
 from scalebench.problems.spec import ProblemSpec
 from scalebench.problems.training import TRAINING_PROBLEMS
@@ -149,8 +155,10 @@ def _solvers(raw: dict, everything: list[str]) -> list[Component]:
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
-                      kind: str, problems: list[str]) -> list[Component]:
-    """The components whose names and parameters are valid; a line in ``problems`` for each
+                      kind: str, problems: list[str],
+                      renames: dict[str, dict[str, str]]) -> list[Component]:
+    """The components whose names and parameters are valid (old parameter names given their
+    new ones: ``renames`` by component, old -> new); a line in ``problems`` for each
     mistake of the others."""
     valid = []
     for component in components:
@@ -162,6 +170,12 @@ def _check_components(components: list[Component], registry: dict[str, dict[str,
             continue
         component.name = known[component.name.lower()]
         owner = f"{kind} '{component.name}'"
+        try:
+            component.grid = renamed_parameters(owner, component.grid,
+                                                renames.get(component.name, {}))
+        except ConfigError as error:
+            problems.append(str(error))
+            continue
         empty = [key for key, values in component.grid.items() if not values]
         for key in empty:
             problems.append(f"{owner}: parameter '{key}' has an empty list of values "
@@ -333,9 +347,10 @@ def load_experiment(path: str | Path, world_size: int = 1,
     solvers = _listed(problems, lambda: _solvers(raw, sorted(specs)))
     options = _check_options(raw, problems)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
-                                    "dataset", problems)
+                                    "dataset", problems,
+                                    {k: v.renamed for k, v in rules.problems.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
-                                   problems)
+                                   problems, {k: v.renamed for k, v in specs.items()})
     experiment = Experiment(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
     _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules, specs,

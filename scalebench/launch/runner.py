@@ -45,6 +45,7 @@ RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
+WARNING_PREFIX = "scalebench: warning: "  # how a child warns (scalebench.params.renamed_parameters)
 
 
 class RunFailed(CommandFailed):
@@ -93,6 +94,9 @@ def run_child(request: RunRequest, *args: str) -> str:
             f"step '{args[0]}' failed ({result.returncode})"
         error = RunFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
         raise error(message)
+    for line in result.stderr.splitlines():  # e.g. an old parameter name: the user's to see
+        if line.startswith(WARNING_PREFIX):
+            print(line, file=sys.stderr, flush=True)
     return result.stdout
 
 

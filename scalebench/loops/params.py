@@ -51,9 +51,9 @@ DENOISER_PARAMS = {
                                          "small networks scalebench ships), 'hub', 'none' "
                                          "(seeded random weights: cost only) or a .pth path"),
     "denoiser_sigma": Param(0.05, float, minimum=0.0, doc="noise level given to the denoiser"),
-    "patch_size": Param(0, int, minimum=0, doc="tile core size in pixels; 0: no tiling"),
-    "overlap": Param(0, int, minimum=0, doc="extra pixels around each tile core"),
-    "max_batch_size": Param(DEFAULT_BATCH, int, minimum=0,
+    "tile_size": Param(0, int, minimum=0, doc="tile core size in pixels; 0: no tiling"),
+    "tile_overlap": Param(0, int, minimum=0, doc="extra pixels around each tile core"),
+    "tiles_per_batch": Param(DEFAULT_BATCH, int, minimum=0,
                             doc=f"windows per denoiser call (default {DEFAULT_BATCH}: the "
                                 f"denoiser holds at most that many windows); 0: all at once"),
     "device": RUN_PARAMS["device"],
@@ -146,20 +146,24 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
                           f"ranks leaves ranks without work (use at most {num_operators} ranks "
                           f"or more operators)")
     tile_count = count_tiles(params, image_shape)
-    batches = dealt_batch_count(tile_count, params["max_batch_size"])
+    batches = dealt_batch_count(tile_count, params["tiles_per_batch"])
     if tiles and batches < world_size:
         raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) in {batches} batch(es) "
-                          f"of max_batch_size {params['max_batch_size']} for {world_size} "
-                          f"ranks leaves ranks without work (lower patch_size or "
-                          f"max_batch_size, or use fewer ranks)")
+                          f"of tiles_per_batch {params['tiles_per_batch']} for {world_size} "
+                          f"ranks leaves ranks without work (lower tile_size or "
+                          f"tiles_per_batch, or use fewer ranks)")
 
+
+# The denoiser's tiles took the training benchmark's names (2026-12): the old ones still work.
+TILE_RENAMES = {"patch_size": "tile_size", "overlap": "tile_overlap",
+                "max_batch_size": "tiles_per_batch"}
 
 PNP_SPEC = SolverSpec("pnp", "plug-and-play reconstruction (the algorithm parameter picks "
                              "the iteration)", PNP_PARAMS, uses_operator=True,
-                      uses_denoiser=True, check_problem=check_pnp)
+                      uses_denoiser=True, check_problem=check_pnp, renamed=TILE_RENAMES)
 DENOISING_SPEC = SolverSpec("denoiser", "the denoiser alone on the noisy ground truth "
                                         "(its time and memory)", DENOISING_PARAMS,
-                            uses_operator=False, uses_denoiser=True)
+                            uses_operator=False, uses_denoiser=True, renamed=TILE_RENAMES)
 
 
 def pnp_parameters(**values) -> dict:

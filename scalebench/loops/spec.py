@@ -38,3 +38,5 @@ class SolverSpec:
     uses_denoiser: bool
     # Checks that need the dataset too (an algorithm's data prox, a baseline's geometry).
     check_problem: ProblemCheck = field(default=no_check)
+    # Old parameter names still accepted, with a warning: old -> new.
+    renamed: dict[str, str] = field(default_factory=dict)

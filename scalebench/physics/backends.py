@@ -38,18 +38,18 @@ def resolve_backend(name: str, device: torch.device | str) -> str:
         if importlib.util.find_spec(module):
             return backend
     hint = INSTALL_HINT if kind == "cpu" else "pip install 'scalebench[radio-cuda]'"
-    raise RuntimeError(f"operator 'auto' on {kind} found none of "
+    raise RuntimeError(f"backend 'auto' on {kind} found none of "
                        f"{', '.join(module for _, module in preference)} installed ({hint})")
 
 
 def check_installed(name: str) -> None:
-    """Raise ValueError when the CPU library of operator ``name`` is not installed."""
+    """Raise ValueError when the CPU library of backend ``name`` is not installed."""
     try:
         library = resolve_backend(name, "cpu")
     except RuntimeError as error:
         raise ValueError(str(error)) from None
     if library != "dft" and importlib.util.find_spec(library) is None:
-        raise ValueError(f"operator '{name}' needs the {library} package ({INSTALL_HINT})")
+        raise ValueError(f"backend '{name}' needs the {library} package ({INSTALL_HINT})")
 
 
 def astra_available(cuda: bool = False) -> bool:

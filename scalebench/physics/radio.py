@@ -132,7 +132,7 @@ class FinufftTransform:
             try:
                 import cufinufft
             except ImportError:
-                raise RuntimeError("operator 'finufft' on CUDA needs cufinufft "
+                raise RuntimeError("backend 'finufft' on CUDA needs cufinufft "
                                    "(pip install cufinufft)") from None
             return cufinufft
         import finufft

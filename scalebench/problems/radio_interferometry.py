@@ -74,7 +74,7 @@ PARAMS = {
     "bandwidth_mhz": Param(856.0, float, minimum=0.0, doc="width of the band, MHz"),
     "num_channels": Param(4, int, minimum=1, doc="frequency channels across the band"),
     "weighting": Param("natural", str, choices=WEIGHTINGS, doc="visibility weighting"),
-    "operator": Param("auto", str, choices=BACKENDS, doc="library of the visibility "
+    "backend": Param("auto", str, choices=BACKENDS, doc="library of the visibility "
                                                         "transform (auto: fastest accurate)"),
     "dynamic_range": Param(1e4, float, minimum=1.0, doc="brightest / faintest point source "
                            "(also the asinh-PSNR's range)"),
@@ -243,8 +243,8 @@ def fits_sky(path: str, image_size: int) -> torch.Tensor:
 
 def image_shape(image_size: int, num_times: int, num_operators: int, hour_angle_start: float,
                 hour_angle_end: float, declination_deg: float, sky_fits: str | None,
-                operator: str, **_) -> tuple[int, ...]:
-    check_installed(operator)
+                backend: str, **_) -> tuple[int, ...]:
+    check_installed(backend)
     if image_size % 2:
         raise ValueError(f"image_size must be even, got {image_size}")
     if num_operators > num_times:
@@ -290,7 +290,7 @@ def setup(**params) -> ProblemSetup:
         times = slice(k, None, num_operators)
         return VisibilityOperator(torch.from_numpy(uv_pixels[times].reshape(-1, 2)),
                                   torch.from_numpy(weights[times].reshape(-1)), size,
-                                  params["operator"])
+                                  params["backend"])
 
     return ProblemSetup("radio_interferometry", sky, num_operators, make_operator,
                         params["noise_level"], params["seed"],
@@ -298,4 +298,6 @@ def setup(**params) -> ProblemSetup:
 
 
 SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_count,
-                   "MeerKAT radio interferometry of a high-dynamic-range sky")
+                   "MeerKAT radio interferometry of a high-dynamic-range sky",
+                   # the transform library was called 'operator', which names A_k elsewhere
+                   renamed={"operator": "backend"})

@@ -6,7 +6,7 @@ and each problem module imports its heavy parts only in ``setup``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scalebench.params import Param
@@ -36,6 +36,8 @@ class ProblemSpec:
     # Whether the data term's proximal operator can be computed (A and A^T as linear
     # operators: conjugate gradient, or a closed form): what splitting algorithms need.
     data_prox: bool = True
+    # Old parameter names still accepted, with a warning: old -> new.
+    renamed: dict[str, str] = field(default_factory=dict)
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
         """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""

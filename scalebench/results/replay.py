@@ -289,9 +289,42 @@ def replay(path: Path, rows: str | None, force: bool, rerun: Rerun,
     return [verdicts[index] for index in range(len(runs))]
 
 
+def current_form(config: dict) -> str:
+    """A run's config as today's code reads it: old parameter names given their new ones
+    and parameters added since filled with their defaults, for the components the
+    registries know (a solver file of a benchmark folder is kept as archived). A run archived
+    before a rename or a new parameter and its re-run then have one form."""
+    from provenance import canonical_json
+    from scalebench.benchmarks import INFERENCE_OBJECTIVE
+    from scalebench.loops import SOLVERS
+    from scalebench.loops.training.params import TRAINING_SOLVERS
+    from scalebench.params import renamed_parameters, resolved_parameters
+    from scalebench.problems import PROBLEMS
+    from scalebench.problems.training import TRAINING_PROBLEMS
+
+    inference = config["objective"]["name"] == INFERENCE_OBJECTIVE
+    problems = PROBLEMS if inference else TRAINING_PROBLEMS
+    solvers = {n: (s.params, s.renamed) for n, s in SOLVERS.items()} if inference else \
+        {n: (params, {}) for n, params in TRAINING_SOLVERS.items()}
+    specs = {"dataset": {n: (s.params, s.renamed) for n, s in problems.items()},
+             "solver": solvers}
+    form = dict(config)
+    for part in ("dataset", "solver"):
+        name, params = config[part]["name"], config[part]["params"]
+        if name in specs[part]:
+            known, renamed = specs[part][name]
+            params = resolved_parameters(renamed_parameters(f"{part} '{name}'", params,
+                                                            renamed), known)
+            params = {k: v for k, v in params.items()
+                      if not (k.startswith("slurm_") and v is None)}
+        form[part] = {"name": name, "params": params}
+    return canonical_json(form)
+
+
 def verdict(run: ArchivedRun, differences: list[str],
              replayed: pd.DataFrame) -> Verdict:
-    mine = replayed[(replayed[column("config_hash")] == run.config_hash)
+    forms = replayed[column("config_json")].map(lambda text: current_form(json.loads(text)))
+    mine = replayed[(forms == current_form(run.config))
                     & (replayed.idx_rep == run.repetition)
                     & (replayed[column("world_size")] == _world_size(run))
                     ].sort_values("stop_val")
@@ -302,8 +335,9 @@ def verdict(run: ArchivedRun, differences: list[str],
     if weights:
         return Verdict("DIFFER", run.label, weights)
     difference = compare(run.rows, mine, tolerance)
-    how = "bit for bit" if not tolerance else \
-        f"within rtol {tolerance:g} (forced; environment differs: {'; '.join(differences)})"
+    exact = not tolerance or compare(run.rows, mine, 0.0) is None
+    forced = f" (forced; environment differs: {'; '.join(differences)})" if tolerance else ""
+    how = f"bit for bit{forced}" if exact else f"within rtol {tolerance:g}{forced}"
     if difference is None:
         return Verdict("MATCH", run.label, f"{len(mine)} iterations equal {how}")
     return Verdict("DIFFER", run.label, f"{difference}; compared {how}")

@@ -28,7 +28,7 @@ DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 18, "num_operators"
 
 
 PNP = {"max_iter": 3, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
-       "patch_size": 16, "overlap": 8, "max_batch_size": 2, "distribute_physics": True,
+       "tile_size": 16, "tile_overlap": 8, "tiles_per_batch": 2, "distribute_physics": True,
        "distribute_denoiser": True, "num_threads": 1}
 
 
@@ -113,12 +113,12 @@ def test_either_switch_alone_matches_one_process(benchmark, write_config, switch
 @pytest.mark.parametrize(("solver", "nproc", "message"), [
     ({**PNP, "distribute_denoiser": False}, 7,
      "distribute_physics: 6 operator(s) for 7 ranks leaves ranks without work"),
-    ({**PNP, "distribute_physics": False, "patch_size": 32}, 5,
-     "distribute_denoiser: 4 tile(s) in 2 batch(es) of max_batch_size 2 for 5 ranks leaves "
+    ({**PNP, "distribute_physics": False, "tile_size": 32}, 5,
+     "distribute_denoiser: 4 tile(s) in 2 batch(es) of tiles_per_batch 2 for 5 ranks leaves "
      "ranks without work"),
     # whole batches are dealt: 9 tiles in batches of 4 keep a fourth rank idle
-    ({**PNP, "distribute_physics": False, "max_batch_size": 4}, 4,
-     "distribute_denoiser: 9 tile(s) in 3 batch(es) of max_batch_size 4 for 4 ranks"),
+    ({**PNP, "distribute_physics": False, "tiles_per_batch": 4}, 4,
+     "distribute_denoiser: 9 tile(s) in 3 batch(es) of tiles_per_batch 4 for 4 ranks"),
     ({**PNP, "distribute_physics": False, "distribute_denoiser": False}, 2,
      "2 ranks but neither distribute_physics nor distribute_denoiser is true"),
 ])
@@ -290,7 +290,7 @@ def test_torch_profiler_writes_one_trace_per_rank(benchmark, write_config):
 
 def test_compile_reports_its_time_apart_and_its_speedup(benchmark, write_config, tmp_path):
     solver = {**PNP, "max_iter": 2, "compile": [True, False], "distribute_physics": False,
-              "distribute_denoiser": False, "patch_size": 0}
+              "distribute_denoiser": False, "tile_size": 0}
     done = run(benchmark, write_config(experiment([{"pnp": solver}])), "c")
     assert done.returncode == 0, done.stderr[-3000:]
     df = rows(benchmark, "c")
@@ -309,14 +309,14 @@ def test_compile_reports_its_time_apart_and_its_speedup(benchmark, write_config,
 def test_ranks_given_as_parameters_run_each_experiment_on_its_own_ranks(benchmark,
                                                                         write_config):
     solver = {**PNP, "max_iter": 1, "slurm_nodes": 1, "slurm_ntasks_per_node": [1, 2],
-              "patch_size, overlap": [[16, 8], [24, 0]]}
+              "tile_size, tile_overlap": [[16, 8], [24, 0]]}
     done = run(benchmark, write_config(experiment([{"pnp": solver}])), "p")
     assert done.returncode == 0, done.stderr[-3000:]
     df = rows(benchmark, "p")
-    runs = df.groupby(["p_solver_slurm_ntasks_per_node", "p_solver_patch_size"])
+    runs = df.groupby(["p_solver_slurm_ntasks_per_node", "p_solver_tile_size"])
     assert sorted(runs.prov_world_size.first().items()) == [
         ((1, 16), 1), ((1, 24), 1), ((2, 16), 2), ((2, 24), 2)]
-    assert set(zip(df.p_solver_patch_size, df.p_solver_overlap, strict=True)) == {
+    assert set(zip(df.p_solver_tile_size, df.p_solver_tile_overlap, strict=True)) == {
         (16, 8), (24, 0)}
 
 

@@ -79,7 +79,7 @@ def test_a_problem_too_large_for_the_machine_is_refused_before_any_rank_starts(t
 def test_validate_leaves_the_memory_of_slurm_experiments_to_their_compute_nodes(tmp_path):
     """On a login node: 2 x 64 SLURM ranks do not run here; the same 128 ranks as local
     processes (--nproc) would, and cannot fit."""
-    solver = {"max_iter": 1, "device": "cpu", "patch_size": 64, "distribute_denoiser": True}
+    solver = {"max_iter": 1, "device": "cpu", "tile_size": 64, "distribute_denoiser": True}
     dataset = [{"synthetic": {"image_size": 8192}}]
     on_nodes = tiny_experiment(dataset=dataset, solver=[{"denoiser": {
         **solver, "slurm_nodes": 2, "slurm_ntasks_per_node": 64}}])

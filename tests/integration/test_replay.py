@@ -5,6 +5,7 @@ read in-process from replay's comparisons."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -332,3 +333,26 @@ def test_job_array_tasks_on_two_hosts_stamp_their_own_rows(tmp_path, write_confi
 
 def _base_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+
+# --- archives written before a parameter was renamed ----------------------------------------
+# tests/fixtures/old_parameter_names.parquet: CT and radio runs of `pnp` with tiles, written
+# (2026-12-03) when the tiles were patch_size / overlap / max_batch_size and radio's transform
+# library was 'operator', and before pnp had an 'algorithm'.
+
+
+def test_rows_with_old_parameter_names_replay_bit_for_bit(tmp_path):
+    archive = tmp_path / "old.parquet"
+    shutil.copy(REPO / "tests" / "fixtures" / "old_parameter_names.parquet", archive)
+    names = set(pd.read_parquet(archive).columns)
+    assert {"p_solver_patch_size", "p_solver_max_batch_size", "p_dataset_operator"} <= names
+    result = run_cli("replay", archive, "--force")
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    verdicts = [line for line in result.stdout.splitlines()
+                if line.startswith(("MATCH", "DIFF", "REFUSED"))]
+    assert len(verdicts) == 2, result.stdout
+    assert all(line.startswith("MATCH") and "equal bit for bit (forced;" in line
+               for line in verdicts), verdicts
+    for old, new in (("patch_size", "tile_size"), ("max_batch_size", "tiles_per_batch"),
+                     ("overlap", "tile_overlap"), ("operator", "backend")):
+        assert f"parameter '{old}' is now '{new}'" in result.stderr

@@ -106,7 +106,7 @@ def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     solver = {"max_iter": 2, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
-              "patch_size": 16, "overlap": 8, "distribute_physics": True,
+              "tile_size": 16, "tile_overlap": 8, "distribute_physics": True,
               "distribute_denoiser": True, "num_threads": 1}
     dataset = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators": 4,
                                  "noise_level": 0.05}}

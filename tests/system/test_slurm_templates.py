@@ -33,7 +33,7 @@ DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators"
 
 
 SOLVER = {"max_iter": 3, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
-          "patch_size": 16, "overlap": 8, "distribute_physics": True,
+          "tile_size": 16, "tile_overlap": 8, "distribute_physics": True,
           "distribute_denoiser": True, "num_threads": 1}
 
 

@@ -191,7 +191,7 @@ def test_the_regime_probe_follows_the_weights_the_denoiser_runs_and_the_size_rul
 
 @pytest.mark.parametrize("solver", [
     {"denoiser": "tv"},  # no feature maps
-    {"patch_size": 128, "overlap": 20, "max_batch_size": 1},  # tiles keep maps at 7 MiB
+    {"tile_size": 128, "tile_overlap": 20, "tiles_per_batch": 1},  # tiles keep maps at 7 MiB
     {"device": "cuda"},  # the caching allocator, not glibc's heap
 ])
 def test_no_regime_probe_where_the_maps_never_leave_the_heap(solver):

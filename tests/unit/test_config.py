@@ -35,8 +35,8 @@ BAD_EXPERIMENTS = [
     (_with_solver(denoiser="bm3d"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn'"),
     (_with_solver(denoiser="drunet", max_iter=1), "solver 'pnp' on dataset 'tomography_2d': "
      "denoiser 'drunet' needs image sides divisible by 8, got inputs of 36x36"),
-    (_with_solver(denoiser="drunet", patch_size=30, overlap=3), "needs windows \\(patch_size "
-     "\\+ 2 \\* overlap, or the image side\\) divisible by 8, got inputs of 36x36"),
+    (_with_solver(denoiser="drunet", tile_size=30, tile_overlap=3), "needs windows \\(tile_size "
+     "\\+ 2 \\* tile_overlap, or the image side\\) divisible by 8, got inputs of 36x36"),
     (_with_solver(denoiser="dncnn", pretrained="/no/such/weights.pth"),
      "weights file not found: /no/such/weights.pth"),
     (_with_solver(max_iter=150), "max_iter=150 with eval_every=1 records 151 rows but "

@@ -48,7 +48,7 @@ def test_shipped_scaling_configs_give_their_exact_job_lists():
         ("multiframe_superres", (), "pnp", (d, c), 1)
         for d in ("dncnn", "drunet") for c in (False, True)]
     tiling = plan_of(CONFIGS / "scaling" / "tiling.yml")
-    assert jobs_of(tiling, (), ("patch_size", "overlap")) == [
+    assert jobs_of(tiling, (), ("tile_size", "tile_overlap")) == [
         ("synthetic", (), "denoiser", pair, 2)
         for pair in ((64, 8), (64, 16), (128, 8), (128, 16), (256, 16))]
 
@@ -114,9 +114,9 @@ def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
     ({"solver": pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),
     ({"solver": pnp(distribute_physics=True, slurm_ntasks_per_node=4)},
      "distribute_physics: 2 operator(s) for 4 ranks"),
-    ({"solver": [{"denoiser": {"distribute_denoiser": True, "patch_size": 16,
+    ({"solver": [{"denoiser": {"distribute_denoiser": True, "tile_size": 16,
                                "slurm_ntasks_per_node": 8, "device": "cpu"}}]},
-     "distribute_denoiser: 4 tile(s) in 1 batch(es) of max_batch_size 4 for 8 ranks"),
+     "distribute_denoiser: 4 tile(s) in 1 batch(es) of tiles_per_batch 4 for 8 ranks"),
 ])
 def test_invalid_experiments_are_refused(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

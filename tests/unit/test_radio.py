@@ -297,7 +297,7 @@ def test_fits_sky_is_read_cropped_and_resampled(tmp_path):
     (dict(num_operators=9), "num_operators \\(9\\) must not exceed num_times \\(8\\)"),
     (dict(hour_angle_start=2.0, hour_angle_end=1.0), "must exceed hour_angle_start"),
     (dict(sky_fits="/no/such/sky.fits"), "sky_fits: no such file: /no/such/sky.fits"),
-    (dict(operator="nfft"), "'operator' must be one of 'auto', 'ducc0', 'finufft'"),
+    (dict(backend="nfft"), "'backend' must be one of 'auto', 'ducc0', 'finufft'"),
 ])
 def test_bad_observation_is_refused_in_one_line(params, message):
     with pytest.raises(ConfigError, match=message) as error:
@@ -337,5 +337,5 @@ def test_a_missing_operator_library_is_named(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "finufft" else real(name, *args))
-    with pytest.raises(ConfigError, match="operator 'finufft' needs the finufft package"):
-        setup_problem("radio_interferometry", **SMALL, operator="finufft")
+    with pytest.raises(ConfigError, match="backend 'finufft' needs the finufft package"):
+        setup_problem("radio_interferometry", **SMALL, backend="finufft")

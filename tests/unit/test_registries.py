@@ -45,10 +45,10 @@ def test_denoiser_keeps_its_spec(name):
     assert (record["weights_sha256"] == "") == (not spec.has_weights)
     volume = (1, 8, 8, 8)
     if spec.volumes:
-        check_denoiser_fits({"denoiser": name, "patch_size": 0, "overlap": 0}, volume)
+        check_denoiser_fits({"denoiser": name, "tile_size": 0, "tile_overlap": 0}, volume)
     else:
         with pytest.raises(ConfigError, match="takes 2D images only"):
-            check_denoiser_fits({"denoiser": name, "patch_size": 0, "overlap": 0}, volume)
+            check_denoiser_fits({"denoiser": name, "tile_size": 0, "tile_overlap": 0}, volume)
 
 
 def test_every_registered_solver_has_its_benchmark_file_and_every_file_is_registered():

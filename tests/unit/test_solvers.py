@@ -225,7 +225,7 @@ def _small_drunet():
                               pretrained=None).eval()
 
 
-@pytest.mark.parametrize(("name", "shape", "patch", "overlap", "multiple"), [
+@pytest.mark.parametrize(("name", "shape", "patch", "tile_overlap", "multiple"), [
     ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
     ("dncnn", (1, 1, 100, 90), 32, DENOISERS["dncnn"].receptive_radius, 1),
     ("tv", (1, 1, 170, 165), 60, DENOISERS["tv"].receptive_radius, 1),
@@ -337,7 +337,7 @@ def test_random_init_is_seeded():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize(("patch_size", "overlap", "shape", "ok"), [
+@pytest.mark.parametrize(("tile_size", "tile_overlap", "shape", "ok"), [
     (0, 0, (1, 64, 64), True),
     (0, 0, (1, 60, 60), False),     # DRUNet needs multiples of 8
     (32, 8, (1, 100, 100), True),   # windows of 48
@@ -345,7 +345,7 @@ def test_random_init_is_seeded():
     (48, 8, (1, 52, 52), False),    # a window would be the whole side, 52
 ])
 def test_drunet_size_check(patch_size, overlap, shape, ok):
-    params = {"denoiser": "drunet", "patch_size": patch_size, "overlap": overlap}
+    params = {"denoiser": "drunet", "tile_size": patch_size, "tile_overlap": overlap}
     if ok:
         check_denoiser_fits(params, shape)
     else:

@@ -306,9 +306,10 @@ def test_synthetic_volume_is_a_3d_picture():
 @pytest.mark.parametrize("denoiser", ["drunet", "dncnn"])
 def test_2d_networks_refuse_volumes_in_one_line(denoiser):
     with pytest.raises(ConfigError, match="takes 2D images only and the data is a 3D") as error:
-        check_denoiser_fits({"denoiser": denoiser, "patch_size": 0, "overlap": 0}, (1, 16, 16, 16))
+        check_denoiser_fits({"denoiser": denoiser, "tile_size": 0, "tile_overlap": 0},
+                            (1, 16, 16, 16))
     assert "\n" not in str(error.value)
-    check_denoiser_fits({"denoiser": "tv", "patch_size": 0, "overlap": 0}, (1, 16, 16, 16))
+    check_denoiser_fits({"denoiser": "tv", "tile_size": 0, "tile_overlap": 0}, (1, 16, 16, 16))
 
 
 def test_superres_operators_store_only_their_kernels():
