@@ -225,7 +225,7 @@ def _small_drunet():
                               pretrained=None).eval()
 
 
-@pytest.mark.parametrize(("name", "shape", "patch", "tile_overlap", "multiple"), [
+@pytest.mark.parametrize(("name", "shape", "patch", "overlap", "multiple"), [
     ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
     ("dncnn", (1, 1, 100, 90), 32, DENOISERS["dncnn"].receptive_radius, 1),
     ("tv", (1, 1, 170, 165), 60, DENOISERS["tv"].receptive_radius, 1),
@@ -344,8 +344,8 @@ def test_random_init_is_seeded():
     (32, 5, (1, 100, 100), True),   # 42 rounded up to windows of 48
     (48, 8, (1, 52, 52), False),    # a window would be the whole side, 52
 ])
-def test_drunet_size_check(patch_size, overlap, shape, ok):
-    params = {"denoiser": "drunet", "tile_size": patch_size, "tile_overlap": overlap}
+def test_drunet_size_check(tile_size, tile_overlap, shape, ok):
+    params = {"denoiser": "drunet", "tile_size": tile_size, "tile_overlap": tile_overlap}
     if ok:
         check_denoiser_fits(params, shape)
     else:
