@@ -24,8 +24,8 @@ from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, INFERENCE_OBJECTIVE, TRAI
 from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
 from scalebench.experiment.reading import read_yaml
-from scalebench.experiment.solver_files import benchmark_solvers
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS
 from scalebench.loops.params import check_distribution, evaluations
@@ -259,11 +259,12 @@ BENCHMARKS = {
 
 
 def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
-                 solvers: dict[str, SolverSpec], problems: list[str]) -> None:
+                 datasets: dict[str, ProblemSpec], solvers: dict[str, SolverSpec],
+                 problems: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
-        spec = rules.problems[dataset.name]
+        spec = datasets[dataset.name]
         for dataset_values in dataset.combinations():
             values = resolved_parameters(dataset_values, spec.params)
             try:
@@ -337,24 +338,25 @@ def load_experiment(path: str | Path, world_size: int = 1,
             break
         objective_name = known[objective.name.lower()]
     rules = BENCHMARKS[objective_name]
+    folder = benchmark or FOLDER_BY_OBJECTIVE[objective_name]
     try:
-        specs = benchmark_solvers(benchmark or FOLDER_BY_OBJECTIVE[objective_name],
-                                  rules.solvers)
+        specs = benchmark_solvers(folder, rules.solvers)
+        datasets_specs = benchmark_problems(folder, rules.problems)
     except ConfigError as error:
         problems.append(str(error))
-        specs = dict(rules.solvers)
-    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
+        specs, datasets_specs = dict(rules.solvers), dict(rules.problems)
+    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(datasets_specs)))
     solvers = _listed(problems, lambda: _solvers(raw, sorted(specs)))
     options = _check_options(raw, problems)
-    datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
+    datasets_ok = _check_components(datasets, {k: v.params for k, v in datasets_specs.items()},
                                     "dataset", problems,
-                                    {k: v.renamed for k, v in rules.problems.items()})
+                                    {k: v.renamed for k, v in datasets_specs.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
                                    problems, {k: v.renamed for k, v in specs.items()})
     experiment = Experiment(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
-    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules, specs,
-                 problems)
+    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
+                 datasets_specs, specs, problems)
     if problems:
         raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order
     return experiment

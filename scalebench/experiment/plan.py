@@ -329,13 +329,15 @@ def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
 
 
 def _job_problems(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRules,
-                  solvers: dict) -> list[str]:
-    """Impossible combinations of a job's parameters and resources, one line each."""
+                  specs: tuple[dict, dict]) -> list[str]:
+    """Impossible combinations of a job's parameters and resources, one line each; ``specs``:
+    the benchmark folder's problems and solvers (scalebench.experiment.benchmark_files)."""
     from scalebench.params import resolved_parameters
 
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
-    spec = rules.problems[dataset]
+    problems_specs, solvers = specs
+    spec = problems_specs[dataset]
     values = resolved_parameters(dataset_params, spec.params)
     params = resolved_parameters(solver_params, solvers[solver].params)
     problems = []
@@ -381,10 +383,10 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         choose_benchmark,
         config_objective,
     )
+    from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
     from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS
     from scalebench.experiment.expand import expand
     from scalebench.experiment.reading import read_yaml
-    from scalebench.experiment.solver_files import benchmark_solvers
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
     world = job_ranks({}, parallel, nproc)
@@ -392,7 +394,8 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         experiments = expand(config, world, configs or Path(scratch), benchmark=benchmark)
     objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
-    solvers = benchmark_solvers(folder, BENCHMARKS[objective].solvers)
+    rules = BENCHMARKS[objective]
+    specs = (benchmark_problems(folder, rules.problems), benchmark_solvers(folder, rules.solvers))
     jobs = []
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
@@ -400,13 +403,13 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
         jobs.append(_job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
-                         options["n-repetitions"], command, BENCHMARKS[objective], solvers))
+                         options["n-repetitions"], command, rules, specs))
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
          repetitions: int, command: list[str], rules: BenchmarkRules,
-         solvers: dict) -> Job:
+         specs: tuple[dict, dict]) -> Job:
     """The job of ``experiment``: locally one process runs every repetition (bounded by
     timeout x repetitions); under submitit each repetition is a job of its own (bounded by
     slurm_time, else 1.5 x the timeout, benchopt's default)."""
@@ -429,7 +432,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
               estimate.bytes if estimate else None, node_memory, command,
               memory_model=estimate.model if estimate else "none", submissions=submissions)
-    job.problems = _job_problems(job, experiment, run_timeout_s, rules, solvers)
+    job.problems = _job_problems(job, experiment, run_timeout_s, rules, specs)
     return job
 
 

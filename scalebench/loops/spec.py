@@ -3,7 +3,7 @@ parameters, whether it builds the operator A and the measurements y, whether it 
 denoiser, and the checks of its parameters against a dataset. Imports no torch: the checks of
 a config read every solver's spec before anything runs. The registry is
 ``scalebench.loops.SOLVERS``; a solver file of a benchmark folder that is not registered is
-read from its own class (``scalebench.experiment.solver_files``)."""
+read from its own class (``scalebench.experiment.benchmark_files``)."""
 
 from __future__ import annotations
 

@@ -22,34 +22,42 @@ def page_files() -> dict[str, str]:
 
 def test_page_solver_file_runs_under_scalebench_and_replays(tmp_path):
     files = page_files()
-    assert set(files) == {"solvers/heavy_ball.py", "heavy_ball.yml"}
+    assert set(files) == {"solvers/heavy_ball.py", "datasets/blurred_shapes.py",
+                          "heavy_ball.yml"}
     benchmark = copy_benchmark(tmp_path)
-    (benchmark / "solvers" / "heavy_ball.py").write_text(files["solvers/heavy_ball.py"])
+    for path in ("solvers/heavy_ball.py", "datasets/blurred_shapes.py"):
+        (benchmark / path).write_text(files[path])
     config = tmp_path / "heavy_ball.yml"
     config.write_text(files["heavy_ball.yml"])
     done = run_cli("run", config, "--benchmark", benchmark, "--output", "hb", "--no-html")
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(benchmark / "outputs" / "hb.parquet")
     assert sorted(set(rows.p_solver_momentum)) == [0.3, 0.6]
-    assert set(rows.stop_val) == {0, 1, 2, 3, 4, 5}
+    assert sorted(set(rows.dataset_name.str.split("[").str[0])) == ["blurred_shapes",
+                                                                    "tomography_2d"]
+    assert set(rows.stop_val) == {0, 1, 2, 3, 4, 5} and len(rows) == 4 * 6
     measured = rows[rows.stop_val > 0]
     assert (measured.objective_grad_time_s > 0).all() and \
         (measured.objective_denoise_time_s > 0).all()
     assert rows.solver_name.str.startswith("heavy_ball[").all()
     assert rows.prov_config_hash.str.len().eq(64).all() and rows.prov_code_commit.notna().all()
     # the momentum changes the reconstruction
-    last = rows[rows.stop_val == 5].set_index("p_solver_momentum").objective_psnr_db
+    blurred = rows[rows.dataset_name.str.startswith("blurred_shapes")]
+    last = blurred[blurred.stop_val == 5].set_index("p_solver_momentum").objective_psnr_db
     assert last[0.3] != last[0.6]
+    first = blurred[blurred.stop_val == 0].objective_psnr_db
+    assert (last.to_numpy() > first.to_numpy()).all()  # the reconstruction improves
     replay = run_cli("replay", benchmark / "outputs" / "hb.parquet", "--benchmark", benchmark)
     assert replay.returncode == 0, replay.stdout + replay.stderr[-2000:]
     verdicts = [line for line in replay.stdout.splitlines() if line.startswith(("MATCH", "DIFF"))]
-    assert len(verdicts) == 2 and all(v.startswith("MATCH") for v in verdicts)
+    assert len(verdicts) == 4 and all(v.startswith("MATCH") for v in verdicts), verdicts
 
 
 def test_page_solver_bad_parameter_is_refused_before_anything_runs(tmp_path):
     files = page_files()
     benchmark = copy_benchmark(tmp_path)
-    (benchmark / "solvers" / "heavy_ball.py").write_text(files["solvers/heavy_ball.py"])
+    for path in ("solvers/heavy_ball.py", "datasets/blurred_shapes.py"):
+        (benchmark / path).write_text(files[path])
     experiment = yaml.safe_load(files["heavy_ball.yml"])
     experiment["solver"] = [{"heavy_ball": {"momentum": 1.5}}]
     config = tmp_path / "bad.yml"
@@ -59,3 +67,10 @@ def test_page_solver_bad_parameter_is_refused_before_anything_runs(tmp_path):
     assert "solver 'heavy_ball': parameter 'momentum' must be a number >= 0.0 <= 1.0, got 1.5" \
         in done.stderr
     assert not (benchmark / "outputs" / "bad.parquet").exists()
+    experiment["solver"] = [{"heavy_ball": {"max_iter": 1}}]
+    experiment["dataset"] = [{"blurred_shapes": {"blur_sigma": 0.0}}]
+    config.write_text(yaml.safe_dump(experiment))
+    done = run_cli("run", config, "--benchmark", benchmark, "--output", "bad", "--no-html")
+    assert done.returncode == 2
+    assert "dataset 'blurred_shapes': parameter 'blur_sigma' must be a number >= 0.1, got 0.0" \
+        in done.stderr

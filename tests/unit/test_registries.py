@@ -11,7 +11,7 @@ from scalebench.denoisers.catalog import DENOISERS, resolve_weights
 from scalebench.denoisers.networks import load_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError
-from scalebench.experiment.solver_files import declared_name
+from scalebench.experiment.benchmark_files import declared_name
 from scalebench.loops import SOLVERS
 
 # One contract case per registered denoiser: the image side it is checked on.
