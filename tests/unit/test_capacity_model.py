@@ -542,3 +542,33 @@ def test_a_weighted_fit_follows_the_largest_probes():
     assert fit(points).predict(far) / peak(1000) > 1.15  # 1.153
     assert fit(points, weighted=True).predict(far) / peak(1000) == \
         pytest.approx(1, abs=0.05)  # 1.048
+
+
+def test_the_capacity_panel_marks_refinement_probes_and_the_verified_point():
+    """An answer as `scalebench capacity --format json --verify` writes it, and one written
+    before refinement (three fields per probe): both draw, the refinement's probes apart."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from scalebench.results.report.capacity import _panel, _row
+
+    answer = {"label": "sr", "ranks": 1, "size_parameter": "image_size", "largest_size": 2000,
+              "predicted_peak_bytes": 2.2 * 2**30, "budget_bytes": 4 * 2**30,
+              "device": "cpu", "configuration": {}, "calibration_sizes": [32, 64, 500, 1000],
+              "probes": [[32, 2**30, False, False], [64, 1.1 * 2**30, False, False],
+                         [500, 1.3 * 2**30, False, True], [1000, 1.6 * 2**30, False, True]],
+              "curve": [[32, 2**30], [2000, 2.2 * 2**30]], "measured_peak_bytes": 2 * 2**30}
+    figure, axis = plt.subplots()
+    _panel(axis, answer, pd.DataFrame())
+    drawn = {c.get_label(): [list(x) for x in c.get_offsets()] for c in axis.collections}
+    assert drawn["refinement probes, near the answer (measured)"] == [[500, 1.3], [1000, 1.6]]
+    assert drawn["calibration probes (measured)"] == [[32, 1.0], [64, 1.1]]
+    assert drawn["largest size, measured (--verify)"] == [[2000, 2.0]]
+    assert _row(answer, pd.DataFrame())[6:8] == ["2", "1.1"]
+    plt.close(figure)
+    old = {**answer, "probes": [probe[:3] for probe in answer["probes"]]}
+    figure, axis = plt.subplots()
+    _panel(axis, old, pd.DataFrame())
+    assert [c.get_label() for c in axis.collections][0] == "calibration probes (measured)"
+    assert len(axis.collections[0].get_offsets()) == 4
+    plt.close(figure)
