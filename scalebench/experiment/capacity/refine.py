@@ -42,8 +42,9 @@ from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, 
 FRACTIONS = (0.25, 0.5)
 # A round whose largest probe the previous model predicted within this is the last.
 TOLERANCE = 0.10
-# Rounds at most (each two probes): the model of the first round predicts the second's probes
-# within the tolerance on every case of tools/capacity_check.py.
+# Rounds at most (each one or two probes): super-resolution with DnCNN at 4 GiB settled in
+# the third (tools/capacity_check.py, docs/performance.md); a fourth bounds the time of
+# peaks no line predicts.
 MAX_ROUNDS = 4
 # A planned probe whose unknowns are within this fraction of an existing probe's is that
 # probe: the fit learns nothing new from it, and a repeated size means the answer settled.
