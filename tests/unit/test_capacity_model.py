@@ -490,20 +490,22 @@ def test_refinement_repeats_while_the_model_mispredicts_and_ends_near_the_answer
 
 
 def test_refinement_rounds_are_bounded(monkeypatch, tmp_path):
-    """Peaks that no line predicts (each probe a third above or below the trend, in turn):
-    refinement ends after MAX_ROUNDS rounds."""
+    """Peaks whose bytes per unknown fall to 0.6 of the last with every refinement probe:
+    each round's model overestimates the next round's largest probe by 1.46-1.88x and the
+    answer keeps growing, so only MAX_ROUNDS ends the refinement."""
     from scalebench.experiment.capacity.refine import MAX_ROUNDS, refined
 
     seen = []
 
-    def erratic(size):
-        seen.append(size)
-        return round(2**30 + 400.0 * 3 * size * size * (1.33 if len(seen) % 2 else 0.67))
-    _synthetic_probes(monkeypatch, tmp_path, erratic)
+    def falling(size):  # called for each phase of a probe: counts the probed sizes
+        if size not in seen:
+            seen.append(size)
+        return round(2**30 + 4000.0 * 3 * size * size *
+                     0.6 ** max(seen.index(size) - 3, 0))
+    _synthetic_probes(monkeypatch, tmp_path, falling)
     done = refined(superres(), [32, 64, 96, 128], 1, 8 * 2**30)
-    assert 1 <= len(done.rounds) <= MAX_ROUNDS
-    assert len(done.rounds) == MAX_ROUNDS or done.rounds[-1].settled or \
-        not done.rounds[-1].sizes
+    assert len(done.rounds) == MAX_ROUNDS
+    assert not any(item.settled for item in done.rounds)
 
 
 def test_the_refined_calibration_is_cached_apart_from_the_quick_one(monkeypatch, tmp_path):
