@@ -48,8 +48,9 @@ DESCRIPTIONS = {
             "the campaign's GPU- and CPU core-hours; every problem one line, before anything "
             "is submitted.",
     "capacity": "The largest size of each configuration whose predicted per-rank peak fits "
-                "the memory budget, from a memory model calibrated by short real runs "
-                "(one line per configuration and rank count).",
+                "the memory budget, from a memory model calibrated by short real runs, then "
+                "refined by runs near the answer until they are predicted within 10 % "
+                "(--quick: no refinement; one line per configuration and rank count).",
     "report": "Merge results files into one self-contained HTML page (no network request): "
               "quality, per-step time, memory, capacity, scaling, images and provenance.",
     "check": "Check that every row of a results file has complete provenance of the right "
@@ -144,7 +145,10 @@ def _parser() -> argparse.ArgumentParser:
                           "view draws")
     capacity.add_argument("--verify", action="store_true",
                           help="run the largest predicted size of each one-rank line once and "
-                          "print its measured peak")
+                          "print its predicted and measured peak and their ratio")
+    capacity.add_argument("--quick", action="store_true",
+                          help="calibrate at the small sizes only, without probing near the "
+                          "answer: faster, a bound (high by up to 2x far from the probes)")
     report = command("report", "one offline HTML page of merged results")
     report.add_argument("results", type=Path, nargs="+", help="results parquet files")
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
@@ -274,7 +278,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
     budget = memory_bytes(args.memory, "--memory", bare_unit="B")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
-                     args.calibration_size, args.verify, args.parallel_config)
+                     args.calibration_size, args.verify, args.parallel_config, args.quick)
     if args.format == "json":
         print(json.dumps([line.to_json() for line in lines], indent=1))
     else:

@@ -41,7 +41,7 @@ def denoising_config(tmp_path_factory):
 def calibrated(denoising_config):
     """`scalebench capacity` with a budget everything fits: the calibrations, now cached."""
     result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
-                     "64", "--format", "json")
+                     "64", "--format", "json", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout)
 
@@ -59,8 +59,9 @@ def test_each_configuration_is_calibrated_once_then_read_from_the_cache(calibrat
     assert dncnn_sizes == [16, 32, 48, 64, 444]
     assert tv_sizes[:4] == [16, 32, 48, 64] and tv_sizes[4:] == [128, 256, 512][:len(tv_sizes) - 4]
     again = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
-                    "64", "--format", "json")
+                    "64", "--format", "json", "--quick")
     assert [line["cached"] for line in json.loads(again.stdout)] == [True, True]
+    assert all(line["quick"] and line["refinement"] == [] for line in calibrated)
 
 
 def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_config):
@@ -70,21 +71,67 @@ def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_con
     dncnn = calibrated[1]
     budget = int(dncnn["baseline_bytes"] + 160 * MIB)
     result = run_cli("capacity", denoising_config, "--memory", f"{budget}B",
-                     "--calibration-size", "64", "--format", "json", "--verify")
+                     "--calibration-size", "64", "--format", "json", "--verify", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     line = json.loads(result.stdout)[1]
     baseline = line["baseline_bytes"]
     assert line["predicted_peak_bytes"] <= baseline + (1 - HEADROOM) * (budget - baseline)
     assert line["measured_peak_bytes"] <= budget
     assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
+    assert line["verified_ratio"] == line["predicted_peak_bytes"] / line["measured_peak_bytes"]
     assert set(line["terms"]) == set(TERMS) and line["dominant_term"] in TERMS
     assert line["dominant_phase"] in PHASES
+
+
+@pytest.fixture(scope="module")
+def tv_config(tmp_path_factory):
+    """The TV line of ``denoising_config`` alone: the same configuration, so its first
+    calibration is the one ``calibrated`` cached."""
+    path = tmp_path_factory.mktemp("capacity") / "tv.yml"
+    path.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 4096}}],
+        "solver": [{"denoiser": {"denoiser": "tv", "pretrained": "none", "device": "cpu",
+                                 "max_iter": 5}}]}))
+    return path
+
+
+def test_refinement_probes_near_the_answer_and_verifies_within_15_percent(calibrated,
+                                                                          tv_config):
+    """TV denoising with 400 MiB above its baseline: its first calibration stops at a few
+    hundred pixels a side, the answer is above 1000. Refined by real probes in fresh
+    processes, the answer's largest probe is at half its unknowns or nearer, each round's
+    probes ran within the budget, and the answer's peak, measured, is within the budget and
+    15 % of the prediction. Asked again, the refined calibration comes from the cache."""
+    tv = calibrated[0]
+    budget = int(tv["baseline_bytes"] + 400 * MIB)
+    arguments = ("capacity", tv_config, "--memory", f"{budget}B", "--calibration-size", "64")
+    result = run_cli(*arguments, "--format", "json", "--verify")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line, = json.loads(result.stdout)
+    assert not line["quick"] and not line["cached"] and line["refinement"]
+    assert line["probe_fraction"] >= 0.4
+    refining = [probe for probe in line["probes"] if probe[3]]
+    assert sorted(probe[0] for probe in refining) == \
+        sorted(size for item in line["refinement"] for size in item["sizes"])
+    assert all(probe[1] <= budget for probe in refining)
+    assert line["largest_size"] > tv["calibration_sizes"][-1]
+    assert line["measured_peak_bytes"] <= budget
+    assert 0.85 <= line["verified_ratio"] <= 1.15, line
+    assert line["calibration_seconds"] > 0
+    text = run_cli(*arguments)
+    assert text.returncode == 0, text.stderr[-2000:]
+    rounds = len(line["refinement"])
+    assert f"1 rank: up to image_size {line['largest_size']}, predicted " in text.stdout
+    assert f"; refined in {rounds} round{'s' * (rounds != 1)}, largest probe at " \
+        f"{line['probe_fraction']:.2g} of its unknowns; calibration " in text.stdout
+    assert text.stdout.rstrip().endswith(", cached)")
 
 
 def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
                                                                  denoising_config):
     result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
-                     "64")
+                     "64", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert lines[0] == ("largest image_size within 64GiB per rank (host memory; 20% of it "
@@ -93,8 +140,9 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
     # sizes and even whether it grows within 8x vary from run to run.
     size = calibrated[1]["largest_size"]
     assert f"1 rank: up to image_size {size}, predicted " in lines[2]
-    assert "dominated by per unknown in the iterations (calibrated at 16, 32, 48, 64, 444, " \
-        "cached)" in lines[2]
+    assert "dominated by per unknown in the iterations (calibrated at 16, 32, 48, 64, 444; " \
+        f"quick, largest probe at {444**2 / size**2:.2g} of its unknowns; calibration " \
+        in lines[2] and lines[2].endswith(", cached)")
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
@@ -133,13 +181,14 @@ def test_ranks_as_a_parameter_give_a_line_per_rank_count_from_one_calibration(tm
         "solver": [{"pnp": {"device": "cpu", "distribute_physics": True,
                             "slurm_ntasks_per_node": [1, 4]}}]}))
     result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
-                     "--format", "json")
+                     "--format", "json", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = json.loads(result.stdout)
     assert [(line["ranks"], line["cached"]) for line in lines] == [(1, False), (4, True)]
     # a rank holding a quarter of the sinograms fits at least as large an image
     assert lines[1]["largest_size"] >= lines[0]["largest_size"]
-    text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64")
+    text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                   "--quick")
     assert "  with 4 ranks: up to image_size " in text.stdout, text.stderr
 
 
@@ -154,7 +203,7 @@ def test_a_parallel_config_gives_the_ranks_its_jobs_ask_for(tmp_path):
     parallel.write_text(yaml.safe_dump({"backend": "submitit", "slurm_nodes": 2,
                                         "slurm_ntasks_per_node": 2}))
     result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
-                     "--parallel-config", parallel, "--format", "json")
+                     "--parallel-config", parallel, "--format", "json", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     line, = json.loads(result.stdout)
     assert line["ranks"] == 4 and line["largest_size"] > 0

@@ -4,6 +4,7 @@ the largest fitting size, memory amounts."""
 
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -156,7 +157,7 @@ def test_a_calibration_that_does_not_grow_gives_no_largest_size():
     assert line.largest_size is None
     assert line.text() == ("flat  1 rank: no answer: the probed peaks do not grow with "
                            "image_size; calibrate at larger sizes (--calibration-size) "
-                           "(calibrated at 32, 64, 96, 128)")
+                           "(calibrated at 32, 64, 96, 128; calibration 0 s)")
 
 
 def test_probe_sizes_are_valid_and_below_the_largest():
@@ -380,3 +381,196 @@ def test_iterations_peaks_hidden_by_the_set_up_are_left_out_of_the_fit_where_the
     assert "approximate" not in lines[0].text()
     assert "\n    approximate: this system lets no process reset its peak memory" in \
         lines[1].text()
+
+
+# Refinement (scalebench.experiment.capacity.refine): which sizes it probes next, when it
+# stops, and what it caches. The probes are synthetic (``_synthetic_probes``): the rules are
+# under test; tests/integration/test_capacity.py runs real ones.
+
+def knee_peak(configuration, knee_unknowns, small=800.0, large=200.0):
+    """A peak of 1 GiB plus ``small`` bytes per unknown up to ``knee_unknowns`` and ``large``
+    beyond: the heap below glibc's mmap threshold, mapped blocks above it."""
+    def peak(size):
+        count = configuration.sizes(size, 1, None).unknowns
+        return round(2**30 + small * min(count, knee_unknowns) +
+                     large * max(count - knee_unknowns, 0))
+    return peak
+
+
+def test_a_round_probes_a_quarter_and_half_of_the_answers_unknowns_within_the_budget():
+    from scalebench.experiment.capacity.calibration import usable_budget
+    from scalebench.experiment.capacity.refine import next_sizes, unknowns
+
+    configuration = superres()
+    model = iterations_model((2**30, 400.0, 0.0, 0.0, 0.0), points=points_of(
+        (2**30, 400.0, 0.0, 0.0, 0.0), [32, 64, 96, 128], scale=0.0))
+    budget = 4 * 2**30
+    answer = largest_fitting(configuration, model, 1, usable_budget(model, budget))
+    quarter, half = next_sizes(configuration, model, 1, budget, None)
+    for size, fraction in ((quarter, 0.25), (half, 0.5)):
+        assert configuration.valid(size)
+        # the largest valid size at or below the fraction of the answer's unknowns
+        assert unknowns(configuration, size) <= fraction * unknowns(configuration, answer) < \
+            unknowns(configuration, size + 4)
+    # What this machine can hold caps them: at 1.5 GiB available, a probe may take 1.2 GiB.
+    capped = next_sizes(configuration, model, 1, budget, int(1.5 * 2**30))
+    assert capped == [largest_fitting(configuration, model, 1, 0.8 * 1.5 * 2**30)]
+    # A size within 15 % of a probed size's unknowns is that probe: not taken again.
+    probed = replace(model, points=model.points + tuple(points_of(
+        (2**30, 400.0, 0.0, 0.0, 0.0), [half + 8], scale=0.0)))
+    assert next_sizes(configuration, probed, 1, budget, None) == [quarter]
+    # Nothing fits, or a flat model that calls every size fitting: no round.
+    assert next_sizes(configuration, model, 1, 2**30, None) == []
+    flat = iterations_model((2**30, 0.0, 0.0, 0.0, 0.0), points=model.points)
+    assert next_sizes(configuration, flat, 1, budget, None) == []
+
+
+def test_ranks_sharing_the_operators_refine_by_one_rank_probes_that_fit_the_budget():
+    from scalebench.experiment.capacity.calibration import usable_budget
+    from scalebench.experiment.capacity.refine import next_sizes
+
+    model = iterations_model((2**30, 0.0, 400.0, 0.0, 0.0), 0.75, 2.0, points_of(
+        (2**30, 0.0, 400.0, 0.0, 0.0), [32, 64, 96, 128], scale=0.75))
+    configuration, budget = superres(distribute_physics=True), 4 * 2**30
+    one_rank = largest_fitting(configuration, model, 1, usable_budget(model, budget))
+    sizes = next_sizes(configuration, model, 4, budget, None)
+    # four ranks each hold a quarter of the frames: half their answer's unknowns is more
+    # than one rank, holding them all, fits; the probe stops at what it fits
+    assert sizes[-1] == one_rank
+    assert largest_fitting(configuration, model, 4, usable_budget(model, budget)) > one_rank
+
+
+def test_refinement_stops_once_a_rounds_largest_probe_was_predicted(monkeypatch, tmp_path):
+    """Peaks linear in the unknowns: the first calibration predicts the first round's probes,
+    so one round is the last."""
+    configuration = superres()
+    calibration, probed = _synthetic_probes(
+        monkeypatch, tmp_path, lambda size: round(2**30 + 400.0 * 3 * size * size))
+    from scalebench.experiment.capacity.refine import refined
+
+    done = refined(configuration, [32, 64, 96, 128], 1, 4 * 2**30)
+    assert len(done.rounds) == 1 and done.rounds[0].settled and not done.cached
+    assert probed[:4] == [32, 64, 96, 128] and probed[4:] == done.rounds[0].sizes
+    assert done.rounds[0].ratio == pytest.approx(1.0, abs=1e-3)
+
+
+def test_refinement_repeats_while_the_model_mispredicts_and_ends_near_the_answer(
+        monkeypatch, tmp_path):
+    """The heap's regime up to 3 x 260² unknowns, mapped blocks beyond: the first calibration
+    (32-128) overestimates the first round's largest probe by more than 10 %, so a second
+    round probes near the new answer; the refined answer is then within 15 % of the peak
+    at it, where the first calibration's was not."""
+    from scalebench.experiment.capacity.command import answer
+    from scalebench.experiment.capacity.refine import TOLERANCE, refined
+
+    configuration, budget = superres(), 3 * 2**30
+    peak = knee_peak(configuration, 3 * 260**2)
+    calibration, probed = _synthetic_probes(monkeypatch, tmp_path, peak)
+    first, _ = calibration.calibrate(configuration, [32, 64, 96, 128])
+    quick = answer(configuration, "sr", 1, budget, first, True)
+    assert quick.predicted_peak_bytes / peak(quick.largest_size) > 1.4
+    done = refined(configuration, [32, 64, 96, 128], 1, budget)
+    assert len(done.rounds) >= 2
+    assert abs(done.rounds[0].ratio - 1) > TOLERANCE
+    assert done.rounds[-1].settled or len(done.rounds) == 4
+    line = answer(configuration, "sr", 1, budget, done.model, False, done.rounds)
+    assert line.predicted_peak_bytes / peak(line.largest_size) == pytest.approx(1, abs=0.15)
+    assert line.largest_size > quick.largest_size
+    assert peak(line.largest_size) <= budget
+    # every probe of a round fits the budget less the headroom
+    assert all(peak(size) <= budget for item in done.rounds for size in item.sizes)
+    # the line says it: the rounds, how far the largest probe is, the time the probes took
+    assert line.probe_fraction == pytest.approx(
+        max(configuration.sizes(size, 1, None).unknowns for size in probed) /
+        configuration.sizes(line.largest_size, 1, None).unknowns)
+    assert 0.4 < line.probe_fraction <= 0.5
+    assert f"refined in {len(done.rounds)} rounds, largest probe at " \
+        f"{line.probe_fraction:.2g} of its unknowns; calibration " in line.text()
+    assert [probe[3] for probe in line.probes] == [False] * 4 + [True] * (len(probed) - 4)
+
+
+def test_refinement_rounds_are_bounded(monkeypatch, tmp_path):
+    """Peaks whose bytes per unknown fall to 0.6 of the last with every refinement probe:
+    each round's model overestimates the next round's largest probe by 1.46-1.88x and the
+    answer keeps growing, so only MAX_ROUNDS ends the refinement."""
+    from scalebench.experiment.capacity.refine import MAX_ROUNDS, refined
+
+    seen = []
+
+    def falling(size):  # called for each phase of a probe: counts the probed sizes
+        if size not in seen:
+            seen.append(size)
+        return round(2**30 + 4000.0 * 3 * size * size *
+                     0.6 ** max(seen.index(size) - 3, 0))
+    _synthetic_probes(monkeypatch, tmp_path, falling)
+    done = refined(superres(), [32, 64, 96, 128], 1, 8 * 2**30)
+    assert len(done.rounds) == MAX_ROUNDS
+    assert not any(item.settled for item in done.rounds)
+
+
+def test_the_refined_calibration_is_cached_apart_from_the_quick_one(monkeypatch, tmp_path):
+    from scalebench.experiment.capacity.calibration import cache_path, cached_model
+    from scalebench.experiment.capacity.refine import refined, refined_path
+
+    configuration, sizes = superres(), [32, 64, 96, 128]
+    calibration, probed = _synthetic_probes(
+        monkeypatch, tmp_path, knee_peak(superres(), 3 * 260**2))
+    first = refined(configuration, sizes, 1, 3 * 2**30)
+    count = len(probed)
+    again = refined(configuration, sizes, 1, 3 * 2**30)
+    assert again.cached and len(probed) == count  # nothing probed again
+    assert again.model == first.model and again.rounds == first.rounds
+    assert again.model.seconds == first.model.seconds > 0
+    # quick and refined entries are two files; plan's reading takes the one probed furthest
+    assert cache_path(configuration, sizes).exists()
+    assert refined_path(configuration, sizes, 1, 3 * 2**30) != cache_path(configuration, sizes)
+    assert cached_model(configuration, sizes).points == first.model.points[:4]
+    assert cached_model(configuration) == first.model
+    # another budget or rank count is refined again, from the cached first calibration
+    refined(configuration, sizes, 1, 2 * 2**30)
+    assert probed[count:count + 4] != sizes and len(probed) > count
+    assert refined_path(configuration, sizes, 4, 3 * 2**30) != \
+        refined_path(configuration, sizes, 1, 3 * 2**30)
+
+
+def test_a_weighted_fit_follows_the_largest_probes():
+    """Probes in two regimes: the even fit carries the small sizes' bytes per unknown to
+    large sizes, the fit weighted by unknowns the large probes'."""
+    configuration = superres()
+    peak = knee_peak(configuration, 3 * 350**2)
+    points = [point_at(configuration, size, peak(size), peak(size))
+              for size in (32, 64, 96, 128, 500, 700)]
+    far = configuration.sizes(1000, 1, None)
+    assert fit(points).predict(far) / peak(1000) > 1.15  # 1.153
+    assert fit(points, weighted=True).predict(far) / peak(1000) == \
+        pytest.approx(1, abs=0.05)  # 1.048
+
+
+def test_the_capacity_panel_marks_refinement_probes_and_the_verified_point():
+    """An answer as `scalebench capacity --format json --verify` writes it, and one written
+    before refinement (three fields per probe): both draw, the refinement's probes apart."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from scalebench.results.report.capacity import _panel, _row
+
+    answer = {"label": "sr", "ranks": 1, "size_parameter": "image_size", "largest_size": 2000,
+              "predicted_peak_bytes": 2.2 * 2**30, "budget_bytes": 4 * 2**30,
+              "device": "cpu", "configuration": {}, "calibration_sizes": [32, 64, 500, 1000],
+              "probes": [[32, 2**30, False, False], [64, 1.1 * 2**30, False, False],
+                         [500, 1.3 * 2**30, False, True], [1000, 1.6 * 2**30, False, True]],
+              "curve": [[32, 2**30], [2000, 2.2 * 2**30]], "measured_peak_bytes": 2 * 2**30}
+    figure, axis = plt.subplots()
+    _panel(axis, answer, pd.DataFrame())
+    drawn = {c.get_label(): [list(x) for x in c.get_offsets()] for c in axis.collections}
+    assert drawn["refinement probes, near the answer (measured)"] == [[500, 1.3], [1000, 1.6]]
+    assert drawn["calibration probes (measured)"] == [[32, 1.0], [64, 1.1]]
+    assert drawn["largest size, measured (--verify)"] == [[2000, 2.0]]
+    assert _row(answer, pd.DataFrame())[6:8] == ["2", "1.1"]
+    plt.close(figure)
+    old = {**answer, "probes": [probe[:3] for probe in answer["probes"]]}
+    figure, axis = plt.subplots()
+    _panel(axis, old, pd.DataFrame())
+    assert [c.get_label() for c in axis.collections][0] == "calibration probes (measured)"
+    assert len(axis.collections[0].get_offsets()) == 4
+    plt.close(figure)

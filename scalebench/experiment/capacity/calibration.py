@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import platform
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -212,28 +213,48 @@ def configuration_key(configuration: Configuration) -> str:
     return hashlib.sha256(canonical_json(record).encode()).hexdigest()[:24]
 
 
-def cache_path(configuration: Configuration, sizes: list[int]) -> Path:
-    """``capacity/<configuration key>/<sizes>.json`` in the scalebench cache."""
+def cache_path(configuration: Configuration, sizes: list[int], variant: str = "") -> Path:
+    """``capacity/<configuration key>/<sizes><variant>.json`` in the scalebench cache; the
+    first calibration has no ``variant``, a refined one names what it was refined for
+    (refine.refined_path)."""
     return cache_root() / "capacity" / configuration_key(configuration) / \
-        f"{'-'.join(map(str, sorted(sizes)))}.json"
+        f"{'-'.join(map(str, sorted(sizes)))}{variant}.json"
+
+
+def read_entry(path: Path) -> tuple[MemoryModel, dict] | None:
+    """A cache entry's model and its whole record (a refined one also holds its rounds);
+    None when it cannot be read."""
+    try:
+        record = json.loads(path.read_text())
+        return MemoryModel.from_json(record), record
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_entry(path: Path, record: dict) -> None:
+    """``record`` at ``path``, whole or not at all (a parallel reader sees the old entry or
+    the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record))
+    partial.replace(path)
 
 
 def cached_model(configuration: Configuration, sizes: list[int] | None = None
                  ) -> MemoryModel | None:
-    """The cached calibration of ``configuration`` at ``sizes`` (None: the one probed up to
-    the largest size), None when there is none. An unreadable entry counts as none."""
+    """The cached calibration of ``configuration`` at ``sizes`` (None: of every cached one,
+    the one whose probes reach the largest size, a refined one among them), None when there
+    is none. An unreadable entry counts as none."""
     if sizes is not None:
-        paths = [cache_path(configuration, sizes)]
-    else:
-        folder = cache_root() / "capacity" / configuration_key(configuration)
-        paths = sorted(folder.glob("*.json"),
-                       key=lambda path: max(map(int, path.stem.split("-"))), reverse=True)
-    for path in paths:
-        try:
-            return MemoryModel.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
+        entry = read_entry(cache_path(configuration, sizes))
+        return None if entry is None else entry[0]
+    folder = cache_root() / "capacity" / configuration_key(configuration)
+    models = [entry[0] for entry in map(read_entry, sorted(folder.glob("*.json")))
+              if entry is not None]
+    if not models:
+        return None
+    return max(models, key=lambda model: max((point.size for point in model.points),
+                                             default=0))
 
 
 def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
@@ -313,6 +334,7 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
     model = cached_model(configuration, sizes)
     if model is not None:
         return model, True
+    started = time.monotonic()
     points = [*(probe_point(configuration, size) for size in sizes),
               *workspace_points(configuration, sizes), *regime_points(configuration, sizes)]
     model = fit(points)
@@ -326,11 +348,8 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
         largest = larger
         points.append(probe_point(configuration, largest))
         model = fit(points)
-    path = cache_path(configuration, sizes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(model.to_json()))
-    partial.replace(path)
+    model = replace(model, seconds=time.monotonic() - started)
+    write_entry(cache_path(configuration, sizes), model.to_json())
     return model, False
 
 

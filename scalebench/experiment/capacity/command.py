@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalebench.errors import ScalebenchError
@@ -18,11 +18,16 @@ from scalebench.experiment.capacity.calibration import (
     usable_budget,
 )
 from scalebench.experiment.capacity.model import MemoryModel
+from scalebench.experiment.capacity.refine import Round, refined
 from scalebench.runtime.devices import cuda_available
 
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.2f} GiB"
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 @dataclass(frozen=True)
@@ -51,23 +56,45 @@ class CapacityLine:
     # MemoryModel.approximate: the iterations' terms were fitted to peaks the set-up's hid (no
     # resettable host peak here), so their growth past the probes is not known.
     approximate: bool = False
+    quick: bool = False  # the first calibration only (--quick): a bound far from its probes
+    refinement: list = field(default_factory=list)  # refine.Round.to_json() of each round
+    # The largest probe's unknowns over the answer's: how far the model extrapolates.
+    probe_fraction: float | None = None
+    calibration_seconds: float = 0.0  # wall time of the probes, when they ran
+
+    @property
+    def verified_ratio(self) -> float | None:
+        """Predicted over measured peak at the largest size (--verify)."""
+        if self.measured_peak_bytes is None or self.predicted_peak_bytes is None:
+            return None
+        return self.predicted_peak_bytes / self.measured_peak_bytes
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "verified_ratio": self.verified_ratio}
+
+    def calibration_text(self) -> str:
+        """Where it was calibrated, how (quick or refined), how far its largest probe is from
+        the answer and how long the probes took."""
+        text = f"calibrated at {', '.join(map(str, self.calibration_sizes))}"
+        if self.largest_size is not None:
+            how = "quick" if self.quick else \
+                f"refined in {len(self.refinement)} round{'s' * (len(self.refinement) != 1)}"
+            text += f"; {how}, largest probe at {self.probe_fraction:.2g} of its unknowns"
+        text += f"; calibration {duration(self.calibration_seconds)}"
+        return text + (", cached" if self.cached else "")
 
     def text(self) -> str:
         who = "1 rank" if self.ranks == 1 else f"with {self.ranks} ranks"
-        calibrated = f"calibrated at {', '.join(map(str, self.calibration_sizes))}" + \
-            (", cached" if self.cached else "")
+        calibrated = self.calibration_text()
         if self.largest_size is None:
             return f"{self.label}  {who}: {self.reason} ({calibrated})"
         line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}, "
                 f"predicted {gib(self.predicted_peak_bytes)} per rank, dominated by "
                 f"{self.dominant_term} in the {self.dominant_phase} ({calibrated})")
-        if self.measured_peak_bytes is not None:
-            ratio = self.predicted_peak_bytes / self.measured_peak_bytes
-            line += (f"\n    verified: measured {gib(self.measured_peak_bytes)}, predicted/"
-                     f"measured {ratio:.3f}")
+        if self.verified_ratio is not None:
+            line += (f"\n    verified: predicted {gib(self.predicted_peak_bytes)}, measured "
+                     f"{gib(self.measured_peak_bytes)}, predicted/measured "
+                     f"{self.verified_ratio:.3f}")
         if self.approximate:
             line += ("\n    approximate: this system lets no process reset its peak memory "
                      "(/proc/self/clear_refs), and the set-up's peak hid the iterations' at "
@@ -137,7 +164,9 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
 
 
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
-           model: MemoryModel, cached: bool) -> CapacityLine:
+           model: MemoryModel, cached: bool, rounds: list[Round] | None = None
+           ) -> CapacityLine:
+    """The line of ``model`` within ``budget``; ``rounds``: its refinement (None: --quick)."""
     if budget < model.baseline_bytes:
         raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
                               f"{gib(model.baseline_bytes)} measured for {label} (its peak "
@@ -145,13 +174,18 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
     sizes = sorted({point.size for point in model.points})
     default_workspace = {point.size: configuration.workspace(point.size)
                          for point in model.points}
+    refining = {size for item in rounds or [] for size in item.sizes}
     common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
               "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
               "baseline_bytes": model.baseline_bytes, "approximate": model.approximate,
               "device": configuration.device, "configuration": configuration.key_record(),
               "probes": [[point.size, point.peak_bytes,
-                          point.workspace != default_workspace[point.size]]
-                         for point in model.points]}
+                          point.workspace != default_workspace[point.size],
+                          point.size in refining]
+                         for point in model.points],
+              "quick": rounds is None,
+              "refinement": [item.to_json() for item in rounds or []],
+              "calibration_seconds": model.seconds}
     if not model.grows:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
                             dominant_term=None, dominant_phase=None, terms={}, curve=[],
@@ -169,14 +203,16 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
     return CapacityLine(**common, largest_size=size, predicted_peak_bytes=model.predict(counts),
                         dominant_term=model.dominant(counts),
                         dominant_phase=model.dominant_phase(counts), terms=model.terms(counts),
-                        curve=line)
+                        curve=line, probe_fraction=max(point.unknowns for point in model.points)
+                        / counts.unknowns)
 
 
 def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device: str | None,
              largest_probe: int, verify: bool,
-             parallel_config: Path | None = None) -> list[CapacityLine]:
-    """One line per configuration and rank count of ``config``; ``verify``: the largest
-    predicted size of each one-rank line run once, its peak measured."""
+             parallel_config: Path | None = None, quick: bool = False) -> list[CapacityLine]:
+    """One line per configuration and rank count of ``config``, each calibrated then refined
+    near its answer (refine.refined; ``quick``: the first calibration only); ``verify``: the
+    largest predicted size of each one-rank line run once, its peak measured."""
     if device == "cuda":
         if not cuda_available():
             raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
@@ -189,8 +225,13 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
             raise ScalebenchError(f"{label}: fewer than three valid {size_parameter} values "
                                   f"up to {largest_probe} to calibrate at (give a larger "
                                   f"--calibration-size)")
-        model, cached = calibrate(configuration, sizes)
-        line = answer(configuration, label, ranks, budget, model, cached)
+        if quick:
+            model, cached = calibrate(configuration, sizes)
+            line = answer(configuration, label, ranks, budget, model, cached)
+        else:
+            done = refined(configuration, sizes, ranks, budget)
+            line = answer(configuration, label, ranks, budget, done.model, done.cached,
+                          done.rounds)
         if verify and ranks == 1 and line.largest_size is not None:
             measured = probe_point(configuration, line.largest_size).peak_bytes
             line = replace(line, measured_peak_bytes=measured)

@@ -93,6 +93,9 @@ class MemoryModel:
     measurement_scale: float
     measurement_exponent: float
     points: tuple[CalibrationPoint, ...]
+    # Wall time of the probes that made it (calibration.calibrate, refine.refined): what a
+    # cached answer says its calibration took.
+    seconds: float = 0.0
 
     def measurements(self, size: int) -> float:
         return self.measurement_scale * size ** self.measurement_exponent
@@ -147,7 +150,7 @@ class MemoryModel:
                                                strict=True)),
                 "measurement_scale": self.measurement_scale,
                 "measurement_exponent": self.measurement_exponent,
-                "points": [asdict(point) for point in self.points]}
+                "points": [asdict(point) for point in self.points], "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, data: dict) -> MemoryModel:
@@ -159,7 +162,7 @@ class MemoryModel:
         points = tuple(CalibrationPoint(**{**point, "phase_peaks_bytes": tuple(
             point["phase_peaks_bytes"])}) for point in data["points"])
         return cls(tuple(tuple(phases[phase]) for phase in PHASES), data["measurement_scale"],
-                   data["measurement_exponent"], points)
+                   data["measurement_exponent"], points, float(data.get("seconds", 0.0)))
 
 
 def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
@@ -178,15 +181,28 @@ def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
     return float(np.exp(intercept)), float(exponent)
 
 
-def fit(points: list[CalibrationPoint]) -> MemoryModel:
-    """Each phase's coefficients fitted to its peaks (``fit_phase``)."""
+def fit(points: list[CalibrationPoint], weighted: bool = False) -> MemoryModel:
+    """Each phase's coefficients fitted to its peaks (``fit_phase``). ``weighted``: each
+    probe's squared residual counts in proportion to its unknowns (``unknowns_weights``), so
+    that the probes nearest a large answer decide the fit (refine.refined)."""
     if len({point.size for point in points}) < 3:
         raise ValueError("a memory model needs probes at three sizes at least")
     coefficients = tuple(
         fit_phase([point.sizes.features() for point in phase_points],
-                  [point.phase_peaks_bytes[index] for point in phase_points])
+                  [point.phase_peaks_bytes[index] for point in phase_points],
+                  unknowns_weights(phase_points) if weighted else None)
         for index, phase_points in enumerate((points, iterations_points(points))))
     return MemoryModel(coefficients, *measurement_law(points), tuple(points))
+
+
+def unknowns_weights(points: list[CalibrationPoint]) -> list[float]:
+    """Each probe's unknowns over the largest probe's. The peak per unknown changes with the
+    size (glibc's heap below its mmap threshold, mapped blocks above it: 205 bytes per
+    unknown up to 1024² for CT, 55 at 3307²), so a line fitted evenly to probes 15-240x
+    smaller than the answer carries the small sizes' regime to it (1.4-1.9x high); weighted
+    by their unknowns, the small probes only anchor the line the large ones draw."""
+    largest = max(point.unknowns for point in points)
+    return [point.unknowns / largest if largest else 1.0 for point in points]
 
 
 def iterations_points(points: list[CalibrationPoint] | tuple[CalibrationPoint, ...]
@@ -198,24 +214,28 @@ def iterations_points(points: list[CalibrationPoint] | tuple[CalibrationPoint, .
     return known if len({point.size for point in known}) >= 3 else list(points)
 
 
-def fit_phase(design: list[tuple[float, ...]], peaks: list[int]) -> tuple[float, ...]:
+def fit_phase(design: list[tuple[float, ...]], peaks: list[int],
+              weights: list[float] | None = None) -> tuple[float, ...]:
     """Non-negative least squares of ``peaks`` on the terms (columns scaled to unit maximum,
-    an all-zero column left at zero); held at the largest peak when the fit's growth over the
-    probes is within ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO``
-    times the residuals' root mean square."""
+    an all-zero column left at zero; each squared residual times its ``weights``, default
+    1); held at the largest peak when the fit's growth over the probes is within
+    ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO`` times the residuals' (weighted) root mean
+    square."""
     import numpy as np
     from scipy.optimize import nnls
 
     matrix, values = np.array(design), np.array(peaks, dtype=float)
+    weight = np.ones(len(values)) if weights is None else np.array(weights, dtype=float)
     scale = matrix.max(axis=0)
     scale[scale == 0] = 1.0
-    solution, _ = nnls(matrix / scale, values)
+    root = np.sqrt(weight)[:, None]
+    solution, _ = nnls(matrix / scale * root, values * root[:, 0])
     coefficients = solution / scale
     fitted = matrix @ coefficients
     # The fit never falls as the size grows (non-negative terms that grow with it), so its
     # range over the probes is its growth, whatever varies (unknowns, angles, cut chunks).
     growth = fitted.max() - fitted.min()
-    spread = float(np.sqrt(np.mean((values - fitted) ** 2)))
+    spread = float(np.sqrt(np.sum(weight * (values - fitted) ** 2) / np.sum(weight)))
     if growth <= max(GROWTH_FLOOR_BYTES, GROWTH_NOISE_RATIO * spread):
         return (float(values.max()),) + (0.0,) * (len(TERMS) - 1)
     return tuple(float(value) for value in coefficients)

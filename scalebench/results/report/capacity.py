@@ -2,7 +2,8 @@
 
 Its input is what ``scalebench capacity ... --format json`` prints (one answer per
 configuration and rank count, ``CapacityLine``), given to ``scalebench report --capacity``.
-Each answer gets a panel: the calibration probes' measured peaks, the model's predicted peak
+Each answer gets a panel: the calibration probes' measured peaks (those of its refinement near
+the answer marked apart), the model's predicted peak
 against the size, the memory budget as a line, the largest fitting size marked (and its
 measured peak when ``--verify`` ran it), and the peaks measured by the runs of these results
 that have the configuration and rank count.
@@ -97,7 +98,9 @@ def matching_runs(table: pd.DataFrame, answer: dict) -> pd.DataFrame:
 
 def _panel(axis, answer: dict, runs: pd.DataFrame) -> None:
     size = answer["size_parameter"]
-    probes = [p for p in answer["probes"] if not p[2]]
+    # [size, peak, chunks cut, refinement probe] (files written before refinement: three)
+    near = [p for p in answer["probes"] if len(p) > 3 and p[3]]
+    probes = [p for p in answer["probes"] if not p[2] and p not in near]
     cut = [p for p in answer["probes"] if p[2]]
     if answer["curve"]:
         axis.plot([c[0] for c in answer["curve"]], [c[1] / GIB for c in answer["curve"]],
@@ -108,6 +111,9 @@ def _panel(axis, answer: dict, runs: pd.DataFrame) -> None:
         axis.scatter([p[0] for p in cut], [p[1] / GIB for p in cut], marker="^",
                      facecolors="none", edgecolors="C0",
                      label="probes with chunks cut (workspace term)")
+    if near:
+        axis.scatter([p[0] for p in near], [p[1] / GIB for p in near], marker="D",
+                     color="C0", label="refinement probes, near the answer (measured)")
     peaks = step_peaks(runs)
     kind = "cuda_alloc" if answer["device"] == "cuda" else "host_rss"
     column = f"p_dataset_{size}"
@@ -149,6 +155,7 @@ def _row(answer: dict, runs: pd.DataFrame) -> list[str]:
             # CapacityLine.approximate (files written before it have none)
             (" (approximate)" if answer.get("approximate") else ""),
             "-" if measured is None else number(measured / GIB, 4),
+            "-" if measured is None else number(answer["predicted_peak_bytes"] / measured, 3),
             ", ".join(map(str, ran)) or "-"]
 
 
@@ -161,7 +168,7 @@ def capacity(results: Results) -> View:
     table = per_run(results.rows)
     runs = [matching_runs(table, answer) for answer in answers]
     figure, axes = new_figure(8, 3.2 * len(answers) + legend_height(
-        ["probes with chunks cut (workspace term)"] * 7, 8), len(answers), 1)
+        ["refinement probes, near the answer (measured)"] * 8, 8), len(answers), 1)
     for axis, answer, matched in zip(axes[:, 0], answers, runs, strict=True):
         _panel(axis, answer, matched)
     # One legend for every panel: each kind of mark once, whichever panel drew it.
@@ -178,4 +185,5 @@ def capacity(results: Results) -> View:
                 "runs' points are their largest step peak, the model's the whole run's",
                 Table(["configuration", "ranks", "calibrated at", "budget (GiB)",
                        "largest size", "predicted (GiB)", "measured at it (GiB)",
-                       "sizes run"], [_row(a, r) for a, r in zip(answers, runs, strict=True)]))
+                       "predicted / measured", "sizes run"],
+                      [_row(a, r) for a, r in zip(answers, runs, strict=True)]))

@@ -1,0 +1,207 @@
+"""Refinement: probes near the answer itself, until the model predicts them.
+
+The first calibration probes sizes 15-240x smaller in unknowns than the answers a budget of a
+few GiB gives, and the peak per unknown changes in between: glibc's allocator keeps freed
+blocks below its mmap threshold in the heap and maps larger ones on their own, so the small
+probes' bytes per unknown overstate the large sizes' (super-resolution with DnCNN at 4 GiB:
+1968 predicted 3.44 GiB, measured 1.88 GiB; CT at 3 GiB: 1.39x). So after the first fit the
+calibration probes at a quarter and at half of the answer's unknowns (``FRACTIONS``; each
+within the budget and what this machine can hold, in fresh processes on one rank as every
+probe), refits with the probes weighted by their unknowns (model.unknowns_weights), answers
+again, and repeats while the model of the round before mispredicts the round's largest
+probe by more than ``TOLERANCE``: once it predicts a probe at half the answer's unknowns,
+the answer is an extrapolation by 2x in unknowns within one regime, not by 15-240x across
+two.
+
+A refined calibration is cached beside the first one (``refined_path``), keyed also by the
+budget and the rank count it was refined for: the answer, hence the probes, depend on both.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from scalebench.experiment.capacity import calibration
+from scalebench.experiment.capacity.calibration import (
+    Configuration,
+    cache_path,
+    calibrate,
+    largest_fitting,
+    last_true,
+    read_entry,
+    usable_budget,
+    valid_at_most,
+    write_entry,
+)
+from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, fit
+
+# Each round probes at these fractions of the answer's unknowns: near enough that the answer
+# is a short extrapolation, far enough below it that a probe fits whatever the error.
+FRACTIONS = (0.25, 0.5)
+# A round whose largest probe the previous model predicted within this is the last.
+TOLERANCE = 0.10
+# Rounds at most (each one or two probes): super-resolution with DnCNN at 4 GiB settled in
+# the third (tools/capacity_check.py, docs/performance.md); a fourth bounds the time of
+# peaks no line predicts.
+MAX_ROUNDS = 4
+# A planned probe whose unknowns are within this fraction of an existing probe's is that
+# probe: the fit learns nothing new from it, and a repeated size means the answer settled.
+DISTINCT = 0.15
+# Probes are predicted to take at most this share of the memory this machine has available
+# (host or device): a budget for a larger node is refined as far as this machine allows.
+MACHINE_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Round:
+    """One refinement round: the sizes it probed, and at its largest probe the peak the
+    model before the round predicted and the one measured."""
+
+    sizes: list[int]
+    newest: int
+    predicted_bytes: float
+    measured_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted_bytes / self.measured_bytes
+
+    @property
+    def settled(self) -> bool:
+        """Whether the model before the round predicted its largest probe within
+        ``TOLERANCE``."""
+        return abs(self.ratio - 1) <= TOLERANCE
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "ratio": self.ratio}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Round:
+        return cls(list(data["sizes"]), data["newest"], data["predicted_bytes"],
+                   data["measured_bytes"])
+
+
+@dataclass(frozen=True)
+class Refined:
+    """A calibration refined near its answer, its rounds (none: the first calibration's
+    probes were already near it, or nothing fits), and whether it came from the cache."""
+
+    model: MemoryModel
+    rounds: list[Round]
+    cached: bool
+
+
+def unknowns(configuration: Configuration, size: int) -> int:
+    return configuration.sizes(size, 1, None).unknowns
+
+
+def size_with_unknowns(configuration: Configuration, target: float, below: int) -> int | None:
+    """The largest valid size below ``below`` with at most ``target`` unknowns (None: even
+    the smallest valid size has more). Unknowns never fall as the size grows."""
+    def holds(size: int) -> bool:
+        valid = valid_at_most(configuration, size)
+        return valid is not None and unknowns(configuration, valid) <= target
+
+    smallest = next((size for size in range(1, 257) if configuration.valid(size)), None)
+    if smallest is None or smallest >= below or not holds(smallest):
+        return None
+    return valid_at_most(configuration, last_true(holds, smallest, below - 1))
+
+
+def machine_bytes(device: str) -> int | None:
+    """Memory this machine has for a probe on ``device``: the host's available memory
+    (MemAvailable), a CUDA device's total; None when unknown."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_properties(0).total_memory
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def next_sizes(configuration: Configuration, model: MemoryModel, ranks: int,
+               budget_bytes: float, machine: int | None) -> list[int]:
+    """The sizes a round probes: ``FRACTIONS`` of the unknowns of the answer for ``ranks``
+    ranks within ``budget_bytes``, each at most the largest size one rank (a probe holds
+    every operator) is predicted to run within the budget and ``MACHINE_SHARE`` of
+    ``machine``, and none within ``DISTINCT`` of a probed size's unknowns. Empty when nothing
+    fits or every such size is probed."""
+    if not model.grows:  # every size "fits" a flat model: there is no answer to refine
+        return []
+    usable = usable_budget(model, budget_bytes)
+    answer = largest_fitting(configuration, model, ranks, usable)
+    if answer is None:
+        return []
+    limit = usable if machine is None else min(usable, MACHINE_SHARE * machine)
+    one_rank = largest_fitting(configuration, model, 1, limit)
+    if one_rank is None:
+        return []
+    probed = [point.unknowns for point in model.points]
+    sizes: list[int] = []
+    for fraction in FRACTIONS:
+        size = size_with_unknowns(configuration, fraction * unknowns(configuration, answer),
+                                  answer)
+        if size is None:
+            continue
+        size = min(size, one_rank)
+        count = unknowns(configuration, size)
+        if size in sizes or any(abs(count - other) <= DISTINCT * other for other in probed):
+            continue
+        sizes.append(size)
+    return sorted(sizes)
+
+
+def refine(configuration: Configuration, model: MemoryModel, ranks: int, budget_bytes: float,
+           machine: int | None) -> tuple[MemoryModel, list[Round]]:
+    """``model`` refined by rounds of probes (``next_sizes``), refitted weighted by unknowns,
+    until a round's largest probe was predicted within ``TOLERANCE``, no new size is left
+    to probe, or ``MAX_ROUNDS`` rounds."""
+    points: list[CalibrationPoint] = list(model.points)
+    rounds: list[Round] = []
+    for _ in range(MAX_ROUNDS):
+        sizes = next_sizes(configuration, model, ranks, budget_bytes, machine)
+        if not sizes:
+            break
+        probed = [calibration.probe_point(configuration, size) for size in sizes]
+        newest = probed[-1]
+        rounds.append(Round(sizes, newest.size, model.predict(newest.sizes),
+                            newest.peak_bytes))
+        points += probed
+        model = replace(fit(points, weighted=True), seconds=model.seconds)
+        if rounds[-1].settled:
+            break
+    return model, rounds
+
+
+def refined_path(configuration: Configuration, sizes: list[int], ranks: int,
+                 budget_bytes: int) -> Path:
+    """The refined calibration's cache entry: the first one's, with what it was refined for."""
+    return cache_path(configuration, sizes, f".refined-{budget_bytes}B-{ranks}r")
+
+
+def refined(configuration: Configuration, sizes: list[int], ranks: int,
+            budget_bytes: int) -> Refined:
+    """The calibration of ``configuration`` at ``sizes`` (calibration.calibrate, cached as
+    always) refined near its answer for ``ranks`` ranks within ``budget_bytes``; cached, its
+    ``seconds`` the first calibration's and the refinement's together."""
+    path = refined_path(configuration, sizes, ranks, budget_bytes)
+    entry = read_entry(path)
+    if entry is not None:
+        model, record = entry
+        return Refined(model, [Round.from_json(item) for item in record.get("rounds", [])],
+                       True)
+    first, _ = calibrate(configuration, sizes)
+    started = time.monotonic()
+    model, rounds = refine(configuration, first, ranks, budget_bytes,
+                           machine_bytes(configuration.device))
+    if rounds:
+        model = replace(model, seconds=first.seconds + time.monotonic() - started)
+    write_entry(path, {**model.to_json(), "rounds": [item.to_json() for item in rounds]})
+    return Refined(model, rounds, False)
