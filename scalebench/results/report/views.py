@@ -37,6 +37,7 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
+from scalebench.results.report.methods import methods
 from scalebench.runtime.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
@@ -412,7 +413,7 @@ def training(results: Results) -> View:
                               summary))
 
 
-VIEWS = (quality, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
+VIEWS = (quality, methods, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
          compile_speedup, training)
 
 

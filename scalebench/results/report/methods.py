@@ -1,0 +1,139 @@
+"""Time to quality per method: each dataset's headline metric against solver time, and the
+iterations and seconds each run needs to come within ``TARGET_TOLERANCE_DB`` of the best value
+any run reached on that dataset.
+
+A method is the solver with, where the rows hold them, its ``algorithm`` and ``denoiser``
+parameters (``METHOD_PARAMETERS``); rows written before a solver had such a parameter simply
+lack the column. Seconds are benchopt's solver time (``time``), which leaves the set-up out;
+the set-up is listed apart. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from scalebench.results.report.data import RUN, Results, headline_metric
+from scalebench.results.report.figures import (
+    FIGURE_WIDTH,
+    SMALL_FONT,
+    Table,
+    View,
+    legend_below,
+    legend_height,
+    new_figure,
+    number,
+    skip,
+    wrap,
+)
+
+# The solver parameters that, with the solver, name a method (absent columns are skipped).
+METHOD_PARAMETERS = ("p_solver_algorithm", "p_solver_denoiser")
+# The common target: this many dB below the best value any run reached on the dataset.
+TARGET_TOLERANCE_DB = 0.5
+# Solvers whose estimate is no reconstruction of the dataset's measurements: the standalone
+# denoiser denoises the noisy ground truth, so its quality would set a target no
+# reconstruction is asked to meet.
+NOT_RECONSTRUCTIONS = ("denoiser",)
+NOT_REACHED = "not reached"
+
+
+def solver_of(name: object) -> str:
+    """The solver of benchopt's solver name (its parameters in brackets dropped)."""
+    return str(name).split("[")[0]
+
+
+def method_names(rows: pd.DataFrame) -> pd.Series:
+    """Per row, its method: the solver, then ``algorithm=...`` and ``denoiser=...`` where the
+    rows hold those parameters."""
+    names = rows["solver_name"].map(solver_of)
+    for column in METHOD_PARAMETERS:
+        if column in rows:
+            values = rows[column].astype(str).where(rows[column].notna())
+            names = names + (" " + column.removeprefix("p_solver_") + "=" + values).fillna("")
+    return names
+
+
+@dataclass
+class Target:
+    value: float  # the target: the best value of any run minus the tolerance
+    runs: pd.DataFrame  # per run: best, iterations and seconds to the target (NaN: not reached)
+
+
+def time_to_target(rows: pd.DataFrame, metric: str,
+                   tolerance: float = TARGET_TOLERANCE_DB) -> Target:
+    """The common target of ``rows`` (the runs of one dataset: columns RUN, stop_val, time
+    and ``metric``, higher better) and, per run, its best value and the iteration and solver
+    time of its first row at or above the target. A missing value (a diverged estimate) is
+    never best and never reaches."""
+    measured = rows[rows[metric].notna()]
+    target = float(measured[metric].max()) - tolerance
+    table = {}
+    for run, part in rows.groupby(RUN, sort=False):
+        part = part.sort_values("stop_val")
+        reached = part[part[metric] >= target]
+        first = reached.iloc[0] if len(reached) else None
+        table[run] = {"best": part[metric].max(),
+                      "iterations": first["stop_val"] if first is not None else float("nan"),
+                      "seconds": first["time"] if first is not None else float("nan")}
+    return Target(target, pd.DataFrame.from_dict(table, orient="index"))
+
+
+def _reached(value: float, text: str) -> str:
+    return NOT_REACHED if pd.isna(value) else text
+
+
+def methods(results: Results) -> View:
+    rows = results.rows
+    if "time" not in rows:
+        return skip("methods", "Time to quality per method", "needs benchopt's time column")
+    rows = rows[~rows["solver_name"].map(solver_of).isin(NOT_RECONSTRUCTIONS)]
+    datasets = []
+    for dataset, part in rows.groupby("dataset_name", sort=False):
+        metric, name = headline_metric(dataset)
+        if metric in part and part[metric].notna().any() and part[RUN].nunique() > 1:
+            datasets.append((dataset, part, metric, name))
+    if not datasets:
+        return skip("methods", "Time to quality per method", "no dataset with two or more "
+                    "reconstruction runs measuring its headline metric")
+    method = method_names(rows)
+    colours = {m: f"C{i % 10}" for i, m in enumerate(dict.fromkeys(method))}
+    labels = [wrap(results.labels[run], 60) for run in dict.fromkeys(rows[RUN])]
+    width = min(FIGURE_WIDTH, 4.5 * len(datasets))
+    figure, axes = new_figure(width, 3.2 + legend_height(labels, width), 1, len(datasets))
+    summary, handles = [], {}
+    for axis, (dataset, part, metric, name) in zip(axes[0], datasets, strict=True):
+        target = time_to_target(part, metric)
+        for run, curve in part.groupby(RUN, sort=False):
+            curve = curve.sort_values("stop_val")
+            handles[wrap(results.labels[run], 60)] = axis.plot(
+                curve["time"], curve[metric], marker="o", markersize=3,
+                color=colours[method[curve.index[0]]], label=wrap(results.labels[run], 60))[0]
+            found = target.runs.loc[run]
+            if pd.notna(found["seconds"]):
+                axis.plot([found["seconds"]], [curve.loc[curve["stop_val"] ==
+                                                         found["iterations"], metric].iloc[0]],
+                          marker="*", markersize=9, color=colours[method[curve.index[0]]])
+            setup = curve["objective_setup_time_s"].iloc[0] \
+                if "objective_setup_time_s" in curve else float("nan")
+            summary.append([solver_of(dataset), name, method[curve.index[0]], results.labels[run],
+                            number(found["best"], 4), number(target.value, 4),
+                            _reached(found["iterations"], f"{int(found['iterations'])}"),
+                            _reached(found["seconds"], number(found["seconds"], 4)),
+                            number(setup, 3)])
+        axis.axhline(target.value, color="grey", linestyle="--", linewidth=1)
+        axis.set(xlabel="solver time (s, set-up excluded)", ylabel=name,
+                 title=wrap(solver_of(dataset), 40))
+        axis.title.set_fontsize(SMALL_FONT + 2)
+        axis.grid(alpha=0.3)
+        axis.tick_params(labelsize=SMALL_FONT)
+    legend_below(figure, axes[0][0], handles)  # every dataset's runs
+    return View("methods", "Time to quality per method", figure, rows,
+                f"one line per run, coloured by method (solver, algorithm, denoiser); dashed: "
+                f"the dataset's target, {TARGET_TOLERANCE_DB:g} dB below the best value any run "
+                f"reached; a star where a run first reaches it; the standalone denoiser, which "
+                f"reconstructs nothing, is left out",
+                Table(["dataset", "metric", "method", "run", "best", "target",
+                       "iterations to target", "seconds to target (set-up excluded)",
+                       "set-up (s)"], summary))
