@@ -80,8 +80,9 @@ def time_to_target(rows: pd.DataFrame, metric: str,
     return Target(target, pd.DataFrame.from_dict(table, orient="index"))
 
 
-def _reached(value: float, text: str) -> str:
-    return NOT_REACHED if pd.isna(value) else text
+def _reached(value: float, digits: int) -> str:
+    """Iterations or seconds to the target: 'not reached' where the run never got there."""
+    return NOT_REACHED if pd.isna(value) else number(value, digits)
 
 
 def methods(results: Results) -> View:
@@ -119,8 +120,8 @@ def methods(results: Results) -> View:
                 if "objective_setup_time_s" in curve else float("nan")
             summary.append([solver_of(dataset), name, method[curve.index[0]], results.labels[run],
                             number(found["best"], 4), number(target.value, 4),
-                            _reached(found["iterations"], f"{int(found['iterations'])}"),
-                            _reached(found["seconds"], number(found["seconds"], 4)),
+                            _reached(found["iterations"], 12),
+                            _reached(found["seconds"], 4),
                             number(setup, 3)])
         axis.axhline(target.value, color="grey", linestyle="--", linewidth=1)
         axis.set(xlabel="solver time (s, set-up excluded)", ylabel=name,
