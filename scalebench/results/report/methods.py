@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from scalebench.results.report.data import RUN, Results, headline_metric
+from scalebench.results.report.data import (
+    RANDOM_MARK,
+    RUN,
+    Results,
+    headline_metric,
+    parameter_text,
+    random_weight_experiments,
+)
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
     SMALL_FONT,
@@ -53,6 +60,21 @@ def method_names(rows: pd.DataFrame) -> pd.Series:
             values = rows[column].astype(str).where(rows[column].notna())
             names = names + (" " + column.removeprefix("p_solver_") + "=" + values).fillna("")
     return names
+
+
+def dataset_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """Per benchopt dataset name: the dataset with the parameters that differ between the
+    datasets of that name in ``rows`` (benchopt's name lists every parameter)."""
+    first = rows.groupby("dataset_name", sort=False).first()
+    bases = first.index.map(solver_of)
+    columns = [c for c in first.columns if c.startswith("p_dataset_")]
+    labels = {}
+    for name, base in zip(first.index, bases, strict=True):
+        same = first[bases == base]
+        differing = [f"{c.removeprefix('p_dataset_')}={parameter_text(first.loc[name, c])}"
+                     for c in columns if same[c].astype(str).nunique(dropna=False) > 1]
+        labels[name] = " ".join([base, *differing])
+    return labels
 
 
 @dataclass
@@ -98,9 +120,12 @@ def methods(results: Results) -> View:
     if not datasets:
         return skip("methods", "Time to quality per method", "no dataset with two or more "
                     "reconstruction runs measuring its headline metric")
-    method = method_names(rows)
+    method, dataset_label = method_names(rows), dataset_labels(rows)
     colours = {m: f"C{i % 10}" for i, m in enumerate(dict.fromkeys(method))}
-    labels = [wrap(results.labels[run], 60) for run in dict.fromkeys(rows[RUN])]
+    random = random_weight_experiments(rows)
+    shown = {run: wrap(results.labels[run] + (RANDOM_MARK if run in random else ""), 60)
+             for run in dict.fromkeys(rows[RUN])}
+    labels = list(shown.values())
     width = min(FIGURE_WIDTH, 4.5 * len(datasets))
     figure, axes = new_figure(width, 3.2 + legend_height(labels, width), 1, len(datasets))
     summary, handles = [], {}
@@ -108,9 +133,10 @@ def methods(results: Results) -> View:
         target = time_to_target(part, metric)
         for run, curve in part.groupby(RUN, sort=False):
             curve = curve.sort_values("stop_val")
-            handles[wrap(results.labels[run], 60)] = axis.plot(
+            handles[shown[run]] = axis.plot(
                 curve["time"], curve[metric], marker="o", markersize=3,
-                color=colours[method[curve.index[0]]], label=wrap(results.labels[run], 60))[0]
+                color=colours[method[curve.index[0]]], label=shown[run],
+                markerfacecolor="none" if run in random else None)[0]
             found = target.runs.loc[run]
             if pd.notna(found["seconds"]):
                 axis.plot([found["seconds"]], [curve.loc[curve["stop_val"] ==
@@ -118,14 +144,15 @@ def methods(results: Results) -> View:
                           marker="*", markersize=9, color=colours[method[curve.index[0]]])
             setup = curve["objective_setup_time_s"].iloc[0] \
                 if "objective_setup_time_s" in curve else float("nan")
-            summary.append([solver_of(dataset), name, method[curve.index[0]], results.labels[run],
+            summary.append([dataset_label[dataset], name, method[curve.index[0]],
+                            results.labels[run] + (RANDOM_MARK if run in random else ""),
                             number(found["best"], 4), number(target.value, 4),
                             _reached(found["iterations"], 12),
                             _reached(found["seconds"], 4),
                             number(setup, 3)])
         axis.axhline(target.value, color="grey", linestyle="--", linewidth=1)
         axis.set(xlabel="solver time (s, set-up excluded)", ylabel=name,
-                 title=wrap(solver_of(dataset), 40))
+                 title=wrap(dataset_label[dataset], 40))
         axis.title.set_fontsize(SMALL_FONT + 2)
         axis.grid(alpha=0.3)
         axis.tick_params(labelsize=SMALL_FONT)
@@ -134,7 +161,9 @@ def methods(results: Results) -> View:
                 f"one line per run, coloured by method (solver, algorithm, denoiser); dashed: "
                 f"the dataset's target, {TARGET_TOLERANCE_DB:g} dB below the best value any run "
                 f"reached; a star where a run first reaches it; the standalone denoiser, which "
-                f"reconstructs nothing, is left out",
-                Table(["dataset", "metric", "method", "run", "best", "target",
+                f"reconstructs nothing, is left out"
+                + (f"; open markers{RANDOM_MARK}: a learned denoiser with random weights, its "
+                   f"time to quality says nothing about the method" if random else ""),
+                Table(["dataset", "metric", "method", "run", "best (dB)", "target (dB)",
                        "iterations to target", "seconds to target (set-up excluded)",
                        "set-up (s)"], summary))
