@@ -13,7 +13,7 @@ from tests.support.cli import copy_benchmark, run_cli, tiny_experiment
 
 RANKS = (1, 2, 4)
 # The report views a campaign shows (the browser checks them too).
-SHOWN = ["quality", "steps", "memory", "strong_scaling", "weak_scaling"]
+SHOWN = ["quality", "methods", "steps", "memory", "strong_scaling", "weak_scaling"]
 
 
 IMAGE_SIZES = [32, 64]

@@ -225,6 +225,18 @@ def estimate_images(results: Results) -> list[dict]:
     return found
 
 
+# Label mark of runs whose learned denoiser had random weights: their quality says nothing about
+# the method.
+RANDOM_MARK = " [random weights]"
+
+
+def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
+    """Runs whose learned denoiser ran with random weights (prov_weights 'random')."""
+    if "prov_weights" not in rows:
+        return set()
+    return set(rows.loc[rows["prov_weights"] == "random", RUN])
+
+
 def measured(rows: pd.DataFrame, base: str, over_ranks: str = "max") -> str | None:
     """The column of a per-step figure: its ``over_ranks`` statistic (max or mean) when
     recorded, else rank 0's."""

@@ -13,6 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
+    RANDOM_MARK,
     RUN,
     Results,
     configuration_columns,
@@ -20,6 +21,7 @@ from scalebench.results.report.data import (
     measured,
     parameter_text,
     per_run,
+    random_weight_experiments,
     run_labels,
     step_peaks,
 )
@@ -37,6 +39,7 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
+from scalebench.results.report.methods import methods
 from scalebench.runtime.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
@@ -117,16 +120,6 @@ def quality(results: Results) -> View:
                  f"about the method")
     return View("quality", "Quality vs iteration and vs time", figure, rows, note,
                 Table(header, summary))
-
-
-RANDOM_MARK = " [random weights]"
-
-
-def random_weight_experiments(rows: pd.DataFrame) -> set[str]:
-    """Runs whose learned denoiser ran with random weights (prov_weights 'random')."""
-    if "prov_weights" not in rows:
-        return set()
-    return set(rows.loc[rows["prov_weights"] == "random", RUN])
 
 
 def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
@@ -412,7 +405,7 @@ def training(results: Results) -> View:
                               summary))
 
 
-VIEWS = (quality, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
+VIEWS = (quality, methods, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
          compile_speedup, training)
 
 
