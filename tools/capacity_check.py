@@ -38,7 +38,7 @@ CASES = {
     "ct_astra": ("tomography_2d", {"num_angles": 256, "projector": "astra",
                                    "noise_level": 0.01}, "pnp", TV, "3GiB"),
     "superres": ("multiframe_superres", {"num_frames": 4}, "pnp",
-                 {"denoiser": "dncnn", "pretrained": "bundled", "patch_size": 128,
+                 {"denoiser": "dncnn", "pretrained": "bundled", "tile_size": 128,
                   "device": "cpu", "denoiser_sigma": 0.01}, "4GiB"),
     "radio": ("radio_interferometry", RADIO, "pnp", TV, "3GiB"),
     "denoising": ("synthetic", {"task": "denoising"}, "denoiser",
