@@ -270,7 +270,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _capacity(args: argparse.Namespace) -> int:
     from scalebench.experiment.capacity.calibration import HEADROOM
     from scalebench.experiment.capacity.command import capacity
-    from scalebench.experiment.plan import memory_bytes
+    from scalebench.launch.slurm_requests import memory_bytes
 
     budget = memory_bytes(args.memory, "--memory", bare_unit="B")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,

@@ -63,7 +63,7 @@ def main() -> int:
         valid_at_most,
     )
     from scalebench.experiment.capacity.model import PHASES
-    from scalebench.experiment.plan import memory_bytes
+    from scalebench.launch.slurm_requests import memory_bytes
 
     budget = memory_bytes(args.budget, "--budget", bare_unit="B")
     verdicts = []

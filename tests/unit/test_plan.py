@@ -146,7 +146,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
         tmp_path, monkeypatch):
     """Without a calibration a rank counts its process baseline and two images: CT at 8192²
     plans (a rank holds a few GiB), a synthetic image of 10^10 pixels is refused."""
-    from scalebench.experiment.plan import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
+    from scalebench.experiment.memory import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
