@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from scalebench.launch import processes
-from scalebench.launch.containers import Host, launch_from_environment
+from scalebench.launch.launch_variables import launch_from_environment
 from scalebench.launch.rank_env import (
     EXPERIMENT_PORT_SPAN,
     PREFLIGHT_PORT_OFFSET,
@@ -16,6 +16,7 @@ from scalebench.launch.rank_env import (
     master_port,
     slurm_ranks,
 )
+from scalebench.launch.runtimes import Host
 
 TASK = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
         "SLURM_NTASKS_PER_NODE": "4(x2)", "SLURM_JOB_ID": "4242",
