@@ -263,10 +263,21 @@ def _hours(value: float) -> str:
     return f"{value:.2f}"
 
 
+def shared_command_reach(plan: Plan) -> str:
+    """What the one command of a plan's jobs does with them: ``scalebench run`` runs every
+    experiment in turn, each on its own ranks; benchopt's submitit backend submits each with
+    its own resources."""
+    if plan.local:
+        return "runs every job above in turn, each on its ranks"
+    return "submits every job above, each with its resources"
+
+
 def format_text(plan: Plan) -> str:
     """The plan as a table, one line per job, and the campaign's totals."""
     header = f"{'job':16}  {'ranks':>5}  {'nodes':>5}  {'tasks/node':>10}  {'GPUs/node':>9}  " \
              f"{'time limit':>10}  {'memory/rank':>11}  run"
+    # One command for every job (the config's own, not one config per job): said once.
+    shared = len(plan.jobs) > 1 and len({tuple(job.command) for job in plan.jobs}) == 1
     lines = [f"{plan.config}: {len(plan.jobs)} job(s)"
              + (f" through {plan.parallel_config}" if plan.parallel_config else ""), header]
     for job in plan.jobs:
@@ -278,7 +289,10 @@ def format_text(plan: Plan) -> str:
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
                      f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
-        lines.append(f"{'':16}  command: {' '.join(job.command)}")
+        if not shared:
+            lines.append(f"{'':16}  command: {' '.join(job.command)}")
+    if shared:
+        lines.append(f"command ({shared_command_reach(plan)}): {' '.join(plan.jobs[0].command)}")
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
