@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFIG ?= configs/default.yml
 
-.PHONY: run test test-quick lint lock docs clean-outputs
+.PHONY: run test test-quick test-unit lint lock docs clean-outputs
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: $(STAMP)
 # The inner loop: unit and integration tests (no SLURM cluster, image or browser).
 test-quick: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --no-loadscope-reorder --durations=15 tests/unit tests/integration
+
+# The in-process tests alone (tests/unit: they start no process, tests/conftest.py checks it).
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --no-loadscope-reorder --durations=10 tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check

@@ -4,7 +4,7 @@
 The sources staged are the files git tracks or would track (what provenance hashes) with a
 weights folder; the build arguments come from git (commit, dirty flag, diff hash,
 SOURCE_DATE_EPOCH) and containers/base-image.toml (the base pinned by digest). Each build
-prints the digest rows will record (scalebench.launch.containers.image_digest). Only the
+prints the digest rows will record (scalebench.launch.images.image_digest). Only the
 standard library is used, so that it runs from a checkout with any Python that pyproject.toml
 allows.
 
@@ -36,12 +36,8 @@ from scalebench.errors import (  # noqa: E402
     ScalebenchError,
     error_lines,
 )
-from scalebench.launch.containers import (  # noqa: E402
-    DIGEST,
-    Podman,
-    engine_runtime,
-    image_digest,
-)
+from scalebench.launch.images import DIGEST, image_digest  # noqa: E402
+from scalebench.launch.runtimes import engine_runtime  # noqa: E402
 
 
 def _git(*args: str) -> str:
@@ -110,9 +106,7 @@ def build(engine: str | list[str], tag: str, base: str | None, weights: Path,
         argv = [*runtime.engine, "build", "-f", str(context / "containers/Dockerfile"), "-t", tag,
                 "--build-arg", "WEIGHTS=.build-weights"]
         argv += [f"--build-arg={key}={value}" for key, value in arguments.items()]
-        if isinstance(runtime, Podman):
-            # Layer files and history get this time instead of the clock's.
-            argv += ["--timestamp", arguments["SOURCE_DATE_EPOCH"]]
+        argv += runtime.build_options(arguments["SOURCE_DATE_EPOCH"])
         subprocess.run([*argv, *extra, str(context)], check=True)
     return image_digest(tag, runtime.engine)
 

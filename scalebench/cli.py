@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
                              help="run the launcher's children and the ranks inside --image (GPUs, "
                              "binds "
                              "and engine options: the SB_* variables of "
-                             "scalebench.launch.containers)")
+                             "scalebench.launch.launch_variables)")
     run_parser.add_argument("--image", help="SIF file (apptainer) or image (docker, podman)")
     run_parser.add_argument("--srun-args", default="",
                             help="extra srun options for every experiment's step")
@@ -228,7 +228,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _in_container(args: argparse.Namespace) -> list[str]:
     """The runtimes helper as the ranks' Python; its variables go to every child."""
-    from scalebench.launch.containers import get_runtime, launcher_python
+    from scalebench.launch.launch_variables import launcher_python
+    from scalebench.launch.runtimes import get_runtime
 
     if not (args.runtime and args.image):
         raise ScalebenchError("--runtime and --image go together: --runtime apptainer|docker|"
@@ -274,7 +275,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _capacity(args: argparse.Namespace) -> int:
     from scalebench.experiment.capacity.calibration import HEADROOM
     from scalebench.experiment.capacity.command import capacity
-    from scalebench.experiment.plan import memory_bytes
+    from scalebench.launch.slurm_requests import memory_bytes
 
     budget = memory_bytes(args.memory, "--memory", bare_unit="B")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
@@ -333,7 +334,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _verify_image(args: argparse.Namespace) -> int:
-    from scalebench.launch.containers import verify_image
+    from scalebench.launch.images import verify_image
 
     print(verify_image(args.image, args.digest, args.engine))
     return EXIT_OK

@@ -38,7 +38,7 @@ sb_main() {
   SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
   SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
   SB_LAUNCHER_PYTHON=${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}
-  # Read by scalebench/launch/containers.py, which builds every container command line.
+  # Read by scalebench/launch/launch_variables.py; scalebench/launch/runtimes.py builds every container command line.
   export SB_REPO SB_RUNTIME SB_ENGINE SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON \
     SB_OUTPUTS SB_BENCHMARK SB_CONFIG SB_LAUNCHER_PYTHON
   if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then

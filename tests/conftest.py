@@ -8,7 +8,9 @@ unit``, ...); helpers shared by the tests are in ``tests/support``.
 
 from __future__ import annotations
 
+import _posixsubprocess
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,51 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if marker is not None:
             item.add_marker(marker)
     items.sort(key=lambda item: run_order(item.nodeid))
+
+
+# --- unit tests start nothing -------------------------------------------------------------
+# Every way this interpreter starts or becomes another process: subprocess (run, Popen,
+# check_output, os.popen and asyncio's go through _execute_child), os's fork, spawn, system
+# and exec (the other exec* and spawn* call these), and the fork-exec of multiprocessing's
+# spawn and forkserver methods.
+PROCESS_STARTERS = ((subprocess.Popen, "_execute_child"), (os, "fork"), (os, "forkpty"),
+                    (os, "posix_spawn"), (os, "posix_spawnp"), (os, "system"), (os, "execv"),
+                    (os, "execve"), (_posixsubprocess, "fork_exec"))
+
+
+def refuse_process_start(what: str):
+    """A stand-in for ``what`` that fails the running test: pytest's failure is a
+    BaseException, so ``except Exception`` in the code under test does not swallow it."""
+    def refused(*args, **kwargs):
+        pytest.fail(f"a unit test starts no process, but this one called {what}: move it to "
+                    f"tests/integration (docs/development.md, Tests)")
+    return refused
+
+
+@pytest.fixture(scope="session")
+def test_process_provenance() -> None:
+    """This process's provenance, read once per worker before its first unit test: the
+    record caches it, and plan and capacity key calibrations with its code state, which git
+    gives (the only processes a unit session starts, outside its tests)."""
+    import provenance
+
+    provenance.collect()
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_start_no_process(request):
+    """Tests marked ``unit`` run in the test process only: each way of starting a process
+    fails them."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    request.getfixturevalue("test_process_provenance")
+    with pytest.MonkeyPatch.context() as patch:
+        for owner, name in PROCESS_STARTERS:
+            if hasattr(owner, name):
+                patch.setattr(owner, name, refuse_process_start(
+                    f"{getattr(owner, '__name__', owner)}.{name}"))
+        yield
 
 
 # Variables pytest and the libraries manage themselves (OpenMP at import, inductor on use).

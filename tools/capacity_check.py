@@ -70,7 +70,7 @@ def main() -> int:
     )
     from scalebench.experiment.capacity.command import answer
     from scalebench.experiment.capacity.refine import refined
-    from scalebench.experiment.plan import memory_bytes
+    from scalebench.launch.slurm_requests import memory_bytes
 
     verdicts = []
     for name in args.only or CASES:

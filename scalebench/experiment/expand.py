@@ -15,6 +15,7 @@ import yaml
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import check_devices_available, load_experiment
+from scalebench.experiment.memory import local_memory_problems
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
     experiment_ranks,
@@ -59,8 +60,6 @@ def expand(config: Path, world_size: int, folder: Path,
                     experiments.append({"id": identifier, "label": label,
                                         "config": str(path), **key, "options": options})
     if check_memory:
-        from scalebench.experiment.plan import local_memory_problems
-
         here = [e for e in experiments if check_memory == "all"
                 or not names_slurm_resources(experiment_solver_params(e))]
         problems = local_memory_problems(

@@ -10,34 +10,31 @@ Every resource problem is reported, one line each, before anything is submitted.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import tempfile
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.errors import ScalebenchError
+from scalebench.experiment.expand import expand
+from scalebench.experiment.memory import (
+    MemoryEstimate,
+    machine_memory_bytes,
+    memory_problem,
+    rank_memory_estimate,
+)
 from scalebench.launch.resources import requested_ranks
+from scalebench.launch.slurm_requests import (
+    gres_gpus,
+    node_memory_bytes,
+    read_parallel_config,
+    slurm_time_seconds,
+)
 from scalebench.runtime.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.experiment.config import BenchmarkRules
-
-# Resident memory of one rank before any data, a lower bound: Python with torch, deepinv and
-# benchopt imported (the capacity probes' fitted baselines are 1.2-1.3 GiB on this CPU).
-PROCESS_BASELINE_BYTES = 900 * 2**20
-FLOAT_BYTES = 4
-# Images every rank holds whatever the problem: the ground truth and the estimate.
-CERTAIN_IMAGES = 2
-_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?$", re.IGNORECASE)
-_ZERO_MEMORY = re.compile(r"^0*(\.0*)?\s*[KMGT]?(I?B)?$", re.IGNORECASE)
-_MEMORY_UNITS = {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-# Parallel-config keys besides submitit's own: benchopt's backend switch and worker count.
-BENCHOPT_PARALLEL_KEYS = ("backend", "n_jobs")
 
 
 @dataclass
@@ -115,101 +112,11 @@ class Plan:
                 "jobs": jobs, "totals": totals}
 
 
-def slurm_time_seconds(value: str | int, where: str) -> float:
-    """A SLURM time limit in seconds: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
-    match = _SLURM_TIME.match(str(value).strip())
-    if not match:
-        raise ConfigError(f"{where}: time limit {value!r} is not a SLURM time (minutes, MM:SS, "
-                          f"HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
-    days, first, second, third = match.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        return ((int(days) * 24 + int(first)) * 60 + int(second or 0)) * 60 + int(third or 0)
-    if third is not None:  # HH:MM:SS
-        return (int(first) * 60 + int(second)) * 60 + int(third)
-    return int(first) * 60 + int(second or 0)  # MM or MM:SS
-
-
 def timeout_seconds(value: str | int | float) -> float:
     """A run option 'timeout' (seconds, or a number with s, m or h) in seconds."""
     text = str(value)
     scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1], 1)
     return float(text.rstrip("smh")) * scale
-
-
-def memory_bytes(value: str | int | float, where: str, bare_unit: str = "M") -> int:
-    """A memory amount in bytes: a positive number with a binary unit, K, M, G or T (also
-    written KiB, KB, ..., all 1024-based as SLURM counts them) or B; a bare number counts
-    ``bare_unit`` (SLURM's --mem: 'M'; a byte budget: 'B'). The rule of SLURM's memory
-    requests and of ``scalebench capacity --memory`` alike."""
-    match = _MEMORY.match(str(value).strip())
-    if not match or isinstance(value, bool) or float(match.group(1)) <= 0:
-        bare = "MiB" if bare_unit == "M" else "bytes"
-        raise ConfigError(f"{where}: {value!r} is not a memory size: give a positive number "
-                          f"with a unit K, M, G or T (binary, e.g. 80GiB, 512M), or bare "
-                          f"{bare}")
-    unit = match.group(2).upper() or ("B" if match.group(3) else bare_unit)
-    return int(float(match.group(1)) * _MEMORY_UNITS[unit])
-
-
-def node_memory_bytes(mem: str | int | float | None, where: str) -> int | None:
-    """What a node offers a job asking for ``slurm_mem``; None when unknown: no request, or
-    SLURM's 0 (the node's whole memory)."""
-    if mem is None or _ZERO_MEMORY.match(str(mem).strip()):
-        return None
-    return memory_bytes(mem, where)
-
-
-def gres_gpus(gres: str | None) -> int:
-    """GPUs per node in a --gres value ('gpu:4', 'gpu:a100:4'); 0 when it names none."""
-    for item in (gres or "").split(","):
-        parts = item.strip().split(":")
-        if parts[0] == "gpu":
-            return int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
-    return 0
-
-
-def read_parallel_config(path: Path) -> dict[str, Any]:
-    """A benchopt submitit parallel config, keys harmonised as benchopt does (slurm_<name>)."""
-    from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
-    from submitit import SlurmExecutor
-
-    from scalebench.experiment.reading import read_yaml
-
-    raw = read_yaml(path, "parallel config")
-    if not isinstance(raw, dict) or raw.get("backend") != "submitit":
-        raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
-                          f"(the only backend that submits jobs with resources)")
-    allowed = SlurmExecutor._valid_parameters()
-    slurm = {key: value for key, value in raw.items() if key not in BENCHOPT_PARALLEL_KEYS}
-    for key in slurm:
-        if not key.startswith("slurm_"):
-            raise ConfigError(f"parallel config {path}: unknown key '{key}' (allowed: "
-                              f"{', '.join(BENCHOPT_PARALLEL_KEYS)} and slurm_<submitit option>)")
-    merged = harmonize_slurm_config(slurm)
-    unknown = sorted(key for key in merged if key.removeprefix("slurm_") not in allowed)
-    if unknown:
-        raise ConfigError(f"parallel config {path}: unknown key '{unknown[0]}' (allowed "
-                          f"slurm_ options: {', '.join(sorted(allowed))})")
-    for key in ("slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node",
-                "slurm_cpus_per_task"):
-        value = merged.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ConfigError(f"parallel config {path}: '{key}' must be a positive integer, "
-                              f"got {value!r}")
-    if isinstance(merged.get("slurm_time"), int):  # YAML read 02:00:00 as seconds
-        seconds = merged["slurm_time"]
-        merged["slurm_time"] = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:" \
-                               f"{seconds % 60:02d}"
-    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str,)),
-                       ("slurm_mem", (str, int, float))):
-        value = merged.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise ConfigError(f"parallel config {path}: '{key}' must be "
-                              f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
-    if "slurm_mem_gb" in slurm:  # submitit's mem_gb counts GB
-        merged["slurm_mem"] = f"{slurm['slurm_mem_gb']}G"
-    return merged
 
 
 def machine_cores() -> int:
@@ -218,82 +125,6 @@ def machine_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def machine_memory_bytes() -> int | None:
-    """Physical memory of this machine (what a local run's ranks share)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """One rank's memory: ``calibrated`` the peak the calibrated model predicts (scalebench
-    capacity has calibrated the configuration), else a lower bound: the process baseline and
-    the images every rank holds."""
-
-    bytes: int
-    calibrated: bool
-
-    @property
-    def model(self) -> str:
-        return "calibrated" if self.calibrated else "uncalibrated"
-
-
-def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
-                         solver_params: dict, ranks: int) -> MemoryEstimate | None:
-    """One of ``ranks`` ranks' memory (MemoryEstimate); None when the dataset or the solver
-    (training) has no size model."""
-    from scalebench.experiment.capacity.calibration import calibrated_peak
-    from scalebench.loops import SOLVERS
-    from scalebench.params import resolved_parameters
-    from scalebench.problems import PROBLEMS
-
-    if solver not in SOLVERS or dataset not in PROBLEMS:  # training, or a solver file
-        return None
-    predicted = calibrated_peak(dataset, dataset_params, solver, solver_params, ranks)
-    if predicted is not None:
-        return MemoryEstimate(int(predicted), True)
-    spec = PROBLEMS[dataset]
-    shape = spec.image_shape(**resolved_parameters(dataset_params, spec.params))
-    return MemoryEstimate(PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * math.prod(shape)
-                          * FLOAT_BYTES, False)
-
-
-def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int | None,
-                   holder: str = "the node") -> str | None:
-    """Why ``ranks`` ranks of ``estimate`` each cannot fit in ``available`` bytes of
-    ``holder``; None when they fit or a figure is unknown."""
-    if estimate is None or available is None or estimate.bytes * ranks <= available:
-        return None
-    rank_bytes = estimate.bytes
-    model = "calibrated" if estimate.calibrated else "uncalibrated lower bound"
-    return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
-            f"x {rank_bytes / 2**30:.1f} GiB, {model}) is above {holder}'s "
-            f"{available / 2**30:.1f} GiB")
-
-
-def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
-    """Experiments that cannot fit this machine's memory with ``ranks(experiment)`` ranks on
-    it, one line each (``rank_memory_estimate``: calibrated, else a lower bound), checked
-    before any rank starts."""
-    available = machine_memory_bytes()
-    problems = []
-    for experiment in experiments:
-        (dataset, dataset_params), = experiment["dataset"].items()
-        (solver, solver_params), = experiment["solver"].items()
-        count = ranks(experiment)
-        estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count)
-        problem = memory_problem(estimate, count, available, "this machine")
-        if problem is not None:
-            problems.append(f"experiment {experiment['label']}: {problem} (make the problem "
-                            f"smaller, or run it on a larger machine)")
-    return problems
 
 
 def _over_parallel(solver_params: dict, parallel: dict) -> dict:
@@ -385,7 +216,6 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     )
     from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
     from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS
-    from scalebench.experiment.expand import expand
     from scalebench.experiment.reading import read_yaml
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
@@ -440,10 +270,21 @@ def _hours(value: float) -> str:
     return f"{value:.2f}"
 
 
+def shared_command_reach(plan: Plan) -> str:
+    """What the one command of a plan's jobs does with them: ``scalebench run`` runs every
+    experiment in turn, each on its own ranks; benchopt's submitit backend submits each with
+    its own resources."""
+    if plan.local:
+        return "runs every job above in turn, each on its ranks"
+    return "submits every job above, each with its resources"
+
+
 def format_text(plan: Plan) -> str:
     """The plan as a table, one line per job, and the campaign's totals."""
     header = f"{'job':16}  {'ranks':>5}  {'nodes':>5}  {'tasks/node':>10}  {'GPUs/node':>9}  " \
              f"{'time limit':>10}  {'memory/rank':>11}  run"
+    # One command for every job (the config's own, not one config per job): said once.
+    shared = len(plan.jobs) > 1 and len({tuple(job.command) for job in plan.jobs}) == 1
     lines = [f"{plan.config}: {len(plan.jobs)} job(s)"
              + (f" through {plan.parallel_config}" if plan.parallel_config else ""), header]
     for job in plan.jobs:
@@ -455,7 +296,10 @@ def format_text(plan: Plan) -> str:
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
                      f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
-        lines.append(f"{'':16}  command: {' '.join(job.command)}")
+        if not shared:
+            lines.append(f"{'':16}  command: {' '.join(job.command)}")
+    if shared:
+        lines.append(f"command ({shared_command_reach(plan)}): {' '.join(plan.jobs[0].command)}")
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")

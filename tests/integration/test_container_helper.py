@@ -10,9 +10,7 @@ import sys
 import pytest
 
 from scalebench.errors import ScalebenchError
-from scalebench.launch.containers import (
-    get_runtime,
-)
+from scalebench.launch.runtimes import get_runtime
 from tests.support.paths import REPO
 
 

@@ -169,7 +169,7 @@ def test_image_interpreter_is_a_final_release_of_the_pinned_python(image, tmp_pa
 
 # Project tests that need neither git nor a container engine, run on the image's interpreter.
 PORTABLE_TESTS = ("tests/unit/test_config.py", "tests/unit/test_metrics.py",
-                  "tests/unit/test_operators.py")
+                  "tests/unit/test_operators.py", "tests/unit/test_adjointness.py")
 
 
 @pytest.mark.slow

@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from scalebench.launch.containers import (
-    Apptainer,
-    Launch,
-    engine_runtime,
-    launch_from_environment,
-    launcher_python,
-)
+from scalebench.launch.images import inspect_image
+from scalebench.launch.launch_variables import launch_from_environment, launcher_python
+from scalebench.launch.runtimes import Apptainer, Launch, engine_runtime
 from tests.support.container_lines import APPTAINER_ENV, SLURM_TASK
 
 # What the command in the container reports: variables handed in, the working folder, a file
@@ -76,7 +72,7 @@ def test_real_run_of_the_command_line(engine, tmp_path, monkeypatch):
     env = {**SLURM_TASK, "SB_REPO": str(tmp_path), "SB_IMAGE": tag, "SB_DATA": str(data),
            "SB_PYTHON": "/bin/sh"}
     try:
-        image_id = runtime.inspect(tag, "{{.Id}}")
+        image_id = inspect_image(runtime.engine, tag, "{{.Id}}")
         launch = launch_from_environment(env, ["-c", PROBE, "sh", str(data / "file.txt")],
                                          runtime)
         done = subprocess.run(runtime.command_line(launch), capture_output=True, text=True,

@@ -24,7 +24,7 @@ from scalebench.experiment.capacity.model import (
     Sizes,
     fit,
 )
-from scalebench.experiment.plan import memory_bytes
+from scalebench.launch.slurm_requests import memory_bytes
 from scalebench.runtime.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
 
 MIB = 2**20

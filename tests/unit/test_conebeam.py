@@ -1,6 +1,7 @@
-"""3D cone-beam CT: the projector (analytic ball, adjointness, determinism), the Walnut data
-set's pre-processing and the walnut_conebeam problem, on a miniature walnut in the data set's
-file layout made by tests/support/walnut_fixture.py (no network)."""
+"""3D cone-beam CT: the projector (analytic ball, determinism; its adjointness is in
+test_adjointness.py), the Walnut data set's pre-processing and the walnut_conebeam problem, on a
+miniature walnut in the data set's file layout made by tests/support/walnut_fixture.py (no
+network)."""
 
 from __future__ import annotations
 
@@ -62,24 +63,16 @@ def test_projector_matches_the_analytic_projection_of_a_ball():
     assert np.abs(projected[centre] - exact[centre]).max() < 0.01 * 2 * radius
 
 
-def test_projector_adjoint_is_exact_on_per_view_vectors(cache):
+def test_the_cuda_paths_scatter_gives_the_gathered_adjoint(cache):
+    """The scatter of the same trilinear weights (the CUDA path) is the adjoint the CPU
+    gathers, on the walnut's own vectors, a grid that is not centred and several chunks."""
     prepared = walnut.load_prepared(walnut.prepare(cache, 1, 2, 16))
-    # A grid that is not centred and a detector binned off-centre: the vectors as read.
     geometry = ConeGeometry.centred(prepared.vectors, (12, 16, 14), 0.23,
                                     prepared.projections.shape[1:], (0.1, -0.2, 0.05))
     operator = TorchConeBeam(geometry, max_samples=40000)  # several chunks
     generator = torch.Generator().manual_seed(0)
     x = torch.randn((2, 1, 12, 16, 14), generator=generator, dtype=torch.float64)
     y = torch.randn((2, 1, *operator.A(x).shape[2:]), generator=generator, dtype=torch.float64)
-    lhs = torch.sum(operator.A(x) * y)
-    rhs = torch.sum(x * operator.A_adjoint(y))
-    assert abs(float(lhs - rhs)) <= 1e-10 * abs(float(lhs))
-    # float32, as the problems use it
-    x32, y32 = x.float(), y.float()
-    lhs32 = torch.sum(operator.A(x32).double() * y32.double())
-    rhs32 = torch.sum(x32.double() * operator.A_adjoint(y32).double())
-    assert abs(float(lhs32 - rhs32)) <= 1e-5 * abs(float(lhs32))
-    # The CUDA path's scatter of the same trilinear weights gives the same adjoint.
     scattered = operator.scatter_adjoint(y)
     assert float(torch.linalg.vector_norm(scattered - operator.A_adjoint(y))
                  / torch.linalg.vector_norm(scattered)) < 1e-5
@@ -137,12 +130,6 @@ def test_problem_stacks_view_groups_of_measured_data(cache):
     assert problem.x_true.shape == (1, 1, 16, 16, 16)
     assert [y.shape[2] for y in problem.y] == [6, 5, 5]
     assert torch.equal(problem.y[1][0, 0], torch.from_numpy(prepared.projections[1::3]))
-    x = torch.rand(problem.x_true.shape, generator=torch.Generator().manual_seed(2))
-    y = problem.physics.A(x)
-    lhs = sum(float(torch.sum(a.double() * b.double())) for a, b in zip(y, problem.y,
-                                                                       strict=True))
-    rhs = float(torch.sum(x.double() * problem.physics.A_adjoint(problem.y).double()))
-    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
     again = build_problem("walnut_conebeam", binning=2, num_projections=16, num_operators=3,
                           projector="torch")
     assert again.data_sha256 == problem.data_sha256
@@ -212,7 +199,7 @@ def test_too_many_views_is_a_config_error(cache):
 
 @pytest.mark.skipif(not rtk_available(),
                     reason="ITK-RTK is an optional extra (pip install '.[rtk]'), not installed")
-def test_rtk_projector_matches_the_ball_and_is_an_exact_adjoint_pair(cache):
+def test_rtk_projector_matches_the_ball_and_the_torch_projector(cache):
     geometry = ball_geometry()
     projected = RtkConeBeam(geometry).A(voxelised_ball(1.0))[0, 0].numpy()
     exact = walnut_fixture.ellipsoid_chords(geometry.vectors, geometry.detector_shape,
@@ -227,12 +214,7 @@ def test_rtk_projector_matches_the_ball_and_is_an_exact_adjoint_pair(cache):
     ours = TorchConeBeam(walnut_geometry).A(volume)
     assert float(torch.linalg.vector_norm(operator.A(volume) - ours)
                  / torch.linalg.vector_norm(ours)) < 0.03
-    generator = torch.Generator().manual_seed(5)
-    x = torch.rand(volume.shape, generator=generator)
-    y = torch.rand(ours.shape, generator=generator)
-    lhs = float(torch.sum(operator.A(x).double() * y.double()))
-    rhs = float(torch.sum(x.double() * operator.A_adjoint(y).double()))
-    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
+    y = torch.rand(ours.shape, generator=torch.Generator().manual_seed(5))
     assert torch.equal(operator.A_adjoint(y), operator.A_adjoint(y))  # deterministic
     problem = build_problem("walnut_conebeam", binning=2, num_projections=8)
     # auto picks ASTRA where it can use CUDA, else RTK

@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 
 from scalebench.errors import ScalebenchError
-from scalebench.launch.containers import (
+from scalebench.launch.images import ImageIdentity
+from scalebench.launch.launch_variables import launch_from_environment
+from scalebench.launch.runtimes import (
     Apptainer,
     Docker,
     Host,
-    ImageIdentity,
     Launch,
     Podman,
     apptainer_env_item,
     engine_runtime,
     get_runtime,
-    launch_from_environment,
 )
 from tests.support.container_lines import APPTAINER_ENV, SLURM_TASK
 

@@ -1,45 +1,12 @@
-"""Every forward operator is linear with an exact adjoint: <A x, y> = <x, A^T y>."""
+"""The problems' operators and data: angle groups, seeded noise, generators at any size, and
+inconsistent parameters refused (their adjointness: test_adjointness.py)."""
 
 import pytest
 import torch
-from deepinv.utils import TensorList
 
 from scalebench.errors import ConfigError
-from scalebench.problems import PROBLEMS, build_problem
+from scalebench.problems import build_problem
 from scalebench.problems.tomography_2d import angle_groups
-
-CASES = [
-    ("tomography_2d", dict(image_size=32, num_angles=10, num_operators=1)),
-    ("tomography_2d", dict(image_size=33, num_angles=12, num_operators=3)),
-    ("multiframe_superres", dict(image_size=32, num_frames=3, factor=2)),
-    ("multiframe_superres", dict(image_size=36, num_frames=2, factor=3)),
-    ("synthetic", dict(image_size=32, channels=1, task="superres", factor=4)),
-    ("synthetic", dict(image_size=24, channels=3, task="denoising")),
-    ("radio_interferometry", dict(image_size=32, num_times=4, num_channels=2, num_operators=2)),
-    ("walnut_conebeam", dict(binning=2, num_projections=8, num_operators=2, projector="torch")),
-]
-
-
-pytestmark = pytest.mark.usefixtures("in_walnut_cache")  # walnut_conebeam reads it
-
-
-def _inner(a, b) -> float:
-    return sum(float(torch.sum(u.double() * v.double())) for u, v in zip(a, b, strict=True))
-
-
-@pytest.mark.parametrize(("name", "params"), CASES)
-def test_adjointness(name, params):
-    problem = build_problem(name, **params)
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(problem.x_true.shape, generator=generator)
-    y = TensorList([torch.randn(y_k.shape, generator=generator) for y_k in problem.y])
-    lhs = _inner(problem.physics.A(x), y)
-    rhs = _inner([x], [problem.physics.A_adjoint(y)])
-    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
-
-
-def test_every_dataset_has_an_adjointness_case():
-    assert {name for name, _ in CASES} == set(PROBLEMS)
 
 
 def test_tomography_angles_are_split_into_interleaved_groups():

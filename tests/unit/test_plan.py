@@ -109,6 +109,36 @@ def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
         assert yaml.safe_load(config.read_text())["solver"] == [job.solver]
 
 
+def command_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "command" in line]
+
+
+def test_a_local_plan_says_once_that_one_command_runs_every_job_on_its_ranks():
+    """`scalebench run CONFIG --nproc 1` runs the four jobs in turn, each on the ranks its
+    solver names: one command, not four jobs' copies of it."""
+    config = CONFIGS / "scaling" / "strong_scaling.yml"
+    plan = make_plan(config, None, 1)
+    assert [job.ranks for job in plan.jobs] == [1, 2, 4, 8]
+    assert command_lines(format_text(plan)) == [
+        f"command (runs every job above in turn, each on its ranks): scalebench run {config} "
+        f"--nproc 1"]
+
+
+def test_a_submitit_plan_says_once_that_benchopt_submits_every_job():
+    config = CONFIGS / "scaling" / "strong_scaling.yml"
+    assert command_lines(format_text(plan_of(config, SUBMITIT))) == [
+        f"command (submits every job above, each with its resources): benchopt run "
+        f"{BENCHMARK} --config {config} --parallel-config {SUBMITIT}"]
+
+
+def test_a_plan_with_one_config_per_job_gives_each_job_its_own_command(tmp_path):
+    plan = make_plan(CONFIGS / "scaling" / "strong_scaling.yml", None, 1,
+                     configs=tmp_path / "jobs")
+    assert command_lines(format_text(plan)) == [
+        f"{'':16}  command: scalebench run {tmp_path / 'jobs' / job.id}.yml --nproc 1"
+        for job in plan.jobs]
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"unknown_key": 1}, "unknown config key 'unknown_key'"),
     ({"solver": pnp(max_iter="ten")}, "parameter 'max_iter' must be an integer"),
@@ -146,7 +176,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
         tmp_path, monkeypatch):
     """Without a calibration a rank counts its process baseline and two images: CT at 8192²
     plans (a rank holds a few GiB), a synthetic image of 10^10 pixels is refused."""
-    from scalebench.experiment.plan import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
+    from scalebench.experiment.memory import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]

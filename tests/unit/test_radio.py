@@ -114,18 +114,6 @@ def test_uniform_weighting_inverts_the_cell_density_conjugates_included():
     assert np.allclose(visibility_weights(uv, 32, "natural"), 0.25)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_adjointness(library, small_uv):
-    uv, weights = small_uv
-    operator = VisibilityOperator(uv, weights, 32, library)
-    generator = torch.Generator().manual_seed(2)
-    x = torch.randn((1, 1, 32, 32), generator=generator)
-    y = torch.randn((1, 2, len(uv)), generator=generator)
-    lhs = float(torch.sum(operator.A(x).double() * y.double()))
-    rhs = float(torch.sum(x.double() * operator.A_adjoint(y).double()))
-    assert abs(lhs - rhs) <= 1e-5 * abs(lhs)
-
-
 @pytest.mark.parametrize(("library", "tolerance"),
                          [("ducc0", 1e-4), ("finufft", 1e-4), ("torchkbnufft", 2e-3)])
 def test_operator_matches_the_direct_fourier_sums(library, tolerance, small_uv):

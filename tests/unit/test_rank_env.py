@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from scalebench.launch import processes
-from scalebench.launch.containers import Host, launch_from_environment
+from scalebench.launch import processes, rank_env
+from scalebench.launch.launch_variables import launch_from_environment
 from scalebench.launch.rank_env import (
     EXPERIMENT_PORT_SPAN,
     PREFLIGHT_PORT_OFFSET,
@@ -16,6 +16,7 @@ from scalebench.launch.rank_env import (
     master_port,
     slurm_ranks,
 )
+from scalebench.launch.runtimes import Host
 
 TASK = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
         "SLURM_NTASKS_PER_NODE": "4(x2)", "SLURM_JOB_ID": "4242",
@@ -29,11 +30,13 @@ def test_slurm_task_variables_give_the_torch_rank_variables():
                         "SLURM_TASKS_PER_NODE": "2,1"})["LOCAL_WORLD_SIZE"] == "2"
 
 
-def test_a_task_slurm_started_itself_gets_its_rank_and_rendezvous():
+def test_a_task_slurm_started_itself_gets_its_rank_and_rendezvous(monkeypatch):
+    # The first node's address is scontrol's answer (a process): given here.
+    monkeypatch.setattr(rank_env, "first_node_address", lambda nodelist=None: "10.0.0.7")
     env = dict(TASK)
     export_rank_environment(env)
-    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_PORT"]) == \
-        ("5", "8", str(master_port("4242")))
+    assert (env["RANK"], env["WORLD_SIZE"], env["MASTER_PORT"], env["MASTER_ADDR"]) == \
+        ("5", "8", str(master_port("4242")), "10.0.0.7")
     launched = {**TASK, "RANK": "0", "MASTER_PORT": "1234"}
     export_rank_environment(launched)  # the launcher's variables win
     assert (launched["RANK"], launched["MASTER_PORT"]) == ("0", "1234")

@@ -109,8 +109,9 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     over the parallel config's, else ``nproc``."""
     from scalebench.benchmarks import INFERENCE_OBJECTIVE, config_objective
     from scalebench.experiment.expand import component_label, expand
-    from scalebench.experiment.plan import job_ranks, read_parallel_config
+    from scalebench.experiment.plan import job_ranks
     from scalebench.experiment.reading import read_yaml
+    from scalebench.launch.slurm_requests import read_parallel_config
     from scalebench.problems import PROBLEMS
 
     objective = config_objective(read_yaml(config, "config"))

@@ -1,0 +1,94 @@
+"""One rank's memory, estimated before it starts: the calibrated peak of ``scalebench
+capacity`` where there is one, else a lower bound (the process and the images every rank
+holds). ``expand`` refuses, with it, experiments too large for this machine; ``plan`` shows it
+for every job."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Resident memory of one rank before any data, a lower bound: Python with torch, deepinv and
+# benchopt imported (the capacity probes' fitted baselines are 1.2-1.3 GiB on this CPU).
+PROCESS_BASELINE_BYTES = 900 * 2**20
+FLOAT_BYTES = 4
+# Images every rank holds whatever the problem: the ground truth and the estimate.
+CERTAIN_IMAGES = 2
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine (what a local run's ranks share)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """One rank's memory: ``calibrated`` the peak the calibrated model predicts (scalebench
+    capacity has calibrated the configuration), else a lower bound: the process baseline and
+    the images every rank holds."""
+
+    bytes: int
+    calibrated: bool
+
+    @property
+    def model(self) -> str:
+        return "calibrated" if self.calibrated else "uncalibrated"
+
+
+def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
+                         solver_params: dict, ranks: int) -> MemoryEstimate | None:
+    """One of ``ranks`` ranks' memory (MemoryEstimate); None when the dataset or the solver
+    (training) has no size model."""
+    from scalebench.experiment.capacity.calibration import calibrated_peak
+    from scalebench.loops import SOLVERS
+    from scalebench.params import resolved_parameters
+    from scalebench.problems import PROBLEMS
+
+    if solver not in SOLVERS or dataset not in PROBLEMS:  # training, or a benchmark file
+        return None
+    predicted = calibrated_peak(dataset, dataset_params, solver, solver_params, ranks)
+    if predicted is not None:
+        return MemoryEstimate(int(predicted), True)
+    spec = PROBLEMS[dataset]
+    shape = spec.image_shape(**resolved_parameters(dataset_params, spec.params))
+    return MemoryEstimate(PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * math.prod(shape)
+                          * FLOAT_BYTES, False)
+
+
+def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int | None,
+                   holder: str = "the node") -> str | None:
+    """Why ``ranks`` ranks of ``estimate`` each cannot fit in ``available`` bytes of
+    ``holder``; None when they fit or a figure is unknown."""
+    if estimate is None or available is None or estimate.bytes * ranks <= available:
+        return None
+    rank_bytes = estimate.bytes
+    model = "calibrated" if estimate.calibrated else "uncalibrated lower bound"
+    return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
+            f"x {rank_bytes / 2**30:.1f} GiB, {model}) is above {holder}'s "
+            f"{available / 2**30:.1f} GiB")
+
+
+def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
+    """Experiments that cannot fit this machine's memory with ``ranks(experiment)`` ranks on
+    it, one line each (``rank_memory_estimate``: calibrated, else a lower bound), checked
+    before any rank starts."""
+    available = machine_memory_bytes()
+    problems = []
+    for experiment in experiments:
+        (dataset, dataset_params), = experiment["dataset"].items()
+        (solver, solver_params), = experiment["solver"].items()
+        count = ranks(experiment)
+        estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count)
+        problem = memory_problem(estimate, count, available, "this machine")
+        if problem is not None:
+            problems.append(f"experiment {experiment['label']}: {problem} (make the problem "
+                            f"smaller, or run it on a larger machine)")
+    return problems

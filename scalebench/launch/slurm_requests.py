@@ -1,0 +1,109 @@
+"""The values of SLURM requests, read as SLURM reads them: time limits, memory amounts,
+``--gres`` GPUs, and benchopt's submitit parallel configs that carry them. Standard library
+only at module level: the parallel config's reader imports benchopt and submitit when it runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from scalebench.errors import ConfigError
+
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?$", re.IGNORECASE)
+_ZERO_MEMORY = re.compile(r"^0*(\.0*)?\s*[KMGT]?(I?B)?$", re.IGNORECASE)
+_MEMORY_UNITS = {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# Parallel-config keys besides submitit's own: benchopt's backend switch and worker count.
+BENCHOPT_PARALLEL_KEYS = ("backend", "n_jobs")
+
+
+def slurm_time_seconds(value: str | int, where: str) -> float:
+    """A SLURM time limit in seconds: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    match = _SLURM_TIME.match(str(value).strip())
+    if not match:
+        raise ConfigError(f"{where}: time limit {value!r} is not a SLURM time (minutes, MM:SS, "
+                          f"HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return ((int(days) * 24 + int(first)) * 60 + int(second or 0)) * 60 + int(third or 0)
+    if third is not None:  # HH:MM:SS
+        return (int(first) * 60 + int(second)) * 60 + int(third)
+    return int(first) * 60 + int(second or 0)  # MM or MM:SS
+
+
+def memory_bytes(value: str | int | float, where: str, bare_unit: str = "M") -> int:
+    """A memory amount in bytes: a positive number with a binary unit, K, M, G or T (also
+    written KiB, KB, ..., all 1024-based as SLURM counts them) or B; a bare number counts
+    ``bare_unit`` (SLURM's --mem: 'M'; a byte budget: 'B'). The rule of SLURM's memory
+    requests and of ``scalebench capacity --memory`` alike."""
+    match = _MEMORY.match(str(value).strip())
+    if not match or isinstance(value, bool) or float(match.group(1)) <= 0:
+        bare = "MiB" if bare_unit == "M" else "bytes"
+        raise ConfigError(f"{where}: {value!r} is not a memory size: give a positive number "
+                          f"with a unit K, M, G or T (binary, e.g. 80GiB, 512M), or bare "
+                          f"{bare}")
+    unit = match.group(2).upper() or ("B" if match.group(3) else bare_unit)
+    return int(float(match.group(1)) * _MEMORY_UNITS[unit])
+
+
+def node_memory_bytes(mem: str | int | float | None, where: str) -> int | None:
+    """What a node offers a job asking for ``slurm_mem``; None when unknown: no request, or
+    SLURM's 0 (the node's whole memory)."""
+    if mem is None or _ZERO_MEMORY.match(str(mem).strip()):
+        return None
+    return memory_bytes(mem, where)
+
+
+def gres_gpus(gres: str | None) -> int:
+    """GPUs per node in a --gres value ('gpu:4', 'gpu:a100:4'); 0 when it names none."""
+    for item in (gres or "").split(","):
+        parts = item.strip().split(":")
+        if parts[0] == "gpu":
+            return int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+    return 0
+
+
+def read_parallel_config(path: Path) -> dict[str, Any]:
+    """A benchopt submitit parallel config, keys harmonised as benchopt does (slurm_<name>)."""
+    from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
+    from submitit import SlurmExecutor
+
+    from scalebench.experiment.reading import read_yaml
+
+    raw = read_yaml(path, "parallel config")
+    if not isinstance(raw, dict) or raw.get("backend") != "submitit":
+        raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
+                          f"(the only backend that submits jobs with resources)")
+    allowed = SlurmExecutor._valid_parameters()
+    slurm = {key: value for key, value in raw.items() if key not in BENCHOPT_PARALLEL_KEYS}
+    for key in slurm:
+        if not key.startswith("slurm_"):
+            raise ConfigError(f"parallel config {path}: unknown key '{key}' (allowed: "
+                              f"{', '.join(BENCHOPT_PARALLEL_KEYS)} and slurm_<submitit option>)")
+    merged = harmonize_slurm_config(slurm)
+    unknown = sorted(key for key in merged if key.removeprefix("slurm_") not in allowed)
+    if unknown:
+        raise ConfigError(f"parallel config {path}: unknown key '{unknown[0]}' (allowed "
+                          f"slurm_ options: {', '.join(sorted(allowed))})")
+    for key in ("slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node",
+                "slurm_cpus_per_task"):
+        value = merged.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"parallel config {path}: '{key}' must be a positive integer, "
+                              f"got {value!r}")
+    if isinstance(merged.get("slurm_time"), int):  # YAML read 02:00:00 as seconds
+        seconds = merged["slurm_time"]
+        merged["slurm_time"] = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:" \
+                               f"{seconds % 60:02d}"
+    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str,)),
+                       ("slurm_mem", (str, int, float))):
+        value = merged.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise ConfigError(f"parallel config {path}: '{key}' must be "
+                              f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
+    if "slurm_mem_gb" in slurm:  # submitit's mem_gb counts GB
+        merged["slurm_mem"] = f"{slurm['slurm_mem_gb']}G"
+    return merged

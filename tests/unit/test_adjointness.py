@@ -1,0 +1,157 @@
+"""The contract every forward operator keeps: it is linear with an exact adjoint,
+<A x, y> = <x, A^T y>, checked one way over a list of (dataset, backend) factories, as
+deepinv tests its physics. Every dataset of PROBLEMS and every backend its parameters offer
+(tomography_2d's and walnut_conebeam's ``projector``, radio_interferometry's ``operator``) has
+a case; a new one without a case fails ``test_every_dataset_and_backend_has_a_case``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+from deepinv.utils import TensorList
+
+from scalebench.physics.backends import astra_available, rtk_available
+from scalebench.physics.conebeam import ConeGeometry, TorchConeBeam, circular_vectors
+from scalebench.problems import PROBLEMS, build_problem
+
+# The parameters of a problem that choose the library behind its operator.
+BACKEND_PARAMS = ("projector", "operator")
+# <A x, y> and <x, A^T y> agree to this fraction of ||A x|| ||y||, per precision.
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A forward operator and the shape and precision of what it is applied to."""
+
+    physics: object  # A and A_adjoint, deepinv's interface
+    x_shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+
+
+def problem_operator(name: str, **params) -> Callable[[], Operator]:
+    def make() -> Operator:
+        problem = build_problem(name, **params)
+        return Operator(problem.physics, tuple(problem.x_true.shape))
+    return make
+
+
+def torch_conebeam_in_double() -> Operator:
+    """The torch cone-beam projector on a grid that is not centred, a detector binned
+    off-centre and several chunks, in float64 (where its adjoint is exact to rounding)."""
+    geometry = ConeGeometry.centred(circular_vectors(4, 6.6, 13.3, 0.15), (12, 16, 14), 0.23,
+                                    (20, 24), (0.1, -0.2, 0.05))
+    return Operator(TorchConeBeam(geometry, max_samples=40000), (2, 1, 12, 16, 14),
+                    torch.float64)
+
+
+NEEDS_CUDA_ASTRA = pytest.mark.skipif(not astra_available(cuda=True),
+                                      reason="ASTRA's cone-beam projector needs CUDA")
+NEEDS_RTK = pytest.mark.skipif(not rtk_available(), reason="ITK-RTK is an optional extra "
+                               "(pip install '.[rtk]'), not installed")
+NEEDS_ASTRA = pytest.mark.skipif(not astra_available(), reason="astra-toolbox is an optional "
+                                 "extra (pip install '.[image]'), not installed")
+WALNUT = dict(binning=2, num_projections=8, num_operators=2)
+RADIO = dict(image_size=32, num_times=4, num_channels=2, num_operators=2)
+
+# (dataset, backend or None, the operator's factory, marks)
+CASES = [
+    ("tomography_2d", "torch", problem_operator(
+        "tomography_2d", image_size=32, num_angles=10, num_operators=1, projector="torch"), ()),
+    ("tomography_2d", "torch", problem_operator(
+        "tomography_2d", image_size=33, num_angles=12, num_operators=3, projector="torch"), ()),
+    ("tomography_2d", "astra", problem_operator(
+        "tomography_2d", image_size=33, num_angles=12, num_operators=3, projector="astra"),
+     (NEEDS_ASTRA,)),
+    ("tomography_2d", "astra", problem_operator(
+        "tomography_2d", image_size=48, num_angles=30, num_operators=1, projector="astra"),
+     (NEEDS_ASTRA,)),
+    ("tomography_2d", "deepinv", problem_operator(
+        "tomography_2d", image_size=32, num_angles=10, num_operators=2, projector="deepinv"), ()),
+    ("multiframe_superres", None, problem_operator(
+        "multiframe_superres", image_size=32, num_frames=3, factor=2), ()),
+    ("multiframe_superres", None, problem_operator(
+        "multiframe_superres", image_size=36, num_frames=2, factor=3), ()),
+    ("synthetic", None, problem_operator(
+        "synthetic", image_size=32, channels=1, task="superres", factor=4), ()),
+    ("synthetic", None, problem_operator(
+        "synthetic", image_size=24, channels=3, task="denoising"), ()),
+    *[("radio_interferometry", library, problem_operator(
+        "radio_interferometry", **RADIO, operator=library), ())
+      for library in ("ducc0", "finufft", "torchkbnufft", "dft")],
+    ("walnut_conebeam", "torch", problem_operator(
+        "walnut_conebeam", **WALNUT, projector="torch"), ()),
+    ("walnut_conebeam", "torch", torch_conebeam_in_double, ()),
+    ("walnut_conebeam", "rtk", problem_operator(
+        "walnut_conebeam", **WALNUT, projector="rtk"), (NEEDS_RTK,)),
+    ("walnut_conebeam", "astra", problem_operator(
+        "walnut_conebeam", **WALNUT, projector="astra"), (NEEDS_CUDA_ASTRA,)),
+]
+
+pytestmark = pytest.mark.usefixtures("in_walnut_cache")  # walnut_conebeam reads it
+
+
+def parts(value) -> list[torch.Tensor]:
+    return list(value) if isinstance(value, TensorList) else [value]
+
+
+def like(value, draw: Callable[[torch.Tensor], torch.Tensor]):
+    """``draw`` of each part of ``value``, in its structure (a tensor or a TensorList)."""
+    drawn = [draw(part) for part in parts(value)]
+    return TensorList(drawn) if isinstance(value, TensorList) else drawn[0]
+
+
+def inner(a, b) -> float:
+    return sum(float(torch.sum(u.double() * v.double()))
+               for u, v in zip(parts(a), parts(b), strict=True))
+
+
+def norm(value) -> float:
+    return sum(float(torch.sum(part.double() ** 2)) for part in parts(value)) ** 0.5
+
+
+@pytest.mark.parametrize("make", [pytest.param(make, marks=marks, id=f"{dataset}-{backend}-{i}")
+                                  for i, (dataset, backend, make, marks) in enumerate(CASES)])
+def test_the_adjoint_is_exact(make):
+    """Scale-free on Gaussian vectors (|<Ax, y> - <x, A^T y>| against ||Ax|| ||y||), and
+    relative on positive ones, where nothing cancels."""
+    operator = make()
+    physics, tolerance = operator.physics, TOLERANCE[operator.dtype]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(operator.x_shape, generator=generator, dtype=operator.dtype)
+    ax = physics.A(x)
+    y = like(ax, lambda part: torch.randn(part.shape, generator=generator, dtype=part.dtype))
+    gap = abs(inner(ax, y) - inner(x, physics.A_adjoint(y)))
+    assert gap <= tolerance * norm(ax) * norm(y)
+    x = x.abs()
+    y = like(ax, lambda part: torch.rand(part.shape, generator=generator, dtype=part.dtype))
+    lhs, rhs = inner(physics.A(x), y), inner(x, physics.A_adjoint(y))
+    assert abs(lhs - rhs) <= tolerance * lhs
+
+
+def registered_backends() -> set[tuple[str, str | None]]:
+    """(dataset, backend) of every dataset of PROBLEMS and every backend its parameters offer
+    ('auto' stands for one of the others); (dataset, None) for a dataset with one operator."""
+    found = set()
+    for name, spec in PROBLEMS.items():
+        choices = [choice for key in BACKEND_PARAMS if key in spec.params
+                   for choice in spec.params[key].choices or () if choice != "auto"]
+        found.update((name, choice) for choice in choices or [None])
+    return found
+
+
+def test_every_dataset_and_backend_has_a_case():
+    assert registered_backends() - {(dataset, backend) for dataset, backend, _, _ in CASES} \
+        == set()
+
+
+def test_the_registry_lists_each_datasets_backends():
+    """The guard reads what it guards: the projectors and libraries the parameters offer."""
+    backends = registered_backends()
+    assert {("tomography_2d", p) for p in ("torch", "astra", "deepinv")} <= backends
+    assert {("walnut_conebeam", p) for p in ("torch", "rtk", "astra")} <= backends
+    assert ("radio_interferometry", "dft") in backends
+    assert ("synthetic", None) in backends and ("tomography_2d", None) not in backends
