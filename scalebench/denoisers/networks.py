@@ -1,45 +1,20 @@
-"""The denoisers as modules: each registered spec builds its own (scalebench.denoisers.kinds);
-here the shared parts: loading a deepinv network with the weights ``pretrained`` resolved to
-(scalebench.denoisers.catalog), a TV denoiser whose calls are independent, and the provenance
-of the weights that ran."""
+"""A registered denoiser with the weights ``pretrained`` resolves to (scalebench.denoisers.catalog),
+built by its spec (scalebench.denoisers.kinds), and the provenance of the weights that ran."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 
 import torch
 from torch import nn
 
 from provenance import array_digest
 from scalebench.denoisers.catalog import Weights, denoiser_spec, resolve_weights
-from scalebench.errors import MissingFileError
+from scalebench.denoisers.modules import IndependentTV, load_network
 
-
-class IndependentTV(nn.Module):
-    """deepinv's TV denoiser with every call independent and exactly ``iterations`` long.
-
-    deepinv's ``TVDenoiser`` keeps its primal and dual variables between calls and warm-starts
-    from them whenever the input shape repeats, and stops once its tolerance is met: two calls
-    on one input could then differ in result and cost, and tiles of one batch would inherit the
-    previous batch's state. Here each call starts cold, never stops early, and keeps no state.
-    """
-
-    def __init__(self, iterations: int) -> None:
-        super().__init__()
-        import deepinv as dinv
-
-        # crit 0: the relative change is never below it, so all iterations run.
-        self.tv = dinv.models.TVDenoiser(n_it_max=iterations, crit=0.0)
-        self.architecture = {"iterations": iterations}  # what rows record of it
-
-    def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
-        self.tv.restart = True
-        try:
-            return self.tv(x, sigma)
-        finally:
-            self.tv.x2 = self.tv.u2 = None  # hold no image-sized state between calls
+__all__ = ["IndependentTV", "build_denoiser", "load_denoiser", "load_network",
+           "weights_record"]
 
 
 def _state_digest(model: nn.Module) -> str:
@@ -82,20 +57,6 @@ def load_denoiser(name: str, channels: int, pretrained: str = "auto",
     # skips its gradient synchronisation).
     model = model.to(device).eval().requires_grad_(False)
     return model, weights_record(name, weights, model)
-
-
-def load_network(architecture: type[nn.Module], name: str, channels: int, weights: Weights,
-                 device: torch.device | str) -> nn.Module:
-    """A deepinv network class (``in_channels``, ``out_channels``, ``pretrained`` and width
-    keywords) with ``weights`` (random ones: the seeded initialisation)."""
-    source = str(weights.path) if weights.path is not None else None
-    try:
-        return architecture(in_channels=channels, out_channels=channels, pretrained=source,
-                            device=device, **(weights.widths or {}))
-    except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise MissingFileError(f"denoiser '{name}': cannot load weights {weights.path}: "
-                               f"{type(error).__name__}: {first_line}") from None
 
 
 def build_denoiser(name: str, channels: int, pretrained: str = "none",

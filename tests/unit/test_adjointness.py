@@ -18,7 +18,7 @@ from scalebench.physics.conebeam import ConeGeometry, TorchConeBeam, circular_ve
 from scalebench.problems import PROBLEMS, build_problem
 
 # The parameters of a problem that choose the library behind its operator.
-BACKEND_PARAMS = ("projector", "operator")
+BACKEND_PARAMS = ("projector", "backend")
 # <A x, y> and <x, A^T y> agree to this fraction of ||A x|| ||y||, per precision.
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
 
@@ -80,7 +80,7 @@ CASES = [
     ("synthetic", None, problem_operator(
         "synthetic", image_size=24, channels=3, task="denoising"), ()),
     *[("radio_interferometry", library, problem_operator(
-        "radio_interferometry", **RADIO, operator=library), ())
+        "radio_interferometry", **RADIO, backend=library), ())
       for library in ("ducc0", "finufft", "torchkbnufft", "dft")],
     ("walnut_conebeam", "torch", problem_operator(
         "walnut_conebeam", **WALNUT, projector="torch"), ()),

@@ -8,7 +8,7 @@ from scalebench.denoisers.spec import DenoiserSpec
 def build(channels: int, weights, device):
     from deepinv.models import DnCNN
 
-    from scalebench.denoisers.networks import load_network
+    from scalebench.denoisers.modules import load_network
 
     return load_network(DnCNN, "dncnn", channels, weights, device)
 

@@ -8,7 +8,7 @@ from scalebench.denoisers.spec import DenoiserSpec
 def build(channels: int, weights, device):
     from deepinv.models import DRUNet
 
-    from scalebench.denoisers.networks import load_network
+    from scalebench.denoisers.modules import load_network
 
     return load_network(DRUNet, "drunet", channels, weights, device)
 

@@ -9,7 +9,7 @@ ITERATIONS = 50  # exactly this many per call: every TV step costs the same
 
 
 def build(channels: int, weights, device):
-    from scalebench.denoisers.networks import IndependentTV
+    from scalebench.denoisers.modules import IndependentTV
 
     return IndependentTV(ITERATIONS).to(device)
 
