@@ -147,42 +147,42 @@ def _solvers(raw: dict, everything: list[str]) -> list[Component]:
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
-                      kind: str, problems: list[str]) -> list[Component]:
-    """The components whose names and parameters are valid; a line in ``problems`` for each
+                      kind: str, errors: list[str]) -> list[Component]:
+    """The components whose names and parameters are valid; a line in ``errors`` for each
     mistake of the others."""
     valid = []
     for component in components:
         # benchopt matches names regardless of case: so does scalebench.
         known = {name.lower(): name for name in registry}
         if component.name.lower() not in known:
-            problems.append(f"unknown {kind} '{component.name}' "
+            errors.append(f"unknown {kind} '{component.name}' "
                             f"(allowed: {', '.join(sorted(registry))})")
             continue
         component.name = known[component.name.lower()]
         owner = f"{kind} '{component.name}'"
         empty = [key for key, values in component.grid.items() if not values]
         for key in empty:
-            problems.append(f"{owner}: parameter '{key}' has an empty list of values "
+            errors.append(f"{owner}: parameter '{key}' has an empty list of values "
                             f"(give one value or a non-empty list)")
         if empty:
             continue
-        found = len(problems)
+        found = len(errors)
         try:
             combinations = component.combinations()
         except ConfigError as error:
-            problems.append(str(error))
+            errors.append(str(error))
             continue
         for combination in combinations:
             try:
                 validate_parameters(owner, combination, registry[component.name])
             except ConfigError as error:
-                problems.append(str(error))
-        if len(problems) == found:
+                errors.append(str(error))
+        if len(errors) == found:
             valid.append(component)
     return valid
 
 
-def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
+def _check_options(raw: dict, errors: list[str]) -> dict[str, Any]:
     options = {}
     for key, spec in RUN_OPTIONS.items():
         if key not in raw:
@@ -191,12 +191,12 @@ def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
         if key == "timeout":
             value = str(value)
             if not _TIMEOUT.match(value):
-                problems.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
+                errors.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
                 continue
         try:
             options[key] = check_value("run options", key, value, spec)
         except ConfigError as error:
-            problems.append(str(error))
+            errors.append(str(error))
     return options
 
 
@@ -235,7 +235,7 @@ BENCHMARKS = {
 
 
 def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
-                 problems: list[str]) -> None:
+                 errors: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
     max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
     for dataset in experiment.datasets:
@@ -245,7 +245,7 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
             try:
                 shape = spec.image_shape(**values)
             except ValueError as error:
-                problems.append(f"dataset '{dataset.name}': {error}")
+                errors.append(f"dataset '{dataset.name}': {error}")
                 continue
             for solver in experiment.solvers:
                 for solver_values in solver.combinations():
@@ -255,12 +255,12 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
                         rules.check_pair(spec, values, shape, params,
                                          requested_ranks(params, world_size))
                     except ScalebenchError as error:
-                        problems.append(f"{where}: {error}")
+                        errors.append(f"{where}: {error}")
                     rows = rules.rows(params)
                     if rows > max_runs:
                         given = " with ".join(f"{name}={params[name]}"
                                               for name in rules.row_params)
-                        problems.append(f"{where}: {given} records {rows} rows but "
+                        errors.append(f"{where}: {given} records {rows} rows but "
                                         f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
@@ -287,47 +287,47 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     raw = read_yaml(path, "config")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
-    problems: list[str] = []
+    errors: list[str] = []
     allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
     for key in sorted(set(raw) - allowed - set(LAUNCH_OPTIONS)):
-        problems.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
+        errors.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
-        problems.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
+        errors.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
     known = {name.lower(): name for name in BENCHMARKS}
     # An unknown objective is reported and the rest is checked against the default one.
     objective_name = INFERENCE_OBJECTIVE
     try:
         objectives = _section(raw, "objective", [INFERENCE_OBJECTIVE])
     except ConfigError as error:
-        problems.append(str(error))
+        errors.append(str(error))
         objectives = []
     for objective in objectives:
         if objective.name.lower() not in known or objective.grid or len(objectives) > 1:
             names = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
-            problems.append(f"objective must be {names} (one, without parameters), got "
+            errors.append(f"objective must be {names} (one, without parameters), got "
                             f"'{objective.name}'")
             break
         objective_name = known[objective.name.lower()]
     rules = BENCHMARKS[objective_name]
-    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
-    solvers = _listed(problems, lambda: _solvers(raw, sorted(rules.solvers)))
-    options = _check_options(raw, problems)
+    datasets = _listed(errors, lambda: _section(raw, "dataset", sorted(rules.problems)))
+    solvers = _listed(errors, lambda: _solvers(raw, sorted(rules.solvers)))
+    options = _check_options(raw, errors)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
-                                    "dataset", problems)
-    solvers_ok = _check_components(solvers, rules.solvers, "solver", problems)
+                                    "dataset", errors)
+    solvers_ok = _check_components(solvers, rules.solvers, "solver", errors)
     experiment = Experiment(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
     _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
-                 problems)
-    if problems:
-        raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order
+                 errors)
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))  # each once, in order
     return experiment
 
 
-def _listed(problems: list[str], read: Callable[[], list[Component]]) -> list[Component]:
-    """The components ``read`` returns; none (and a line in ``problems``) when it fails."""
+def _listed(errors: list[str], read: Callable[[], list[Component]]) -> list[Component]:
+    """The components ``read`` returns; none (and a line in ``errors``) when it fails."""
     try:
         return read()
     except ConfigError as error:
-        problems.append(str(error))
+        errors.append(str(error))
         return []

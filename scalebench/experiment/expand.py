@@ -15,7 +15,7 @@ import yaml
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import check_devices_available, load_experiment
-from scalebench.experiment.memory import local_memory_problems
+from scalebench.experiment.memory import local_memory_errors
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
     experiment_ranks,
@@ -60,10 +60,10 @@ def expand(config: Path, world_size: int, folder: Path,
     if check_memory:
         here = [e for e in experiments if check_memory == "all"
                 or not names_slurm_resources(experiment_solver_params(e))]
-        problems = local_memory_problems(
+        errors = local_memory_errors(
             here, lambda e: experiment_ranks(e, world_size))
-        if problems:
-            raise ConfigError("\n".join(problems))
+        if errors:
+            raise ConfigError("\n".join(errors))
     folder.mkdir(parents=True, exist_ok=True)
     for experiment in experiments:
         Path(experiment["config"]).write_text(yaml.safe_dump(
