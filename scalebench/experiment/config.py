@@ -1,6 +1,6 @@
-"""Experiment files: loading and whole-grid validation before anything runs.
+"""Configs (experiment files): loading and whole-grid validation before anything runs.
 
-An experiment is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
+A config is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
 ``solver`` lists (a missing one means all; names match regardless of case) whose entries are
 a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
 options. Every combination of the grid is checked (names, types, ranges, whether the
@@ -84,7 +84,10 @@ class Component:
 
 
 @dataclass
-class Experiment:
+class Config:
+    """A config (experiment file) as read and validated: its grid of datasets and solvers, and
+    its run options; each of its combinations is one experiment (scalebench.experiment.expand)."""
+
     path: Path
     datasets: list[Component]
     solvers: list[Component]
@@ -234,11 +237,11 @@ BENCHMARKS = {
 }
 
 
-def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
+def _check_pairs(config: Config, world_size: int, rules: BenchmarkRules,
                  errors: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
-    max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
-    for dataset in experiment.datasets:
+    max_runs = config.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
+    for dataset in config.datasets:
         spec = rules.problems[dataset.name]
         for dataset_values in dataset.combinations():
             values = resolved_parameters(dataset_values, spec.params)
@@ -247,7 +250,7 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
             except ValueError as error:
                 errors.append(f"dataset '{dataset.name}': {error}")
                 continue
-            for solver in experiment.solvers:
+            for solver in config.solvers:
                 for solver_values in solver.combinations():
                     params = resolved_parameters(solver_values, rules.solvers[solver.name])
                     where = f"solver '{solver.name}' on dataset '{dataset.name}'"
@@ -264,10 +267,10 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
                                         f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
-def check_devices_available(experiment: Experiment) -> None:
+def check_devices_available(config: Config) -> None:
     """Raise ConfigError when a solver asks for a device this machine does not have (only
     'cuda' can be missing: torch is loaded only to look for one)."""
-    for solver in experiment.solvers:
+    for solver in config.solvers:
         for solver_values in solver.combinations():
             if solver_values.get("device", "auto") != "cuda":
                 continue
@@ -279,9 +282,9 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
-def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
+def load_config(path: str | Path, world_size: int = 1) -> Config:
     """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
-    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every problem,
+    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every error,
     one line each (a file that cannot be read or parsed: that alone)."""
     path = Path(path)
     raw = read_yaml(path, "config")
@@ -315,13 +318,13 @@ def load_experiment(path: str | Path, world_size: int = 1) -> Experiment:
     datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
                                     "dataset", errors)
     solvers_ok = _check_components(solvers, rules.solvers, "solver", errors)
-    experiment = Experiment(path, datasets, solvers, options)
+    config = Config(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
-    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
+    _check_pairs(Config(path, datasets_ok, solvers_ok, options), world_size, rules,
                  errors)
     if errors:
         raise ConfigError("\n".join(dict.fromkeys(errors)))  # each once, in order
-    return experiment
+    return config
 
 
 def _listed(errors: list[str], read: Callable[[], list[Component]]) -> list[Component]:

@@ -14,7 +14,7 @@ import yaml
 
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import check_devices_available, load_experiment
+from scalebench.experiment.config import check_devices_available, load_config
 from scalebench.experiment.memory import local_memory_errors
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
@@ -38,16 +38,16 @@ def expand(config: Path, world_size: int, folder: Path,
     written then): "all" of them (a local run), "local" those that name no SLURM resources
     (the others run on compute nodes this machine knows nothing of), "" none."""
 
-    experiment = load_experiment(config, world_size)
+    grid = load_config(config, world_size)
     if check_devices:
-        check_devices_available(experiment)
-    raw = read_yaml(config, "config")  # load_experiment read it already: it parses
+        check_devices_available(grid)
+    raw = read_yaml(config, "config")  # load_config read it already: it parses
     options = {key: value for key, value in raw.items()
                if key not in ("dataset", "solver", "force-solver")}
     experiments = []
-    for dataset in experiment.datasets:
+    for dataset in grid.datasets:
         for dataset_params in dataset.combinations():
-            for solver in experiment.solvers:
+            for solver in grid.solvers:
                 for solver_params in solver.combinations():
                     key = {"dataset": {dataset.name: dataset_params},
                            "solver": {solver.name: solver_params}}
