@@ -264,8 +264,8 @@ def _plan(args: argparse.Namespace) -> int:
 
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
                      args.configs)
-    if plan.problems:
-        raise ConfigError("\n".join(plan.problems))
+    if plan.errors:
+        raise ConfigError("\n".join(plan.errors))
     print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
     for warning in plan.warnings():
         print(f"scalebench: warning: {warning}", file=sys.stderr)

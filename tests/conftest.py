@@ -107,10 +107,13 @@ def refuse_process_start(what: str):
 
 
 @pytest.fixture(scope="session")
-def test_process_provenance() -> None:
-    """This process's provenance, read once per worker before its first unit test: the
-    record caches it, and plan and capacity key calibrations with its code state, which git
-    gives (the only processes a unit session starts, outside its tests)."""
+def test_process_stack() -> None:
+    """What starts processes once per process, done before a worker's first unit test: torch's
+    import (its CUDA libraries' lookup asks ldconfig) and this process's provenance (its code
+    state comes from git; the record is cached, and plan and capacity key calibrations with
+    it). The only processes a unit session starts, outside its tests."""
+    import torch  # noqa: F401
+
     import provenance
 
     provenance.collect()
@@ -123,7 +126,7 @@ def unit_tests_start_no_process(request):
     if request.node.get_closest_marker("unit") is None:
         yield
         return
-    request.getfixturevalue("test_process_provenance")
+    request.getfixturevalue("test_process_stack")
     with pytest.MonkeyPatch.context() as patch:
         for owner, name in PROCESS_STARTERS:
             if hasattr(owner, name):

@@ -1,6 +1,6 @@
-"""Experiment files: loading and whole-grid validation before anything runs.
+"""Configs (experiment files): loading and whole-grid validation before anything runs.
 
-An experiment is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
+A config is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
 ``solver`` lists (a missing one means all; names match regardless of case) whose entries are
 a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
 options. Every combination of the grid is checked (names, types, ranges, whether the
@@ -92,7 +92,10 @@ class Component:
 
 
 @dataclass
-class Experiment:
+class Config:
+    """A config (experiment file) as read and validated: its grid of datasets and solvers, and
+    its run options; each of its combinations is one experiment (scalebench.experiment.expand)."""
+
     path: Path
     datasets: list[Component]
     solvers: list[Component]
@@ -155,17 +158,17 @@ def _solvers(raw: dict, everything: list[str]) -> list[Component]:
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
-                      kind: str, problems: list[str],
+                      kind: str, errors: list[str],
                       renames: dict[str, dict[str, str]]) -> list[Component]:
     """The components whose names and parameters are valid (old parameter names given their
-    new ones: ``renames`` by component, old -> new); a line in ``problems`` for each
+    new ones: ``renames`` by component, old -> new); a line in ``errors`` for each
     mistake of the others."""
     valid = []
     for component in components:
         # benchopt matches names regardless of case: so does scalebench.
         known = {name.lower(): name for name in registry}
         if component.name.lower() not in known:
-            problems.append(f"unknown {kind} '{component.name}' "
+            errors.append(f"unknown {kind} '{component.name}' "
                             f"(allowed: {', '.join(sorted(registry))})")
             continue
         component.name = known[component.name.lower()]
@@ -174,31 +177,31 @@ def _check_components(components: list[Component], registry: dict[str, dict[str,
             component.grid = renamed_parameters(owner, component.grid,
                                                 renames.get(component.name, {}))
         except ConfigError as error:
-            problems.append(str(error))
+            errors.append(str(error))
             continue
         empty = [key for key, values in component.grid.items() if not values]
         for key in empty:
-            problems.append(f"{owner}: parameter '{key}' has an empty list of values "
+            errors.append(f"{owner}: parameter '{key}' has an empty list of values "
                             f"(give one value or a non-empty list)")
         if empty:
             continue
-        found = len(problems)
+        found = len(errors)
         try:
             combinations = component.combinations()
         except ConfigError as error:
-            problems.append(str(error))
+            errors.append(str(error))
             continue
         for combination in combinations:
             try:
                 validate_parameters(owner, combination, registry[component.name])
             except ConfigError as error:
-                problems.append(str(error))
-        if len(problems) == found:
+                errors.append(str(error))
+        if len(errors) == found:
             valid.append(component)
     return valid
 
 
-def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
+def _check_options(raw: dict, errors: list[str]) -> dict[str, Any]:
     options = {}
     for key, spec in RUN_OPTIONS.items():
         if key not in raw:
@@ -207,12 +210,12 @@ def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
         if key == "timeout":
             value = str(value)
             if not _TIMEOUT.match(value):
-                problems.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
+                errors.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
                 continue
         try:
             options[key] = check_value("run options", key, value, spec)
         except ConfigError as error:
-            problems.append(str(error))
+            errors.append(str(error))
     return options
 
 
@@ -258,21 +261,21 @@ BENCHMARKS = {
 }
 
 
-def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
+def _check_pairs(config: Config, world_size: int, rules: BenchmarkRules,
                  datasets: dict[str, ProblemSpec], solvers: dict[str, SolverSpec],
-                 problems: list[str]) -> None:
+                 errors: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
-    max_runs = experiment.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
-    for dataset in experiment.datasets:
+    max_runs = config.options.get("max-runs", BENCHOPT_DEFAULT_MAX_RUNS)
+    for dataset in config.datasets:
         spec = datasets[dataset.name]
         for dataset_values in dataset.combinations():
             values = resolved_parameters(dataset_values, spec.params)
             try:
                 shape = spec.image_shape(**values)
             except ValueError as error:
-                problems.append(f"dataset '{dataset.name}': {error}")
+                errors.append(f"dataset '{dataset.name}': {error}")
                 continue
-            for solver in experiment.solvers:
+            for solver in config.solvers:
                 for solver_values in solver.combinations():
                     solver_spec = solvers[solver.name]
                     params = resolved_parameters(solver_values, solver_spec.params)
@@ -281,19 +284,19 @@ def _check_pairs(experiment: Experiment, world_size: int, rules: BenchmarkRules,
                         rules.check_pair(solver_spec, spec, values, shape, params,
                                          requested_ranks(params, world_size))
                     except ScalebenchError as error:
-                        problems.append(f"{where}: {error}")
+                        errors.append(f"{where}: {error}")
                     rows = rules.rows(params)
                     if rows > max_runs:
                         given = " with ".join(f"{name}={params[name]}"
                                               for name in rules.row_params)
-                        problems.append(f"{where}: {given} records {rows} rows but "
+                        errors.append(f"{where}: {given} records {rows} rows but "
                                         f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
-def check_devices_available(experiment: Experiment) -> None:
+def check_devices_available(config: Config) -> None:
     """Raise ConfigError when a solver asks for a device this machine does not have (only
     'cuda' can be missing: torch is loaded only to look for one)."""
-    for solver in experiment.solvers:
+    for solver in config.solvers:
         for solver_values in solver.combinations():
             if solver_values.get("device", "auto") != "cuda":
                 continue
@@ -305,35 +308,34 @@ def check_devices_available(experiment: Experiment) -> None:
                 raise ConfigError(f"solver '{solver.name}': {error}") from None
 
 
-def load_experiment(path: str | Path, world_size: int = 1,
-                    benchmark: Path | None = None) -> Experiment:
+def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = None) -> Config:
     """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
-    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every problem,
-    one line each (a file that cannot be read or parsed: that alone). Its solvers are those
-    of the ``benchmark`` folder (None: the repository's folder for its objective): the
-    registry's and its unregistered solver files'."""
+    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every error,
+    one line each (a file that cannot be read or parsed: that alone). Its solvers and
+    datasets are those of the ``benchmark`` folder (None: the repository's folder for its
+    objective): the registries' and its unregistered files'."""
     path = Path(path)
     raw = read_yaml(path, "config")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
-    problems: list[str] = []
+    errors: list[str] = []
     allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
     for key in sorted(set(raw) - allowed - set(LAUNCH_OPTIONS)):
-        problems.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
+        errors.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
-        problems.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
+        errors.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
     known = {name.lower(): name for name in BENCHMARKS}
     # An unknown objective is reported and the rest is checked against the default one.
     objective_name = INFERENCE_OBJECTIVE
     try:
         objectives = _section(raw, "objective", [INFERENCE_OBJECTIVE])
     except ConfigError as error:
-        problems.append(str(error))
+        errors.append(str(error))
         objectives = []
     for objective in objectives:
         if objective.name.lower() not in known or objective.grid or len(objectives) > 1:
             names = " or ".join(f"'{name}'" for name in sorted(BENCHMARKS))
-            problems.append(f"objective must be {names} (one, without parameters), got "
+            errors.append(f"objective must be {names} (one, without parameters), got "
                             f"'{objective.name}'")
             break
         objective_name = known[objective.name.lower()]
@@ -343,29 +345,29 @@ def load_experiment(path: str | Path, world_size: int = 1,
         specs = benchmark_solvers(folder, rules.solvers)
         datasets_specs = benchmark_problems(folder, rules.problems)
     except ConfigError as error:
-        problems.append(str(error))
+        errors.append(str(error))
         specs, datasets_specs = dict(rules.solvers), dict(rules.problems)
-    datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(datasets_specs)))
-    solvers = _listed(problems, lambda: _solvers(raw, sorted(specs)))
-    options = _check_options(raw, problems)
+    datasets = _listed(errors, lambda: _section(raw, "dataset", sorted(datasets_specs)))
+    solvers = _listed(errors, lambda: _solvers(raw, sorted(specs)))
+    options = _check_options(raw, errors)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in datasets_specs.items()},
-                                    "dataset", problems,
+                                    "dataset", errors,
                                     {k: v.renamed for k, v in datasets_specs.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
-                                   problems, {k: v.renamed for k, v in specs.items()})
-    experiment = Experiment(path, datasets, solvers, options)
+                                   errors, {k: v.renamed for k, v in specs.items()})
+    config = Config(path, datasets, solvers, options)
     # Pairs of the valid datasets and solvers (the others have been reported already).
-    _check_pairs(Experiment(path, datasets_ok, solvers_ok, options), world_size, rules,
-                 datasets_specs, specs, problems)
-    if problems:
-        raise ConfigError("\n".join(dict.fromkeys(problems)))  # each once, in order
-    return experiment
+    _check_pairs(Config(path, datasets_ok, solvers_ok, options), world_size, rules,
+                 datasets_specs, specs, errors)
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))  # each once, in order
+    return config
 
 
-def _listed(problems: list[str], read: Callable[[], list[Component]]) -> list[Component]:
-    """The components ``read`` returns; none (and a line in ``problems``) when it fails."""
+def _listed(errors: list[str], read: Callable[[], list[Component]]) -> list[Component]:
+    """The components ``read`` returns; none (and a line in ``errors``) when it fails."""
     try:
         return read()
     except ConfigError as error:
-        problems.append(str(error))
+        errors.append(str(error))
         return []

@@ -14,8 +14,8 @@ import yaml
 
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import check_devices_available, load_experiment
-from scalebench.experiment.memory import local_memory_problems
+from scalebench.experiment.config import check_devices_available, load_config
+from scalebench.experiment.memory import local_memory_errors
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import (
     experiment_ranks,
@@ -40,16 +40,16 @@ def expand(config: Path, world_size: int, folder: Path,
     (the others run on compute nodes this machine knows nothing of), "" none. ``benchmark``:
     the folder whose solvers the config may name (None: the repository's)."""
 
-    experiment = load_experiment(config, world_size, benchmark)
+    grid = load_config(config, world_size, benchmark)
     if check_devices:
-        check_devices_available(experiment)
-    raw = read_yaml(config, "config")  # load_experiment read it already: it parses
+        check_devices_available(grid)
+    raw = read_yaml(config, "config")  # load_config read it already: it parses
     options = {key: value for key, value in raw.items()
                if key not in ("dataset", "solver", "force-solver")}
     experiments = []
-    for dataset in experiment.datasets:
+    for dataset in grid.datasets:
         for dataset_params in dataset.combinations():
-            for solver in experiment.solvers:
+            for solver in grid.solvers:
                 for solver_params in solver.combinations():
                     key = {"dataset": {dataset.name: dataset_params},
                            "solver": {solver.name: solver_params}}
@@ -62,10 +62,10 @@ def expand(config: Path, world_size: int, folder: Path,
     if check_memory:
         here = [e for e in experiments if check_memory == "all"
                 or not names_slurm_resources(experiment_solver_params(e))]
-        problems = local_memory_problems(
+        errors = local_memory_errors(
             here, lambda e: experiment_ranks(e, world_size))
-        if problems:
-            raise ConfigError("\n".join(problems))
+        if errors:
+            raise ConfigError("\n".join(errors))
     folder.mkdir(parents=True, exist_ok=True)
     for experiment in experiments:
         Path(experiment["config"]).write_text(yaml.safe_dump(

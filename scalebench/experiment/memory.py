@@ -63,7 +63,7 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
                           * FLOAT_BYTES, False)
 
 
-def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int | None,
+def memory_error(estimate: MemoryEstimate | None, ranks: int, available: int | None,
                    holder: str = "the node") -> str | None:
     """Why ``ranks`` ranks of ``estimate`` each cannot fit in ``available`` bytes of
     ``holder``; None when they fit or a figure is unknown."""
@@ -76,19 +76,19 @@ def memory_problem(estimate: MemoryEstimate | None, ranks: int, available: int |
             f"{available / 2**30:.1f} GiB")
 
 
-def local_memory_problems(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
+def local_memory_errors(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:
     """Experiments that cannot fit this machine's memory with ``ranks(experiment)`` ranks on
     it, one line each (``rank_memory_estimate``: calibrated, else a lower bound), checked
     before any rank starts."""
     available = machine_memory_bytes()
-    problems = []
+    errors = []
     for experiment in experiments:
         (dataset, dataset_params), = experiment["dataset"].items()
         (solver, solver_params), = experiment["solver"].items()
         count = ranks(experiment)
         estimate = rank_memory_estimate(dataset, dataset_params, solver, solver_params, count)
-        problem = memory_problem(estimate, count, available, "this machine")
-        if problem is not None:
-            problems.append(f"experiment {experiment['label']}: {problem} (make the problem "
+        error = memory_error(estimate, count, available, "this machine")
+        if error is not None:
+            errors.append(f"experiment {experiment['label']}: {error} (make the problem "
                             f"smaller, or run it on a larger machine)")
-    return problems
+    return errors

@@ -21,7 +21,7 @@ from scalebench.experiment.expand import expand
 from scalebench.experiment.memory import (
     MemoryEstimate,
     machine_memory_bytes,
-    memory_problem,
+    memory_error,
     rank_memory_estimate,
 )
 from scalebench.launch.resources import requested_ranks
@@ -56,6 +56,7 @@ class Job:
     rank_memory_bytes: int | None
     node_memory_bytes: int | None  # what one node offers (None: unknown)
     command: list[str]
+    # Why the job cannot run, one line each (the JSON's key for scripts: 'problems').
     problems: list[str] = field(default_factory=list)
     # "calibrated" (scalebench capacity), "uncalibrated" (a lower bound) or "none"
     memory_model: str = "none"
@@ -83,9 +84,9 @@ class Plan:
     jobs: list[Job]
 
     @property
-    def problems(self) -> list[str]:
-        return [f"job {job.id} ({job.label}): {problem}" for job in self.jobs
-                for problem in job.problems]
+    def errors(self) -> list[str]:
+        return [f"job {job.id} ({job.label}): {error}" for job in self.jobs
+                for error in job.problems]
 
     @property
     def local(self) -> bool:
@@ -159,38 +160,38 @@ def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
     return (merged.get("slurm_nodes") or 1) * (merged.get("slurm_ntasks_per_node") or 1)
 
 
-def _job_problems(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRules,
-                  specs: tuple[dict, dict]) -> list[str]:
+def _job_errors(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRules,
+                specs: tuple[dict, dict]) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each; ``specs``:
     the benchmark folder's problems and solvers (scalebench.experiment.benchmark_files)."""
     from scalebench.params import resolved_parameters
 
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
-    problems_specs, solvers = specs
-    spec = problems_specs[dataset]
+    datasets, solvers = specs
+    spec = datasets[dataset]
     values = resolved_parameters(dataset_params, spec.params)
     params = resolved_parameters(solver_params, solvers[solver].params)
-    problems = []
+    errors = []
     try:
         rules.check_pair(solvers[solver], spec, values, spec.image_shape(**values), params,
                          job.ranks)
     except ScalebenchError as error:
-        problems.append(str(error))
+        errors.append(str(error))
     if job.gpus_per_node and job.ntasks_per_node > job.gpus_per_node:
-        problems.append(f"{job.ntasks_per_node} tasks per node but {job.gpus_per_node} GPUs "
+        errors.append(f"{job.ntasks_per_node} tasks per node but {job.gpus_per_node} GPUs "
                         f"per node (one GPU per rank: lower slurm_ntasks_per_node or ask for "
                         f"more GPUs)")
     if job.time_limit_s is not None and job.time_limit_s < timeout_s:
         what = "timeout" if job.submissions > 1 else "timeout x repetitions"
-        problems.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
+        errors.append(f"time limit {job.time_limit_s:.0f} s is shorter than the solver "
                         f"{what} ({timeout_s:.0f} s): raise slurm_time or lower timeout")
     estimate = None if job.rank_memory_bytes is None else \
         MemoryEstimate(job.rank_memory_bytes, job.memory_model == "calibrated")
-    memory = memory_problem(estimate, job.ntasks_per_node, job.node_memory_bytes)
+    memory = memory_error(estimate, job.ntasks_per_node, job.node_memory_bytes)
     if memory is not None:
-        problems.append(memory)
-    return problems
+        errors.append(memory)
+    return errors
 
 
 def _command(config: Path, benchmark: Path, given: bool, parallel_path: Path | None,
@@ -262,7 +263,7 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
               resources["gpus_per_node"], resources["cpus_per_task"], limit,
               estimate.bytes if estimate else None, node_memory, command,
               memory_model=estimate.model if estimate else "none", submissions=submissions)
-    job.problems = _job_problems(job, experiment, run_timeout_s, rules, specs)
+    job.problems = _job_errors(job, experiment, run_timeout_s, rules, specs)
     return job
 
 

@@ -240,7 +240,7 @@ def capacity_report(calibrated, tmp_path_factory):
 
 def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capacity_report):
     from scalebench.results.report.capacity import capacity
-    from tests.support.figure_layout import layout_problems
+    from tests.support.figure_layout import layout_faults
 
     results, page, _ = capacity_report
     view = capacity(results)
@@ -260,7 +260,7 @@ def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capac
     assert sorted(x for x, _ in runs.get_offsets()) == [32, 64]
     probes, = [c for c in axis.collections if c.get_label().startswith("calibration")]
     assert len(probes.get_offsets()) == len(answer["calibration_sizes"])
-    assert layout_problems(view.figure) == []
+    assert layout_faults(view.figure) == []
 
 
 def test_a_file_that_is_not_a_capacity_answer_is_refused_in_one_line(capacity_report,

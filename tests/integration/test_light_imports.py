@@ -22,6 +22,6 @@ def test_the_checks_of_a_config_load_no_numerical_stack(module):
 
 
 def test_validating_a_whole_config_loads_no_numerical_stack():
-    code = ("from scalebench.experiment.config import load_experiment; "
-            "load_experiment('configs/scaling/strong_scaling.yml', 8)")
+    code = ("from scalebench.experiment.config import load_config; "
+            "load_config('configs/scaling/strong_scaling.yml', 8)")
     assert modules_loaded_after(code, HEAVY) == []

@@ -18,9 +18,9 @@ def test_training_configs_plan_for_the_training_benchmark():
         ("synthetic", ("superres",), "unrolled_pgd", (mode,), ranks)
         for mode in ("spatial", "data") for ranks in (1, 2, 4, 8)]
     # the shipped parallel config's 2 h limit is too short for the config's 4 h timeout
-    assert len(strong.problems) == 8 and all(
+    assert len(strong.errors) == 8 and all(
         "time limit 7200 s is shorter than the solver timeout x repetitions (14400 s)" in line
-        for line in strong.problems)
+        for line in strong.errors)
     assert strong.jobs[0].command[:3] == ["benchopt", "run", str(REPO / "benchmark_training")]
     assert all(job.rank_memory_bytes is None for job in strong.jobs)
     result = run_cli("plan", CONFIGS / "training" / "example.yml")
@@ -42,12 +42,12 @@ def test_impossible_resources_give_one_line_per_problem(tmp_path):
     config = config_file(tmp_path, dataset=operators, timeout="1h",
                      solver=pnp(distribute_physics=True, slurm_ntasks_per_node=[2, 4]))
     parallel = parallel_file(tmp_path, slurm_gres="gpu:2", slurm_time="00:10:00", slurm_mem="1G")
-    problems = plan_of(config, parallel).problems
-    assert len(problems) == 5  # 2 jobs x (time, memory) + tasks above GPUs on the 4-rank one
-    assert sum("4 tasks per node but 2 GPUs per node" in p for p in problems) == 1
+    errors = plan_of(config, parallel).errors
+    assert len(errors) == 5  # 2 jobs x (time, memory) + tasks above GPUs on the 4-rank one
+    assert sum("4 tasks per node but 2 GPUs per node" in p for p in errors) == 1
     assert sum("time limit 600 s is shorter than the solver timeout" in p
-               for p in problems) == 2
-    assert sum("is above the node's 1.0 GiB" in p for p in problems) == 2
+               for p in errors) == 2
+    assert sum("is above the node's 1.0 GiB" in p for p in errors) == 2
     result = run_cli("plan", config, "--parallel-config", parallel)
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()

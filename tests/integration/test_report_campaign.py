@@ -13,7 +13,7 @@ from scalebench.results.report.data import load_results
 from scalebench.results.report.views import all_views
 from tests.support.campaigns import RANKS, SHOWN
 from tests.support.cli import edited_results
-from tests.support.figure_layout import layout_problems
+from tests.support.figure_layout import layout_faults
 
 FLOAT_INTEGER = re.compile(r"=\d+\.0\b")  # num_operators=1.0
 
@@ -50,7 +50,7 @@ def test_the_campaign_is_twelve_runs_from_three_files(seed_campaign, seed_views)
 
 def test_no_figure_text_overlaps_or_is_cut_off_and_legends_stay_off_the_data(seed_views):
     for view in seed_views:
-        assert layout_problems(view.figure) == [], view.slug
+        assert layout_faults(view.figure) == [], view.slug
 
 
 def test_memory_and_speedup_axes_start_at_zero(seed_views):

@@ -1,7 +1,7 @@
 """Layout of a matplotlib figure as drawn: where its texts and legends land (window extents in
 display pixels, after a real draw), for tests that a figure is readable without looking at it.
 
-``layout_problems(figure)`` lists, one line each: two texts whose boxes overlap, a text or
+``layout_faults(figure)`` lists, one line each: two texts whose boxes overlap, a text or
 legend cut off by the figure's edge, and a legend drawn over an axes' data area.
 """
 
@@ -51,21 +51,21 @@ def _inside(box: Bbox, frame: Bbox) -> bool:
             and box.x1 <= frame.x1 + TOLERANCE_PX and box.y1 <= frame.y1 + TOLERANCE_PX)
 
 
-def layout_problems(figure: Figure) -> list[str]:
+def layout_faults(figure: Figure) -> list[str]:
     boxes = text_boxes(figure)
     renderer = figure.canvas.get_renderer()
     frame = figure.bbox
-    problems = [f"texts overlap: {a!r} and {b!r}"
+    faults = [f"texts overlap: {a!r} and {b!r}"
                 for (a, box_a), (b, box_b) in combinations(boxes, 2) if _overlap(box_a, box_b)]
-    problems += [f"text cut off by the figure's edge: {name!r}"
+    faults += [f"text cut off by the figure's edge: {name!r}"
                  for name, box in boxes if not _inside(box, frame)]
     legends = [artist for artist in figure.findobj(Legend) if artist.get_visible()]
     for legend in legends:
         box = legend.get_window_extent(renderer)
         if not _inside(box, frame):
-            problems.append("legend cut off by the figure's edge")
+            faults.append("legend cut off by the figure's edge")
         for axis in figure.axes:
             if axis.get_visible() and _overlap(box, axis.get_window_extent(renderer)):
-                problems.append(f"legend drawn over the data of axes {axis.get_label() or ''}"
+                faults.append(f"legend drawn over the data of axes {axis.get_label() or ''}"
                                 f"{axis.get_xlabel()!r} / {axis.get_ylabel()!r}")
-    return problems
+    return faults

@@ -4,7 +4,7 @@ import pytest
 
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import BENCHMARKS, load_experiment
+from scalebench.experiment.config import BENCHMARKS, load_config
 from tests.support.cli import tiny_experiment
 from tests.support.paths import REPO
 
@@ -64,26 +64,26 @@ def test_bad_experiment_is_refused_with_a_precise_message(write_config, experime
     if "36x36" in message:
         experiment["dataset"] = [{"tomography_2d": {"image_size": 36}}]
     with pytest.raises(ConfigError, match=message) as error:
-        load_experiment(write_config(experiment))
+        load_config(write_config(experiment))
     assert "\n" not in str(error.value)
 
 
 def test_unreadable_and_malformed_files(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config"):
-        load_experiment(tmp_path / "missing.yml")
+        load_config(tmp_path / "missing.yml")
     broken = tmp_path / "broken.yml"
     broken.write_text("dataset: [tomography_2d\nsolver: {")
     with pytest.raises(ConfigError, match="is not valid YAML"):
-        load_experiment(broken)
+        load_config(broken)
     scalar = tmp_path / "scalar.yml"
     scalar.write_text("42\n")
     with pytest.raises(ConfigError, match="must be a mapping of keys, got int"):
-        load_experiment(scalar)
+        load_config(scalar)
 
 
 def test_valid_grid_is_accepted(write_config):
     experiment = _with_dataset(image_size=[32, 64], num_angles=[8, 16])
-    loaded = load_experiment(write_config(experiment))
+    loaded = load_config(write_config(experiment))
     assert len(loaded.datasets[0].combinations()) == 4
 
 
@@ -99,17 +99,17 @@ def test_every_shipped_experiment_is_checked():
 def test_shipped_configs_are_valid(path, full_orbit_walnut_cache, monkeypatch):
     # walnut_conebeam reads the cache, and checks the views against the fetched scan's
     monkeypatch.setenv("SCALEBENCH_CACHE", str(full_orbit_walnut_cache))
-    load_experiment(REPO / path)
+    load_config(REPO / path)
 
 
 def test_zipped_keys_pair_their_values(write_config):
     experiment = _with_dataset(**{"image_size, num_angles": [[32, 8], [64, 16]]})
-    loaded = load_experiment(write_config(experiment))
+    loaded = load_config(write_config(experiment))
     assert loaded.datasets[0].combinations() == [{"image_size": 32, "num_angles": 8},
                                                  {"image_size": 64, "num_angles": 16}]
     bad = _with_dataset(**{"image_size, num_angles": [[32, 8, 1]]})
     with pytest.raises(ConfigError, match="each value must be a list of 2 values"):
-        load_experiment(write_config(bad))
+        load_config(write_config(bad))
 
 
 def test_configs_benchopt_accepts_are_accepted(write_config):
@@ -121,7 +121,7 @@ def test_configs_benchopt_accepts_are_accepted(write_config):
         **{"force-solver": ["Denoiser[max_iter=2]"], "plot": False, "n-jobs": 1,
            "seed": 3, "output": "ignored"})
     del experiment["objective"]
-    loaded = load_experiment(write_config(experiment))
+    loaded = load_config(write_config(experiment))
     assert [d.name for d in loaded.datasets] == ["tomography_2d"]
     assert [s.name for s in loaded.solvers] == ["pnp", "denoiser"]
     assert loaded.solvers[0].combinations() == [{"max_iter": 3, "device": "cpu",
@@ -133,7 +133,7 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
     # walnut_conebeam's defaults (60 views) are checked against the fetched scan
     monkeypatch.setenv("SCALEBENCH_CACHE", str(full_orbit_walnut_cache))
     experiment = {"max-runs": 100}
-    loaded = load_experiment(write_config(experiment))
+    loaded = load_config(write_config(experiment))
     assert sorted(d.name for d in loaded.datasets) == [
         "multiframe_superres", "radio_interferometry", "synthetic", "tomography_2d",
         "walnut_conebeam"]
@@ -143,7 +143,7 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
 def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):
     experiment = _with_solver(max_iter=300, eval_every=3)  # 0, 3, ..., 300: 101 evaluations
     experiment["max-runs"] = 101
-    load_experiment(write_config(experiment))
+    load_config(write_config(experiment))
 
 
 @pytest.mark.parametrize("objective", sorted(BENCHMARKS))
@@ -161,4 +161,4 @@ def test_a_training_config_naming_an_inference_only_dataset_is_refused(write_con
     experiment = {"objective": ["supervised_training"],
                   "dataset": [{"radio_interferometry": {}}], "solver": ["unrolled_pgd"]}
     with pytest.raises(ConfigError, match="unknown dataset 'radio_interferometry'"):
-        load_experiment(write_config(experiment))
+        load_config(write_config(experiment))

@@ -4,7 +4,7 @@ draws: overlapping labels, a legend over the data."""
 from __future__ import annotations
 
 from scalebench.results.report import FIGURE_DPI
-from tests.support.figure_layout import layout_problems
+from tests.support.figure_layout import layout_faults
 
 
 def test_the_layout_check_finds_what_the_old_report_drew():
@@ -19,8 +19,8 @@ def test_the_layout_check_finds_what_the_old_report_drew():
         axis.barh(labels, range(1, 13), label=step)
     axis.legend(loc="upper right")
     figure.set_dpi(FIGURE_DPI)
-    problems = layout_problems(figure)
+    faults = layout_faults(figure)
     plt.close(figure)
-    assert len(problems) >= 2
-    assert any(p.startswith("texts overlap: 'pnp on tomography_2d") for p in problems)
-    assert any(p.startswith("legend drawn over the data") for p in problems)
+    assert len(faults) >= 2
+    assert any(p.startswith("texts overlap: 'pnp on tomography_2d") for p in faults)
+    assert any(p.startswith("legend drawn over the data") for p in faults)

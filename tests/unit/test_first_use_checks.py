@@ -12,7 +12,7 @@ import yaml
 from scalebench.data.fetch import FetchError, fetch
 from scalebench.data.manifest import Entry
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import load_experiment
+from scalebench.experiment.config import load_config
 from scalebench.experiment.plan import Job, Plan
 from tests.support.cli import tiny_experiment
 
@@ -24,7 +24,7 @@ def test_non_finite_numbers_are_refused_naming_the_parameter(tmp_path, value):
         "denoiser_sigma: 0.002", f"denoiser_sigma: {value}"))
     with pytest.raises(ConfigError, match="solver 'pnp': parameter 'denoiser_sigma' must be a "
                        "finite number, got (nan|inf|-inf)"):
-        load_experiment(config)
+        load_config(config)
 
 
 def test_a_refused_connection_says_so(tmp_path):

@@ -98,7 +98,7 @@ def test_suggestions_commented_in_the_shipped_parallel_config_are_accepted(tmp_p
     assert uncommented != text
     parallel = tmp_path / "submitit.yml"
     parallel.write_text(uncommented)
-    assert plan_of(CONFIGS / "scaling" / "strong_scaling.yml", parallel).problems == []
+    assert plan_of(CONFIGS / "scaling" / "strong_scaling.yml", parallel).errors == []
 
 
 def test_plan_writes_one_config_per_job_that_runs_it_alone(tmp_path):
@@ -181,7 +181,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
     plan = plan_of(config_file(tmp_path, dataset=large, solver=pnp()))
-    assert plan.problems == []
+    assert plan.errors == []
     job, = plan.jobs
     assert job.memory_model == "uncalibrated"
     assert job.rank_memory_bytes == PROCESS_BASELINE_BYTES + CERTAIN_IMAGES * 8192**2 * \
@@ -190,8 +190,8 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
     assert ">=1." in text and "'>=' marks an uncalibrated lower bound" in text
     huge = [{"synthetic": {"image_size": 100000}}]
     refused = plan_of(config_file(tmp_path, dataset=huge, solver=pnp()))
-    assert len(refused.problems) == 1 and "uncalibrated lower bound) is above the node's" in \
-        refused.problems[0]
+    assert len(refused.errors) == 1 and "uncalibrated lower bound) is above the node's" in \
+        refused.errors[0]
 
 
 def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypatch):
@@ -214,8 +214,8 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     job, = plan.jobs
     assert job.memory_model == "calibrated"
     assert job.rank_memory_bytes == int(2**30 + 400.0 * 8192**2)
-    assert len(plan.problems) == 1 and "GiB, calibrated) is above the node's" in \
-        plan.problems[0]
+    assert len(plan.errors) == 1 and "GiB, calibrated) is above the node's" in \
+        plan.errors[0]
 
 
 def test_each_repetition_is_a_job_of_its_own_under_submitit_and_one_process_locally(tmp_path):
@@ -226,14 +226,14 @@ def test_each_repetition_is_a_job_of_its_own_under_submitit_and_one_process_loca
     parallel = parallel_file(tmp_path, slurm_time="00:10:00", slurm_nodes=1,
                              slurm_ntasks_per_node=1)
     submitted = plan_of(config, parallel)
-    assert submitted.problems == []  # a 10 min limit fits each 10 min repetition
+    assert submitted.errors == []  # a 10 min limit fits each 10 min repetition
     job, = submitted.jobs
     assert (job.submissions, job.time_limit_s) == (2, 600)
     assert job.gpu_hours == pytest.approx(2 * 600 / 3600)
     assert "2 x 0.17 h" in format_text(submitted)
     too_short = plan_of(config, parallel_file(tmp_path, slurm_time="00:05:00"))
-    assert len(too_short.problems) == 1 and "time limit 300 s is shorter than the solver " \
-        "timeout (600 s)" in too_short.problems[0]
+    assert len(too_short.errors) == 1 and "time limit 300 s is shorter than the solver " \
+        "timeout (600 s)" in too_short.errors[0]
     local, = plan_of(config).jobs
     assert (local.submissions, local.time_limit_s) == (1, 1200)
 

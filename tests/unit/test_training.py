@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import load_experiment
+from scalebench.experiment.config import load_config
 from scalebench.loops.training.network import build_network
 from scalebench.loops.training.params import TRAINING_PARAMS
 from scalebench.loops.training.patches import TrainingData
@@ -129,15 +129,15 @@ def test_bad_parameters_are_refused_before_anything_runs(write_config, solver, r
     config = write_config({"objective": ["supervised_training"], "dataset": [DATASET],
                            "solver": [{"unrolled_pgd": {**TINY, **solver}}]})
     with pytest.raises(ConfigError) as error:
-        load_experiment(config, ranks)
+        load_config(config, ranks)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("config", sorted((REPO / "configs" / "training").glob("*.yml")),
                          ids=lambda path: path.stem)
 def test_shipped_training_configs_are_valid(config):
-    experiment = load_experiment(config)
-    assert experiment.solvers and all(s.name == "unrolled_pgd" for s in experiment.solvers)
+    loaded = load_config(config)
+    assert loaded.solvers and all(s.name == "unrolled_pgd" for s in loaded.solvers)
 
 
 @pytest.mark.parametrize(("dataset", "dataset_params"), [
