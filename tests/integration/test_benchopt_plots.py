@@ -40,29 +40,29 @@ def _expected(rows: pd.DataFrame, column: str, axis: str) -> dict[str, tuple[lis
     return expected
 
 
-def test_matplotlib_figures_draw_every_solver_that_measured_the_column(run):
+def test_matplotlib_figures_draw_every_solver_that_measured_the_column(run, tmp_path):
+    """benchopt's plot data and its matplotlib rendering (the figures of two columns: all of
+    them take minutes; the HTML test checks every curve's data)."""
     import matplotlib.pyplot as plt
     from benchopt.benchmark import Benchmark
-    from benchopt.plotting import plot_benchmark
+    from benchopt.plotting.generate_matplotlib import get_plot_figure
+    from benchopt.plotting.helpers import update_plot_data_style
     from benchopt.results import read_results
 
     benchmark, path, rows = run
-    # The figures come in the order of their plot data's keys (dataset, objective, column, axis).
-    keys = list(Benchmark(benchmark).get_plot_data(read_results(path), ["objective_curve"])[0]
-                ["objective_curve"])
-    figures = dict(zip(keys, plot_benchmark(path, benchmark, kinds=["objective_curve"],
-                                            display=False, html=False)[0], strict=True))
-    assert rows["solver_name"].nunique() == 2
+    data, _ = Benchmark(benchmark).get_plot_data(read_results(path), ["objective_curve"])
+    data = update_plot_data_style(data, plotly=False)["objective_curve"]
     for column in (QUALITY, GRAD_TIME):
         for axis in ("Time", "Iteration"):
-            figure = next(f for key, f in figures.items() if key.endswith(f"_{column}_{axis}"))
+            key = next(key for key in data if key.endswith(f"_{column}_{axis}"))
+            figure, = get_plot_figure({key: data[key]}, tmp_path)
             drawn = {line.get_label(): ([float(v) for v in line.get_xdata()],
                                         [float(v) for v in line.get_ydata()])
                      for line in figure.axes[0].get_lines()}
             assert drawn == _expected(rows, column, axis)  # one repetition: the rows themselves
-    plt.close("all")
+            plt.close(figure)
     pnp = rows[rows["solver_name"].str.startswith("pnp")]
-    assert len(_expected(rows, QUALITY, "Time")) == 2
+    assert rows["solver_name"].nunique() == 2 and len(_expected(rows, QUALITY, "Time")) == 2
     assert list(_expected(rows, GRAD_TIME, "Iteration")) == [pnp["solver_name"].iloc[0]]
     assert _expected(rows, GRAD_TIME, "Iteration")[pnp["solver_name"].iloc[0]][0] == \
         [1.0, 2.0, 3.0]
