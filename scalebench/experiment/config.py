@@ -207,7 +207,8 @@ def _inference_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
     """Checks of a dataset and an inference solver together (and the number of ranks)."""
     if solver.uses_denoiser:
         check_denoiser_fits(params, shape)
-        check_distribution(params, shape, spec.num_operators(**values), ranks)
+    check_distribution(params, shape, spec.num_operators(**values), ranks)
+    if solver.uses_denoiser:
         resolve_weights(params["denoiser"], shape[0], params["pretrained"])
     solver.check_problem(spec, values, shape, params)
 

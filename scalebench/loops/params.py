@@ -1,7 +1,7 @@
-"""The parameters of every inference solver (pnp, denoiser; the training solver's are in
-scalebench.loops.training.params) and of every run, their specs (``PNP_SPEC``,
-``DENOISING_SPEC``), and the checks of a denoiser's distribution across ranks. Imports no
-torch: the checks of a config read them before anything runs."""
+"""The parameters of every inference solver (pnp, denoiser, the baselines cgls, fbp and clean;
+the training solver's are in scalebench.loops.training.params) and of every run, their specs
+(``PNP_SPEC``, ``DENOISING_SPEC``, ``BASELINE_SPECS``), and the checks of a run's distribution
+across ranks. Imports no torch: the checks of a config read them before anything runs."""
 
 from __future__ import annotations
 
@@ -126,6 +126,27 @@ def check_pnp(problem, values: dict, shape: tuple[int, ...], params: dict) -> No
                           f"denoiser level decreases from the first to the last")
 
 
+# The classical baselines (scalebench.loops.cgls, .fbp, .clean): no denoiser, so none of its
+# parameters; the physics may be distributed as pnp's.
+BASELINE_PARAMS = {
+    "device": RUN_PARAMS["device"],
+    "profiler": RUN_PARAMS["profiler"],
+    "max_iter": RUN_PARAMS["max_iter"],
+    "eval_every": DENOISER_PARAMS["eval_every"],
+    "seed": RUN_PARAMS["seed"],
+    "deterministic": RUN_PARAMS["deterministic"],
+    "num_threads": RUN_PARAMS["num_threads"],
+    "distribute_physics": PNP_PARAMS["distribute_physics"],
+    "save_estimate": DENOISER_PARAMS["save_estimate"],
+    **SLURM_PARAMS,
+}
+CGLS_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(20, int, minimum=1, doc="CG iterations, one row each: the "
+                                              "semi-convergence curve"),
+}
+
+
 def evaluations(params: dict) -> int:
     """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
     return math.ceil(params["max_iter"] / params["eval_every"]) + 1
@@ -136,7 +157,9 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
     """Raise ConfigError when a rank would have no work or every rank the same work."""
     if world_size <= 1:
         return
-    physics, tiles = params.get("distribute_physics", False), params["distribute_denoiser"]
+    # A baseline has no denoiser, hence no tiles to split.
+    physics = params.get("distribute_physics", False)
+    tiles = params.get("distribute_denoiser", False)
     if not (physics or tiles):
         raise ConfigError(f"{world_size} ranks but neither distribute_physics nor "
                           f"distribute_denoiser is true: every rank would repeat the same work")
@@ -144,9 +167,11 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
         raise ConfigError(f"distribute_physics: {num_operators} operator(s) for {world_size} "
                           f"ranks leaves ranks without work (use at most {num_operators} ranks "
                           f"or more operators)")
+    if not tiles:
+        return
     tile_count = count_tiles(params, image_shape)
     batches = dealt_batch_count(tile_count, params["max_batch_size"])
-    if tiles and batches < world_size:
+    if batches < world_size:
         raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) in {batches} batch(es) "
                           f"of max_batch_size {params['max_batch_size']} for {world_size} "
                           f"ranks leaves ranks without work (lower patch_size or "
@@ -161,8 +186,19 @@ DENOISING_SPEC = SolverSpec("denoiser", "the denoiser alone on the noisy ground 
                             uses_operator=False, uses_denoiser=True)
 
 
+CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unregularised "
+                              "(one row per iteration: the semi-convergence curve)",
+                       CGLS_PARAMS, uses_operator=True, uses_denoiser=False)
+BASELINE_SPECS = (CGLS_SPEC,)
+
+
 def pnp_parameters(**values) -> dict:
     """Every parameter of a ``pnp`` run: ``values`` checked against PNP_PARAMS, defaults
     for the rest (for loops run outside benchopt: tests, tools)."""
-    return resolved_parameters(validate_parameters("solver 'pnp'", values, PNP_PARAMS),
-                               PNP_PARAMS)
+    return solver_parameters(PNP_SPEC, **values)
+
+
+def solver_parameters(spec: SolverSpec, **values) -> dict:
+    """Every parameter of a run of ``spec``: ``values`` checked, defaults for the rest."""
+    return resolved_parameters(validate_parameters(f"solver '{spec.name}'", values,
+                                                   spec.params), spec.params)
