@@ -10,9 +10,13 @@ import torch
 from scalebench.benchopt_glue.base import LoopSolver
 from scalebench.denoisers.build import make_denoiser_with_record, warm_up
 from scalebench.denoisers.tiles import check_denoiser_fits
+from scalebench.errors import ConfigError
 from scalebench.launch import progress
 from scalebench.loops.params import check_distribution
 from scalebench.loops.pnp import build_physics
+from scalebench.loops.spec import SolverSpec
+from scalebench.params import resolved_parameters
+from scalebench.problems import PROBLEMS
 from scalebench.problems.base import ProblemSetup
 
 
@@ -45,6 +49,19 @@ class BaselineSolver(LoopSolver):
     denoiser is built, so no weights are recorded and nothing is compiled."""
 
     compile_time_s = 0.0
+    spec: SolverSpec  # the registry's entry: its check_problem says which datasets apply
+
+    def skip(self, problem: ProblemSetup) -> tuple[bool, str | None]:
+        # Under plain benchopt (scalebench run refuses the pair before anything runs): a
+        # dataset the baseline does not apply to is skipped with the same one-line reason.
+        problem_spec = PROBLEMS[problem.name]
+        values = resolved_parameters(problem.source.get("params", {}), problem_spec.params)
+        try:
+            self.spec.check_problem(problem_spec, values, tuple(problem.x_true.shape[1:]),
+                                    self.params)
+        except ConfigError as error:
+            return True, str(error)
+        return False, None
 
     def build(self, problem: ProblemSetup) -> torch.nn.Module:
         params, shape = self.params, tuple(problem.x_true.shape[1:])

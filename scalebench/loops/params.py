@@ -11,7 +11,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
-from scalebench.loops.spec import SolverSpec
+from scalebench.loops.spec import SolverSpec, only_for
 from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.runtime.devices import DEVICES
 from scalebench.runtime.names import PROFILER_MODES
@@ -146,6 +146,17 @@ CGLS_PARAMS = {
                                               "semi-convergence curve"),
 }
 
+# Filtered back-projection (scalebench.loops.fbp): one step, so one iteration.
+FBP_FILTERS = ("ram-lak", "shepp-logan", "cosine", "hamming", "hann")
+FBP_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(1, int, minimum=1, maximum=1,
+                      doc="1: FBP is one step (rows: the zero start, then the reconstruction)"),
+    "filter": Param("ram-lak", str, choices=FBP_FILTERS,
+                    doc="the ramp (ram-lak) or the ramp times a window damping high "
+                        "frequencies"),
+}
+
 
 def evaluations(params: dict) -> int:
     """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
@@ -189,7 +200,10 @@ DENOISING_SPEC = SolverSpec("denoiser", "the denoiser alone on the noisy ground 
 CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unregularised "
                               "(one row per iteration: the semi-convergence curve)",
                        CGLS_PARAMS, uses_operator=True, uses_denoiser=False)
-BASELINE_SPECS = (CGLS_SPEC,)
+FBP_SPEC = SolverSpec("fbp", "filtered back-projection of 2D parallel-beam CT (one step)",
+                      FBP_PARAMS, uses_operator=True, uses_denoiser=False,
+                      check_problem=only_for("tomography_2d"))
+BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC)
 
 
 def pnp_parameters(**values) -> dict:

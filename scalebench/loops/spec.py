@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from scalebench.errors import ConfigError
 from scalebench.params import Param
 
 if TYPE_CHECKING:
@@ -23,6 +24,19 @@ ProblemCheck = Callable[["ProblemSpec", dict, tuple[int, ...], dict], None]
 
 def no_check(problem: ProblemSpec, values: dict, shape: tuple[int, ...], params: dict) -> None:
     """A solver that applies to every dataset of the benchmark."""
+
+
+def only_for(*datasets: str) -> ProblemCheck:
+    """The check of a baseline that applies to ``datasets`` only (fbp: tomography_2d)."""
+
+    def check(problem: ProblemSpec, values: dict, shape: tuple[int, ...],
+              params: dict) -> None:
+        if problem.name not in datasets:
+            # the caller names the solver and the dataset
+            raise ConfigError(f"does not apply (it applies to dataset "
+                              f"{', '.join(datasets)} only)")
+
+    return check
 
 
 @dataclass(frozen=True)
