@@ -157,6 +157,20 @@ FBP_PARAMS = {
                         "frequencies"),
 }
 
+# Högbom CLEAN (scalebench.loops.clean): its budget is max_iter x components_per_iter.
+CLEAN_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(20, int, minimum=1, doc="iterations (rows), each of "
+                                              "components_per_iter components"),
+    "gain": Param(0.1, float, minimum=0.0, exclusive_minimum=True, maximum=1.0,
+                  doc="fraction of the residual's peak each component removes"),
+    "threshold": Param(0.0, float, minimum=0.0, maximum=1.0,
+                       doc="stop once the residual's peak is below this fraction of the "
+                           "dirty image's peak"),
+    "components_per_iter": Param(100, int, minimum=1,
+                                 doc="components subtracted per iteration (between rows)"),
+}
+
 
 def evaluations(params: dict) -> int:
     """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
@@ -203,7 +217,10 @@ CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unre
 FBP_SPEC = SolverSpec("fbp", "filtered back-projection of 2D parallel-beam CT (one step)",
                       FBP_PARAMS, uses_operator=True, uses_denoiser=False,
                       check_problem=only_for("tomography_2d"))
-BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC)
+CLEAN_SPEC = SolverSpec("clean", "Högbom CLEAN of radio interferometry, restored with a "
+                                  "Gaussian clean beam", CLEAN_PARAMS, uses_operator=True,
+                        uses_denoiser=False, check_problem=only_for("radio_interferometry"))
+BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC, CLEAN_SPEC)
 
 
 def pnp_parameters(**values) -> dict:

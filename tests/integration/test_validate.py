@@ -44,6 +44,16 @@ BASELINE_REFUSALS = {
     "fbp with two iterations": (
         {"tomography_2d": {"image_size": 32}}, {"fbp": {"max_iter": 2}},
         "solver 'fbp': parameter 'max_iter' must be an integer >= 1 <= 1, got 2"),
+    "clean on a CT dataset": (
+        {"tomography_2d": {"image_size": 32}}, {"clean": {"device": "cpu"}},
+        "solver 'clean' on dataset 'tomography_2d': does not apply (it applies to dataset "
+        "radio_interferometry only)"),
+    "clean with a zero gain": (
+        {"radio_interferometry": {"image_size": 32}}, {"clean": {"gain": 0}},
+        "solver 'clean': parameter 'gain' must be a number > 0.0 <= 1.0, got 0"),
+    "clean with a gain above 1": (
+        {"radio_interferometry": {"image_size": 32}}, {"clean": {"gain": 1.5}},
+        "solver 'clean': parameter 'gain' must be a number > 0.0 <= 1.0, got 1.5"),
 }
 
 
