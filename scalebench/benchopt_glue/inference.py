@@ -54,8 +54,9 @@ class BaselineSolver(LoopSolver):
     def skip(self, problem: ProblemSetup) -> tuple[bool, str | None]:
         # Under plain benchopt (scalebench run refuses the pair before anything runs): a
         # dataset the baseline does not apply to is skipped with the same one-line reason.
-        problem_spec = PROBLEMS[problem.name]
-        values = resolved_parameters(problem.source.get("params", {}), problem_spec.params)
+        # the dataset's name and parameters (problem.name may name a variant of it)
+        problem_spec = PROBLEMS[problem.source["name"]]
+        values = resolved_parameters(problem.source["params"], problem_spec.params)
         try:
             self.spec.check_problem(problem_spec, values, tuple(problem.x_true.shape[1:]),
                                     self.params)
