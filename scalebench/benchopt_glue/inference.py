@@ -58,6 +58,7 @@ class BaselineSolver(LoopSolver):
         problem_spec = PROBLEMS[problem.source["name"]]
         values = resolved_parameters(problem.source["params"], problem_spec.params)
         try:
+            self.spec.check_applies(problem_spec.name)
             self.spec.check_problem(problem_spec, values, tuple(problem.x_true.shape[1:]),
                                     self.params)
         except ConfigError as error:

@@ -205,6 +205,7 @@ def _check_options(raw: dict, problems: list[str]) -> dict[str, Any]:
 def _inference_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
                     shape: tuple[int, ...], params: dict, ranks: int) -> None:
     """Checks of a dataset and an inference solver together (and the number of ranks)."""
+    solver.check_applies(spec.name)
     if solver.uses_denoiser:
         check_denoiser_fits(params, shape)
     check_distribution(params, shape, spec.num_operators(**values), ranks)
@@ -331,7 +332,10 @@ def load_experiment(path: str | Path, world_size: int = 1,
         problems.append(str(error))
         specs = dict(rules.solvers)
     datasets = _listed(problems, lambda: _section(raw, "dataset", sorted(rules.problems)))
-    solvers = _listed(problems, lambda: _solvers(raw, sorted(specs)))
+    # no solver section: every solver that applies to every listed dataset
+    applying = [name for name in sorted(specs)
+                if all(specs[name].applies_to(dataset.name) for dataset in datasets)]
+    solvers = _listed(problems, lambda: _solvers(raw, applying))
     options = _check_options(raw, problems)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in rules.problems.items()},
                                     "dataset", problems)

@@ -11,7 +11,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
-from scalebench.loops.spec import SolverSpec, only_for
+from scalebench.loops.spec import SolverSpec
 from scalebench.params import Param, resolved_parameters, validate_parameters
 from scalebench.runtime.devices import DEVICES
 from scalebench.runtime.names import PROFILER_MODES
@@ -216,10 +216,10 @@ CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unre
                        CGLS_PARAMS, uses_operator=True, uses_denoiser=False)
 FBP_SPEC = SolverSpec("fbp", "filtered back-projection of 2D parallel-beam CT (one step)",
                       FBP_PARAMS, uses_operator=True, uses_denoiser=False,
-                      check_problem=only_for("tomography_2d"))
+                      datasets=("tomography_2d",))
 CLEAN_SPEC = SolverSpec("clean", "Högbom CLEAN of radio interferometry, restored with a "
                                   "Gaussian clean beam", CLEAN_PARAMS, uses_operator=True,
-                        uses_denoiser=False, check_problem=only_for("radio_interferometry"))
+                        uses_denoiser=False, datasets=("radio_interferometry",))
 BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC, CLEAN_SPEC)
 
 

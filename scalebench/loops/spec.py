@@ -26,19 +26,6 @@ def no_check(problem: ProblemSpec, values: dict, shape: tuple[int, ...], params:
     """A solver that applies to every dataset of the benchmark."""
 
 
-def only_for(*datasets: str) -> ProblemCheck:
-    """The check of a baseline that applies to ``datasets`` only (fbp: tomography_2d)."""
-
-    def check(problem: ProblemSpec, values: dict, shape: tuple[int, ...],
-              params: dict) -> None:
-        if problem.name not in datasets:
-            # the caller names the solver and the dataset
-            raise ConfigError(f"does not apply (it applies to dataset "
-                              f"{', '.join(datasets)} only)")
-
-    return check
-
-
 @dataclass(frozen=True)
 class SolverSpec:
     """An inference solver as configs name it."""
@@ -52,3 +39,16 @@ class SolverSpec:
     uses_denoiser: bool
     # Checks that need the dataset too (an algorithm's data prox, a baseline's geometry).
     check_problem: ProblemCheck = field(default=no_check)
+    # The datasets it applies to (fbp: tomography_2d); empty: every one. A config naming
+    # another is refused; a config leaving the solver section out (every solver) skips it.
+    datasets: tuple[str, ...] = ()
+
+    def applies_to(self, dataset: str) -> bool:
+        return not self.datasets or dataset in self.datasets
+
+    def check_applies(self, dataset: str) -> None:
+        """Raise ConfigError when the solver does not apply to ``dataset`` (the caller names
+        the solver and the dataset)."""
+        if not self.applies_to(dataset):
+            raise ConfigError(f"does not apply (it applies to dataset "
+                              f"{', '.join(self.datasets)} only)")
