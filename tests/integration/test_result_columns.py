@@ -14,7 +14,7 @@ from tests.support.paths import REPO
 
 @pytest.fixture(scope="module")
 def columns(tmp_path_factory) -> set[str]:
-    """The columns of a real inference run and of a real training run."""
+    """The columns of real inference runs (CT and radio) and of a real training run."""
     folder = tmp_path_factory.mktemp("columns")
     training = {"objective": ["supervised_training"],
                 "dataset": [{"synthetic": {"image_size": 32, "task": "superres"}}],
@@ -23,9 +23,16 @@ def columns(tmp_path_factory) -> set[str]:
                                              "batch_size": 2, "max_iter": 2, "device": "cpu",
                                              "checkpointing": "auto",
                                              "memory_budget_mib": 100}}]}
+    # clean's figures: a radio run (clean applies to radio interferometry only)
+    radio = tiny_experiment(
+        dataset=[{"radio_interferometry": {"image_size": 32, "num_times": 4,
+                                           "num_channels": 1}}],
+        solver=[{"clean": {"max_iter": 2, "components_per_iter": 5, "device": "cpu"}}])
+    inference = copy_benchmark(folder)
     found = set()
     for name, experiment, benchmark in (
-            ("inference", tiny_experiment(), copy_benchmark(folder)),
+            ("inference", tiny_experiment(), inference),
+            ("radio", radio, inference),
             ("training", training,
              copy_benchmark(folder, REPO / "benchmark_training"))):
         config = folder / f"{name}.yml"

@@ -8,25 +8,12 @@ exact (receptive_radius None); tiling BM3D is an approximation, its seams the pr
 
 from __future__ import annotations
 
-from torch import nn
-
 from scalebench.denoisers.spec import DenoiserSpec
 
 
-class HostBM3D(nn.Module):
-    """deepinv's BM3D on a CPU copy of the input, its result on the input's device."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        from deepinv.models import BM3D
-
-        self.bm3d = BM3D(use_legacy=True, device="cpu")
-
-    def forward(self, x, sigma):
-        return self.bm3d(x.detach().cpu(), float(sigma)).to(x.device)
-
-
 def build(channels: int, weights, device):
+    from scalebench.denoisers.networks import HostBM3D
+
     return HostBM3D().to(device)
 
 
