@@ -16,8 +16,10 @@ class Objective(BaseObjective):
     min_benchopt_version = "1.10"
     # The objective itself has no parameters: datasets and solvers carry them all.
     parameters = {}
-    # benchopt's own test suite (`benchopt test`) runs every solver on this small dataset.
-    test_config = {"dataset": {"name": "synthetic", "image_size": 32, "task": "denoising"}}
+    # benchopt's own test suite (`benchopt test`) runs every solver on this dataset (its
+    # small size is the dataset's own test_config, so that a solver naming another dataset
+    # does not inherit parameters that dataset lacks).
+    test_config = {"dataset": {"name": "synthetic"}}
 
     def set_data(self, problem):
         # problem: scalebench.problems.ProblemSetup (ground truth, operator factory, noise);

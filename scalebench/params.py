@@ -27,13 +27,15 @@ class Param:
     maximum: float | None = None
     nullable: bool = False  # whether ``null`` (None) is an allowed value
     doc: str = ""
+    # The minimum itself is refused (a gain in (0, 1], a positive scale).
+    exclusive_minimum: bool = False
 
     def describe(self) -> str:
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         text = _KIND_NAMES[self.kind]
         if self.minimum is not None:
-            text += f" >= {self.minimum}"
+            text += f" {'>' if self.exclusive_minimum else '>='} {self.minimum}"
         if self.maximum is not None:
             text += f" <= {self.maximum}"
         if self.nullable:
@@ -74,7 +76,8 @@ def check_value(owner: str, key: str, value: Any, spec: Param) -> Any:
     if isinstance(coerced, float) and not math.isfinite(coerced):
         raise ConfigError(f"{owner}: parameter '{key}' must be a finite number, got {coerced}")
     bad_choice = spec.choices is not None and coerced not in spec.choices
-    too_small = spec.minimum is not None and coerced < spec.minimum
+    too_small = spec.minimum is not None and (
+        coerced <= spec.minimum if spec.exclusive_minimum else coerced < spec.minimum)
     too_large = spec.maximum is not None and coerced > spec.maximum
     if bad_choice or too_small or too_large:
         raise ConfigError(f"{owner}: parameter '{key}' must be {spec.describe()}, got {value!r}")

@@ -13,3 +13,5 @@ class Dataset(ProblemDataset):
     parameters = benchopt_parameters(PROBLEMS[name].params)
     # Installed with scalebench; no extra requirement.
     requirements = []
+    # `benchopt test`: a small denoising problem (the objective's test dataset).
+    test_config = {"image_size": 32, "task": "denoising"}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalebench.denoisers.kinds import dncnn, drunet, tv
+from scalebench.denoisers.kinds import bm3d, dncnn, drunet, tv, wavelet
 from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError, MissingFileError
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 # The registry: one spec per module of scalebench.denoisers.kinds (adding a denoiser is one
 # module and one entry here).
-DENOISERS: dict[str, DenoiserSpec] = {spec.name: spec for spec in (tv.SPEC, drunet.SPEC,
-                                                                   dncnn.SPEC)}
+DENOISERS: dict[str, DenoiserSpec] = {spec.name: spec for spec in (
+    tv.SPEC, drunet.SPEC, dncnn.SPEC, wavelet.SPEC, bm3d.SPEC)}
 
 # deepinv publishes weights per architecture for grey and colour images: the manifest's
 # entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).

@@ -26,8 +26,9 @@ class DenoiserSpec:
     # three times by 2 needs 8).
     size_multiple: int
     # Pixels beyond which an input pixel cannot change an output pixel: an overlap at least
-    # this large makes tiles exact.
-    receptive_radius: int
+    # this large makes tiles exact. None: every input pixel can change every output pixel
+    # (BM3D): no overlap makes tiles exact.
+    receptive_radius: int | None
     # Whether it takes 3D volumes (B, C, D, H, W) as well as 2D images.
     volumes: bool
     # (channels, weights, device) -> an eval-mode module; imports its library when called.

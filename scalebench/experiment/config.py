@@ -222,9 +222,11 @@ def _check_options(raw: dict, errors: list[str]) -> dict[str, Any]:
 def _inference_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
                     shape: tuple[int, ...], params: dict, ranks: int) -> None:
     """Checks of a dataset and an inference solver together (and the number of ranks)."""
+    solver.check_applies(spec.name)
     if solver.uses_denoiser:
         check_denoiser_fits(params, shape)
-        check_distribution(params, shape, spec.num_operators(**values), ranks)
+    check_distribution(params, shape, spec.num_operators(**values), ranks)
+    if solver.uses_denoiser:
         resolve_weights(params["denoiser"], shape[0], params["pretrained"])
     solver.check_problem(spec, values, shape, params)
 
@@ -348,7 +350,10 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
         errors.append(str(error))
         specs, datasets_specs = dict(rules.solvers), dict(rules.problems)
     datasets = _listed(errors, lambda: _section(raw, "dataset", sorted(datasets_specs)))
-    solvers = _listed(errors, lambda: _solvers(raw, sorted(specs)))
+    # no solver section: every solver that applies to every listed dataset
+    applying = [name for name in sorted(specs)
+                if all(specs[name].applies_to(dataset.name) for dataset in datasets)]
+    solvers = _listed(errors, lambda: _solvers(raw, applying))
     options = _check_options(raw, errors)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in datasets_specs.items()},
                                     "dataset", errors,

@@ -79,6 +79,8 @@ class RunState:
     group: processes.RankGroup | None = None
     # (status, failures recorded) of the final file's last publish: what is already there.
     published: tuple[str, int] | None = None
+    # The final file's line on its radio runs against a blank sky ("" when it has none).
+    blank_sky: str = ""
 
 
 def run_child(request: RunRequest, *args: str) -> str:
@@ -336,7 +338,8 @@ def _publish(request: RunRequest, state: RunState, status: str) -> None:
             "--failures", json.dumps(state.failures), "--config", str(request.config)]
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
-    run_child(request, *args)
+    reply = json.loads(run_child(request, *args))
+    state.blank_sky = reply["blank_sky"]
     state.parts.clear()  # now in the final file
     state.published = (status, len(state.failures))
 
@@ -365,6 +368,8 @@ def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> in
     if not state.final.is_file():
         return EXIT_FAILED if state.failures else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
+    if state.blank_sky:
+        print(state.blank_sky)
     if request.html:
         report = run_child(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")

@@ -1,7 +1,7 @@
-"""The parameters of every inference solver (pnp, denoiser; the training solver's are in
-scalebench.loops.training.params) and of every run, their specs (``PNP_SPEC``,
-``DENOISING_SPEC``), and the checks of a denoiser's distribution across ranks. Imports no
-torch: the checks of a config read them before anything runs."""
+"""The parameters of every inference solver (pnp, denoiser, the baselines cgls, fbp and clean;
+the training solver's are in scalebench.loops.training.params) and of every run, their specs
+(``PNP_SPEC``, ``DENOISING_SPEC``, ``BASELINE_SPECS``), and the checks of a run's distribution
+across ranks. Imports no torch: the checks of a config read them before anything runs."""
 
 from __future__ import annotations
 
@@ -127,6 +127,52 @@ def check_pnp(problem, values: dict, shape: tuple[int, ...], params: dict) -> No
                           f"denoiser level decreases from the first to the last")
 
 
+# The classical baselines (scalebench.loops.cgls, .fbp, .clean): no denoiser, so none of its
+# parameters; the physics may be distributed as pnp's.
+BASELINE_PARAMS = {
+    "device": RUN_PARAMS["device"],
+    "profiler": RUN_PARAMS["profiler"],
+    "max_iter": RUN_PARAMS["max_iter"],
+    "eval_every": DENOISER_PARAMS["eval_every"],
+    "seed": RUN_PARAMS["seed"],
+    "deterministic": RUN_PARAMS["deterministic"],
+    "num_threads": RUN_PARAMS["num_threads"],
+    "distribute_physics": PNP_PARAMS["distribute_physics"],
+    "save_estimate": DENOISER_PARAMS["save_estimate"],
+    **SLURM_PARAMS,
+}
+CGLS_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(20, int, minimum=1, doc="CG iterations, one row each: the "
+                                              "semi-convergence curve"),
+}
+
+# Filtered back-projection (scalebench.loops.fbp): one step, so one iteration.
+FBP_FILTERS = ("ram-lak", "shepp-logan", "cosine", "hamming", "hann")
+FBP_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(1, int, minimum=1, maximum=1,
+                      doc="1: FBP is one step (rows: the zero start, then the reconstruction)"),
+    "filter": Param("ram-lak", str, choices=FBP_FILTERS,
+                    doc="the ramp (ram-lak) or the ramp times a window damping high "
+                        "frequencies"),
+}
+
+# Högbom CLEAN (scalebench.loops.clean): its budget is max_iter x components_per_iter.
+CLEAN_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(20, int, minimum=1, doc="iterations (rows), each of "
+                                              "components_per_iter components"),
+    "gain": Param(0.1, float, minimum=0.0, exclusive_minimum=True, maximum=1.0,
+                  doc="fraction of the residual's peak each component removes"),
+    "threshold": Param(0.0, float, minimum=0.0, maximum=1.0,
+                       doc="stop once the residual's peak is below this fraction of the "
+                           "dirty image's peak"),
+    "components_per_iter": Param(100, int, minimum=1,
+                                 doc="components subtracted per iteration (between rows)"),
+}
+
+
 def evaluations(params: dict) -> int:
     """Rows a run records: iterations 0, k, 2k, ... and always the last (k = eval_every)."""
     return math.ceil(params["max_iter"] / params["eval_every"]) + 1
@@ -137,7 +183,9 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
     """Raise ConfigError when a rank would have no work or every rank the same work."""
     if world_size <= 1:
         return
-    physics, tiles = params.get("distribute_physics", False), params["distribute_denoiser"]
+    # A baseline has no denoiser, hence no tiles to split.
+    physics = params.get("distribute_physics", False)
+    tiles = params.get("distribute_denoiser", False)
     if not (physics or tiles):
         raise ConfigError(f"{world_size} ranks but neither distribute_physics nor "
                           f"distribute_denoiser is true: every rank would repeat the same work")
@@ -145,9 +193,11 @@ def check_distribution(params: dict, image_shape: tuple[int, ...], num_operators
         raise ConfigError(f"distribute_physics: {num_operators} operator(s) for {world_size} "
                           f"ranks leaves ranks without work (use at most {num_operators} ranks "
                           f"or more operators)")
+    if not tiles:
+        return
     tile_count = count_tiles(params, image_shape)
     batches = dealt_batch_count(tile_count, params["tiles_per_batch"])
-    if tiles and batches < world_size:
+    if batches < world_size:
         raise ConfigError(f"distribute_denoiser: {tile_count} tile(s) in {batches} batch(es) "
                           f"of tiles_per_batch {params['tiles_per_batch']} for {world_size} "
                           f"ranks leaves ranks without work (lower tile_size or "
@@ -166,8 +216,25 @@ DENOISING_SPEC = SolverSpec("denoiser", "the denoiser alone on the noisy ground 
                             uses_operator=False, uses_denoiser=True, renamed=TILE_RENAMES)
 
 
+CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unregularised "
+                              "(one row per iteration: the semi-convergence curve)",
+                       CGLS_PARAMS, uses_operator=True, uses_denoiser=False)
+FBP_SPEC = SolverSpec("fbp", "filtered back-projection of 2D parallel-beam CT (one step)",
+                      FBP_PARAMS, uses_operator=True, uses_denoiser=False,
+                      datasets=("tomography_2d",))
+CLEAN_SPEC = SolverSpec("clean", "Högbom CLEAN of radio interferometry, restored with a "
+                                  "Gaussian clean beam", CLEAN_PARAMS, uses_operator=True,
+                        uses_denoiser=False, datasets=("radio_interferometry",))
+BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC, CLEAN_SPEC)
+
+
 def pnp_parameters(**values) -> dict:
     """Every parameter of a ``pnp`` run: ``values`` checked against PNP_PARAMS, defaults
     for the rest (for loops run outside benchopt: tests, tools)."""
-    return resolved_parameters(validate_parameters("solver 'pnp'", values, PNP_PARAMS),
-                               PNP_PARAMS)
+    return solver_parameters(PNP_SPEC, **values)
+
+
+def solver_parameters(spec: SolverSpec, **values) -> dict:
+    """Every parameter of a run of ``spec``: ``values`` checked, defaults for the rest."""
+    return resolved_parameters(validate_parameters(f"solver '{spec.name}'", values,
+                                                   spec.params), spec.params)

@@ -167,22 +167,41 @@ class DataProx:
         return x
 
 
+class ConjugateGradient:
+    """Conjugate gradient on apply(x) = right (apply symmetric positive definite), one
+    iteration per ``step()``: the data prox runs it to a tolerance, the ``cgls`` baseline
+    one measured iteration at a time. Every quantity it reduces lives in image space, so
+    distributed physics (whose ``apply`` all-reduces) takes the same decisions on every rank."""
+
+    def __init__(self, apply, right: torch.Tensor, start: torch.Tensor | None) -> None:
+        """``start`` None: from zero, whose residual is ``right`` without applying anything."""
+        self.apply = apply
+        self.x = torch.zeros_like(right) if start is None else start
+        self.residual = right if start is None else right - apply(start)
+        self.direction = self.residual
+        self.squared = float(torch.sum(self.residual * self.residual))
+
+    def step(self) -> torch.Tensor:
+        """One iteration: x moves along the direction to the minimum of the quadratic."""
+        if self.squared == 0.0:  # already solved: a further step would divide by zero
+            return self.x
+        image = self.apply(self.direction)
+        alpha = self.squared / float(torch.sum(self.direction * image))
+        self.x = self.x + alpha * self.direction
+        self.residual = self.residual - alpha * image
+        previous, self.squared = self.squared, float(torch.sum(self.residual * self.residual))
+        self.direction = self.residual + (self.squared / previous) * self.direction
+        return self.x
+
+
 def conjugate_gradient(apply, right: torch.Tensor, start: torch.Tensor, tolerance: float,
                        max_iterations: int) -> tuple[torch.Tensor, int]:
     """Solve apply(x) = right (apply symmetric positive definite) from ``start``; return x
     and the iterations run (0 when ``start`` already meets the tolerance)."""
-    x = start
-    residual = right - apply(x)
-    direction = residual
-    squared = float(torch.sum(residual * residual))
+    solver = ConjugateGradient(apply, right, start)
     bound = tolerance ** 2 * float(torch.sum(right * right))
     iterations = 0
-    while squared > bound and iterations < max_iterations:
-        image = apply(direction)
-        alpha = squared / float(torch.sum(direction * image))
-        x = x + alpha * direction
-        residual = residual - alpha * image
-        previous, squared = squared, float(torch.sum(residual * residual))
-        direction = residual + (squared / previous) * direction
+    while solver.squared > bound and iterations < max_iterations:
+        solver.step()
         iterations += 1
-    return x, iterations
+    return solver.x, iterations

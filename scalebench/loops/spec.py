@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from scalebench.errors import ConfigError
 from scalebench.params import Param
 
 if TYPE_CHECKING:
@@ -40,3 +41,16 @@ class SolverSpec:
     check_problem: ProblemCheck = field(default=no_check)
     # Old parameter names still accepted, with a warning: old -> new.
     renamed: dict[str, str] = field(default_factory=dict)
+    # The datasets it applies to (fbp: tomography_2d); empty: every one. A config naming
+    # another is refused; a config leaving the solver section out (every solver) skips it.
+    datasets: tuple[str, ...] = ()
+
+    def applies_to(self, dataset: str) -> bool:
+        return not self.datasets or dataset in self.datasets
+
+    def check_applies(self, dataset: str) -> None:
+        """Raise ConfigError when the solver does not apply to ``dataset`` (the caller names
+        the solver and the dataset)."""
+        if not self.applies_to(dataset):
+            raise ConfigError(f"does not apply (it applies to dataset "
+                              f"{', '.join(self.datasets)} only)")

@@ -2,7 +2,8 @@
 (docs/generate.py) and that tests check against the columns real runs write.
 
 A column name is matched against the patterns below, where ``<step>`` is a measured step of an
-iteration (inference: ``grad``, ``denoise``; training: ``forward``, ``backward``,
+iteration (inference: ``grad``, ``prox``, ``denoise``, the baselines' ``backproject`` and
+``minor_cycle``; training: ``forward``, ``backward``,
 ``optimizer``), ``<name>`` a parameter name and ``<field>`` a provenance field
 (provenance.schema.FIELDS, documented there). Every per-step and per-iteration figure of a
 rank also comes as ``<column>_max`` and ``<column>_mean``: its maximum and mean over the ranks
@@ -82,6 +83,10 @@ OBJECTIVE_COLUMNS = {
     "objective_prox_cg_iterations": "conjugate-gradient iterations of the latest data prox "
                                     "(0: closed form, or the warm start already met "
                                     "cg_tolerance); algorithms with a prox only",
+    "objective_clean_components": "clean: components subtracted so far (it stops adding "
+                                  "any once the residual's peak is below the threshold)",
+    "objective_clean_beam_pixels": "clean: pixels of the dirty beam's main lobe (above half "
+                                   "its peak) the Gaussian clean beam was fitted to",
     "objective_comm_time_s": "time inside collectives over the iteration, seconds",
     "objective_comm_bytes": "bytes handed to collectives over the iteration",
     "objective_host_memory_method": "how host peaks were measured: vmhwm_reset (the step's "

@@ -110,6 +110,24 @@ def test_either_switch_alone_matches_one_process(benchmark, write_config, switch
     assert two.prov_result_sha256.tolist() == one.prov_result_sha256.tolist()
 
 
+def test_cgls_on_two_ranks_reproduces_one_process(benchmark, write_config):
+    """The cgls baseline splits its physics (no denoiser): CG's image-space reductions take
+    the same steps on every rank as in one process."""
+    solver = {"max_iter": 4, "device": "cpu", "distribute_physics": True, "num_threads": 1}
+    config = write_config(experiment([{"cgls": solver}]))
+    for nproc in (1, 2):
+        done = run(benchmark, config, f"n{nproc}", "--nproc", str(nproc))
+        assert done.returncode == 0, done.stderr[-3000:]
+    one, two = rows(benchmark, "n1"), rows(benchmark, "n2")
+    assert two.stop_val.tolist() == one.stop_val.tolist() == [0, 1, 2, 3, 4]
+    assert two.prov_result_sha256.tolist() == one.prov_result_sha256.tolist()
+    assert set(two.prov_world_size) == {2}
+    measured = two[two.stop_val > 0]
+    assert (measured.objective_grad_comm_bytes > 0).all()
+    # unregularised CG fits more of the data at each iteration: the PSNR first rises
+    assert one.objective_psnr_db.iloc[4] > one.objective_psnr_db.iloc[0]
+
+
 @pytest.mark.parametrize(("solver", "nproc", "message"), [
     ({**PNP, "distribute_denoiser": False}, 7,
      "distribute_physics: 6 operator(s) for 7 ranks leaves ranks without work"),

@@ -14,11 +14,11 @@ from tests.support.paths import REPO
 
 @pytest.fixture(scope="module")
 def columns(tmp_path_factory) -> set[str]:
-    """The columns of real inference runs (an algorithm with a data prox among them) and of
-    a real training run."""
+    """The columns of real inference runs (CT with an algorithm that has a data prox, and
+    radio) and of a real training run."""
     folder = tmp_path_factory.mktemp("columns")
-    inference = tiny_experiment()
-    inference["solver"].append({"pnp": {"algorithm": "admm", "max_iter": 2, "device": "cpu"}})
+    ct = tiny_experiment()
+    ct["solver"].append({"pnp": {"algorithm": "admm", "max_iter": 2, "device": "cpu"}})
     training = {"objective": ["supervised_training"],
                 "dataset": [{"synthetic": {"image_size": 32, "task": "superres"}}],
                 "solver": [{"unrolled_pgd": {"num_stages": 2, "denoiser_width": 4,
@@ -26,9 +26,16 @@ def columns(tmp_path_factory) -> set[str]:
                                              "batch_size": 2, "max_iter": 2, "device": "cpu",
                                              "checkpointing": "auto",
                                              "memory_budget_mib": 100}}]}
+    # clean's figures: a radio run (clean applies to radio interferometry only)
+    radio = tiny_experiment(
+        dataset=[{"radio_interferometry": {"image_size": 32, "num_times": 4,
+                                           "num_channels": 1}}],
+        solver=[{"clean": {"max_iter": 2, "components_per_iter": 5, "device": "cpu"}}])
+    benchmark = copy_benchmark(folder)
     found = set()
     for name, experiment, benchmark in (
-            ("inference", inference, copy_benchmark(folder)),
+            ("inference", ct, benchmark),
+            ("radio", radio, benchmark),
             ("training", training,
              copy_benchmark(folder, REPO / "benchmark_training"))):
         config = folder / f"{name}.yml"

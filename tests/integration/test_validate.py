@@ -1,5 +1,8 @@
 """`scalebench validate` and `plan` through the command line: a GPU config checks on a machine
-without a GPU, a bad training config is one line (exit 2)."""
+without a GPU, a bad training config is one line (exit 2), as is a baseline that does not
+apply."""
+
+import pytest
 
 from tests.support.cli import run_cli, tiny_experiment
 
@@ -31,3 +34,34 @@ def test_command_line_refuses_a_bad_training_config_in_one_line(write_config):
     done = run_cli("validate", config)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "patch_size 64 is larger" in done.stderr
+
+
+BASELINE_REFUSALS = {
+    "fbp on a super-resolution dataset": (
+        {"synthetic": {"image_size": 32}}, {"fbp": {"device": "cpu"}},
+        "solver 'fbp' on dataset 'synthetic': does not apply (it applies to dataset "
+        "tomography_2d only)"),
+    "fbp with two iterations": (
+        {"tomography_2d": {"image_size": 32}}, {"fbp": {"max_iter": 2}},
+        "solver 'fbp': parameter 'max_iter' must be an integer >= 1 <= 1, got 2"),
+    "clean on a CT dataset": (
+        {"tomography_2d": {"image_size": 32}}, {"clean": {"device": "cpu"}},
+        "solver 'clean' on dataset 'tomography_2d': does not apply (it applies to dataset "
+        "radio_interferometry only)"),
+    "clean with a zero gain": (
+        {"radio_interferometry": {"image_size": 32}}, {"clean": {"gain": 0}},
+        "solver 'clean': parameter 'gain' must be a number > 0.0 <= 1.0, got 0"),
+    "clean with a gain above 1": (
+        {"radio_interferometry": {"image_size": 32}}, {"clean": {"gain": 1.5}},
+        "solver 'clean': parameter 'gain' must be a number > 0.0 <= 1.0, got 1.5"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BASELINE_REFUSALS))
+def test_a_baseline_that_does_not_apply_is_refused_in_one_line(write_config, tmp_path, case):
+    dataset, solver, message = BASELINE_REFUSALS[case]
+    config = write_config(tiny_experiment(dataset=[dataset], solver=[solver]))
+    done = run_cli("run", config, "--outputs", tmp_path / "out", "--output", "bad")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"scalebench: error: {message}"]
+    assert not (tmp_path / "out" / "bad.parquet").exists()

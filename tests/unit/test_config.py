@@ -20,7 +20,8 @@ def _with_solver(**params):
 BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
      "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
-    (tiny_experiment(solver=["admm"]), "unknown solver 'admm' \\(allowed: denoiser, pnp\\)"),
+    (tiny_experiment(solver=["admm"]),
+     "unknown solver 'admm' \\(allowed: cgls, clean, denoiser, fbp, pnp\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
      "seed\\)"),
@@ -32,7 +33,8 @@ BAD_EXPERIMENTS = [
     (_with_solver(max_iter=True), "'max_iter' must be an integer >= 1, got True \\(bool\\)"),
     (_with_solver(init="random"), "'init' must be one of 'zeros', 'adjoint', "
      "'pseudo_inverse', 'dirty', got 'random'"),
-    (_with_solver(denoiser="bm3d"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn'"),
+    (_with_solver(denoiser="nlm"), "'denoiser' must be one of 'tv', 'drunet', 'dncnn', "
+                                  "'wavelet', 'bm3d'"),
     (_with_solver(denoiser="drunet", max_iter=1), "solver 'pnp' on dataset 'tomography_2d': "
      "denoiser 'drunet' needs image sides divisible by 8, got inputs of 36x36"),
     (_with_solver(denoiser="drunet", tile_size=30, tile_overlap=3), "needs windows \\(tile_size "
@@ -137,7 +139,10 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
     assert sorted(d.name for d in loaded.datasets) == [
         "multiframe_superres", "radio_interferometry", "synthetic", "tomography_2d",
         "walnut_conebeam"]
-    assert sorted(s.name for s in loaded.solvers) == ["denoiser", "pnp"]
+    # fbp and clean apply to one dataset each: not to every one listed
+    assert sorted(s.name for s in loaded.solvers) == ["cgls", "denoiser", "pnp"]
+    only_ct = load_experiment(write_config({"max-runs": 100, "dataset": ["tomography_2d"]}))
+    assert sorted(s.name for s in only_ct.solvers) == ["cgls", "denoiser", "fbp", "pnp"]
 
 
 def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):

@@ -229,6 +229,8 @@ def _small_drunet():
     ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
     ("dncnn", (1, 1, 100, 90), 32, DENOISERS["dncnn"].receptive_radius, 1),
     ("tv", (1, 1, 170, 165), 60, DENOISERS["tv"].receptive_radius, 1),
+    # wavelet: tiles along the width only (its 210-pixel radius makes 2D tiles large)
+    ("wavelet", (1, 1, 64, 1000), 128, DENOISERS["wavelet"].receptive_radius, 8),
 ])
 def test_tiled_denoiser_equals_untiled_when_overlap_covers_the_receptive_field(
         name, shape, patch, overlap, multiple):

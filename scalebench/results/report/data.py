@@ -43,6 +43,28 @@ def headline_metric(dataset_name: str) -> tuple[str, str]:
     return HEADLINE_METRICS.get(str(dataset_name).split("[")[0], DEFAULT_HEADLINE)
 
 
+def beats_blank_sky(rows: pd.DataFrame) -> pd.Series:
+    """Per run of a dataset judged by SNR (radio interferometry): whether its last row's SNR
+    is above 0 dB, the SNR of a blank (all-zero) sky. Runs of other datasets are left out."""
+    column = HEADLINE_METRICS["radio_interferometry"][0]
+    judged = rows[rows["dataset_name"].map(headline_metric).str[0] == column]
+    if judged.empty or column not in judged:
+        return pd.Series(dtype=bool)
+    last = judged.sort_values("stop_val").groupby(RUN, sort=False).last()
+    return last[column] > 0
+
+
+def blank_sky_line(rows: pd.DataFrame) -> str:
+    """One line on the radio runs of ``rows`` against a blank sky; "" when there is none."""
+    verdicts = beats_blank_sky(rows)
+    if verdicts.empty:
+        return ""
+    losing = [str(run) for run, beats in verdicts.items() if not beats]
+    line = (f"radio interferometry: {int(verdicts.sum())} of {len(verdicts)} run(s) beat a "
+            f"blank sky (final SNR > 0 dB)")
+    return line + (f"; not: {', '.join(losing)}" if losing else "")
+
+
 SOURCE = "source_file"  # column added here: the file a row came from
 
 

@@ -16,6 +16,7 @@ from scalebench.results.report.data import (
     RANDOM_MARK,
     RUN,
     Results,
+    beats_blank_sky,
     configuration_columns,
     headline_metric,
     measured,
@@ -88,6 +89,7 @@ def quality(results: Results) -> View:
     summary = []
     styles = line_styles(results)
     parts = dict(list(rows.groupby(RUN, sort=False)))
+    blank_sky = beats_blank_sky(rows)
     for run in reading_order(per_run(rows), rows).index:
         part = parts[run].sort_values("stop_val")
         label = results.labels[run] + (RANDOM_MARK if run in random else "")
@@ -98,7 +100,9 @@ def quality(results: Results) -> View:
                                 markerfacecolor="none" if run in random else None)
         summary.append([label, parameter_text(part["stop_val"].max()),
                         *(number(part[metric].iloc[k], 4) for metric, _ in metrics
-                          for k in (0, -1))])
+                          for k in (0, -1)),
+                        *([("yes" if blank_sky[run] else "no") if run in blank_sky else "-"]
+                          if not blank_sky.empty else [])])
     for i, (_, x_name) in enumerate(axes_x):
         for j, (_, name) in enumerate(metrics):
             axes[i][j].set(xlabel=x_name, ylabel=name)
@@ -108,7 +112,8 @@ def quality(results: Results) -> View:
                 axes[i][j].xaxis.set_major_locator(MaxNLocator(integer=True))
     legend_below(figure, axes[0][0])
     header = ["run", "iterations", *(f"{name} {when}" for _, name in metrics
-                                             for when in ("initial", "final"))]
+                                             for when in ("initial", "final")),
+              *(["beats a blank sky (final SNR > 0 dB)"] if not blank_sky.empty else [])]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
     note = (f"one line per run; iteration 0 is the initial estimate; headline metric: "
             f"{' and '.join(headlines)}")
