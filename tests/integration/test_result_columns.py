@@ -31,11 +31,11 @@ def columns(tmp_path_factory) -> set[str]:
         dataset=[{"radio_interferometry": {"image_size": 32, "num_times": 4,
                                            "num_channels": 1}}],
         solver=[{"clean": {"max_iter": 2, "components_per_iter": 5, "device": "cpu"}}])
-    benchmark = copy_benchmark(folder)
+    inference_benchmark = copy_benchmark(folder)
     found = set()
     for name, experiment, benchmark in (
-            ("inference", ct, benchmark),
-            ("radio", radio, benchmark),
+            ("inference", ct, inference_benchmark),
+            ("radio", radio, inference_benchmark),
             ("training", training,
              copy_benchmark(folder, REPO / "benchmark_training"))):
         config = folder / f"{name}.yml"

@@ -141,7 +141,7 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
         "walnut_conebeam"]
     # fbp and clean apply to one dataset each: not to every one listed
     assert sorted(s.name for s in loaded.solvers) == ["cgls", "denoiser", "pnp"]
-    only_ct = load_experiment(write_config({"max-runs": 100, "dataset": ["tomography_2d"]}))
+    only_ct = load_config(write_config({"max-runs": 100, "dataset": ["tomography_2d"]}))
     assert sorted(s.name for s in only_ct.solvers) == ["cgls", "denoiser", "fbp", "pnp"]
 
 
