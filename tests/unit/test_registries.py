@@ -3,7 +3,6 @@ the promises its spec makes, and a test fails when an entry has no contract case
 
 import ast
 
-import deepinv  # noqa: F401 - first import runs a subprocess (h5py): not inside a test
 import pytest
 import torch
 
