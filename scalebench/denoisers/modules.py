@@ -53,3 +53,17 @@ def load_network(architecture: type[nn.Module], name: str, channels: int, weight
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise MissingFileError(f"denoiser '{name}': cannot load weights {weights.path}: "
                                f"{type(error).__name__}: {first_line}") from None
+
+
+class HostBM3D(nn.Module):
+    """deepinv's BM3D (the ``bm3d`` package, CPU only) on a CPU copy of the input, its result
+    on the input's device (scalebench.denoisers.kinds.bm3d)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from deepinv.models import BM3D
+
+        self.bm3d = BM3D(use_legacy=True, device="cpu")
+
+    def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
+        return self.bm3d(x.detach().cpu(), float(sigma)).to(x.device)

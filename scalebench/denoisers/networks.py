@@ -63,17 +63,3 @@ def build_denoiser(name: str, channels: int, pretrained: str = "none",
                    device: torch.device | str = "cpu", seed: int = 0) -> nn.Module:
     """An eval-mode denoiser called as ``denoiser(x, sigma)``; random init is seeded."""
     return load_denoiser(name, channels, pretrained, device, seed)[0]
-
-
-class HostBM3D(nn.Module):
-    """deepinv's BM3D (the ``bm3d`` package, CPU only) on a CPU copy of the input, its result
-    on the input's device (scalebench.denoisers.kinds.bm3d)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        from deepinv.models import BM3D
-
-        self.bm3d = BM3D(use_legacy=True, device="cpu")
-
-    def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
-        return self.bm3d(x.detach().cpu(), float(sigma)).to(x.device)

@@ -192,7 +192,8 @@ def test_environment_mismatch_is_refused_unless_forced(archive, tmp_path):
     differences = changed_environment(_run_of(archived, "pnp"), current_environment())
     assert "gpu_models 'none' here vs 'NVIDIA H200' archived" in differences
     forced = verdict(_run_of(archived, "pnp"), differences, pd.read_parquet(results))
-    assert forced.status == "MATCH" and "within rtol 1e-05 (forced" in forced.detail
+    # the re-run is the archive itself: equal to the bit, and said so
+    assert forced.status == "MATCH" and "equal bit for bit (forced" in forced.detail
 
 
 @pytest.mark.parametrize(("column", "value", "message"), [
@@ -217,8 +218,9 @@ def test_package_cpu_or_dirty_tree_difference_is_refused_not_differ(archive, tmp
     assert message in verdicts[0].detail
 
 
-def test_a_rerun_without_matching_rows_says_why(archive):
-    """An archive written before a parameter existed: the re-run resolves another config."""
+def test_an_archive_from_before_a_parameter_existed_matches_its_rerun(archive):
+    """A run archived before a parameter existed is read with that parameter at its default:
+    its re-run is the same config as today's code reads it."""
     _, results = archive
     replayed = pd.read_parquet(results)
     archived = replayed.copy()
@@ -229,9 +231,25 @@ def test_a_rerun_without_matching_rows_says_why(archive):
     archived.loc[pnp, "prov_config_json"] = text
     archived.loc[pnp, "prov_config_hash"] = config_hash(text)
     older = verdict(_run_of(archived, "pnp"), [], replayed)
-    assert older.status == "DIFFER" and "0 replayed rows" not in older.detail
-    assert "the re-run produced no rows with config hash" in older.detail
-    assert "solver parameter 'eval_every' added (now 1)" in older.detail
+    assert older.status == "MATCH" and "bit for bit" in older.detail
+
+
+def test_a_rerun_without_matching_rows_says_why(archive):
+    """An archived parameter value no re-run has: no rows match, and the verdict says which
+    parameter differs."""
+    _, results = archive
+    replayed = pd.read_parquet(results)
+    archived = replayed.copy()
+    pnp = archived.solver_name.str.startswith("pnp")
+    config = json.loads(archived.loc[pnp, "prov_config_json"].iloc[0])
+    config["solver"]["params"]["eval_every"] = 7
+    text = canonical_json(config)
+    archived.loc[pnp, "prov_config_json"] = text
+    archived.loc[pnp, "prov_config_hash"] = config_hash(text)
+    other = verdict(_run_of(archived, "pnp"), [], replayed)
+    assert other.status == "DIFFER" and "0 replayed rows" not in other.detail
+    assert "the re-run produced no rows with config hash" in other.detail
+    assert "eval_every" in other.detail
 
 
 BAD_FILES = {

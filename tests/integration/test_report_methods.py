@@ -34,7 +34,7 @@ def test_the_page_shows_each_method_s_best_value_and_time_to_the_common_target(t
     for denoiser, run in pnp_rows.groupby("p_solver_denoiser"):
         run = run.sort_values("stop_val")
         reached = run[run["objective_psnr_db"] >= target]
-        expected[f"pnp denoiser={denoiser}"] = [
+        expected[f"pnp algorithm=pgd denoiser={denoiser}"] = [
             number(run["objective_psnr_db"].max(), 4), number(target, 4),
             number(reached["stop_val"].iloc[0], 12) if len(reached) else NOT_REACHED,
             number(reached["time"].iloc[0], 4) if len(reached) else NOT_REACHED,

@@ -15,7 +15,7 @@ from tests.support.cli import run_cli
 
 CHROMIUM_SERVICE_HOSTS = ("google.com", "googleapis.com")  # the browser's own, not the page's
 RECONSTRUCTION_IMAGES = ("<img ground truth>", "<img initial estimate>", "<img final estimate>")
-PLOTS = 5  # quality, steps, memory, strong and weak scaling
+PLOTS = 6  # quality, time to quality per method, steps, memory, strong and weak scaling
 
 
 def _pixels(png: bytes) -> np.ndarray:

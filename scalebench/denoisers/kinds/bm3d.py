@@ -12,7 +12,7 @@ from scalebench.denoisers.spec import DenoiserSpec
 
 
 def build(channels: int, weights, device):
-    from scalebench.denoisers.networks import HostBM3D
+    from scalebench.denoisers.modules import HostBM3D
 
     return HostBM3D().to(device)
 

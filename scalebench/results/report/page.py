@@ -25,7 +25,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
 td { overflow-wrap: anywhere; }
-table.summary td + td { text-align: right; white-space: nowrap; }
+table.summary td + td { text-align: right; overflow-wrap: normal; }
 .warning { background: #fff3cd; border: 1px solid #e0a800; padding: 0.5em; margin: 0.5em 0; }
 .note { color: #555; font-size: 0.85em; }
 img.figure { max-width: 100%; }
