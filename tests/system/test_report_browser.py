@@ -100,5 +100,5 @@ def test_report_page_shows_plots_offline_without_console_errors(campaign, chromi
     assert any("cdn.example.org" in a for a in bad.network_attempts)
     assert _coloured(_pixels(bad.screenshot)).mean() < 0.001
     pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
-    assert pngs == ["memory.png", "quality.png", "steps.png", "strong_scaling.png",
-                    "weak_scaling.png"]
+    assert pngs == ["memory.png", "methods.png", "quality.png", "steps.png",
+                    "strong_scaling.png", "weak_scaling.png"]
