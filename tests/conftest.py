@@ -110,10 +110,13 @@ def refuse_process_start(what: str):
 def test_process_stack() -> None:
     """What starts processes once per process, done before a worker's first unit test: torch's
     import (its CUDA libraries' lookup asks ldconfig), deepinv's (h5py asks the platform for
-    its processor, which runs uname once and caches it) and this process's provenance (its
-    code state comes from git; the record is cached, and plan and capacity key calibrations
-    with it). The only processes a unit session starts, outside its tests."""
+    its processor, which runs uname once and caches it), matplotlib's font list (built once
+    with fc-list where there is no font cache, as in a fresh image; benchopt imports it) and
+    this process's provenance (its code state comes from git; the record is cached, and plan
+    and capacity key calibrations with it). The only processes a unit session starts, outside
+    its tests."""
     import deepinv  # noqa: F401
+    import matplotlib.font_manager  # noqa: F401
     import torch  # noqa: F401
 
     import provenance
