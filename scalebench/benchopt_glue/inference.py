@@ -45,7 +45,7 @@ class InferenceSolver(LoopSolver):
 
 
 class BaselineSolver(LoopSolver):
-    """A classical reconstruction (cgls, fbp, clean) over the problem's operators: no
+    """A classical reconstruction (cgls, fbp, fdk, clean) over the problem's operators: no
     denoiser is built, so no weights are recorded and nothing is compiled."""
 
     compile_time_s = 0.0

@@ -1,6 +1,6 @@
 """The solvers' loops, independent of benchopt: PnP reconstruction (``pnp``, its algorithms
 in ``algorithms``), denoiser timing (``denoising``), the classical baselines (``cgls``,
-``fbp``, ``clean``) and the training step (``training``);
+``fbp``, ``fdk``, ``clean``) and the training step (``training``);
 their parameters (``params``) and specs (``spec``), which import no torch, as this package's
 own namespace does.
 

@@ -54,13 +54,16 @@ def frequency_filter(name: str, length: int) -> torch.Tensor:
     return ramp * ((1 - a) + a * torch.cos(2 * math.pi * frequency))
 
 
-def filter_projections(sinogram: torch.Tensor, response: torch.Tensor) -> torch.Tensor:
-    """Sinogram (B, C, W, angles) filtered along the detector axis by ``response`` (the
-    padded length's DFT frequencies), in float64 and cast back."""
-    detectors = sinogram.shape[-2]
-    spectrum = torch.fft.fft(sinogram.double(), n=len(response), dim=-2)
-    filtered = torch.fft.ifft(spectrum * response.to(sinogram.device)[:, None], dim=-2).real
-    return filtered[..., :detectors, :].to(sinogram.dtype)
+def filter_projections(sinogram: torch.Tensor, response: torch.Tensor, dim: int = -2
+                       ) -> torch.Tensor:
+    """Projections filtered along their detector axis ``dim`` by ``response`` (the padded
+    length's DFT frequencies), in float64 and cast back: a sinogram (B, C, W, angles) along
+    W (the default), cone-beam data (B, C, views, rows, cols) along its rows (dim -1)."""
+    moved = sinogram.movedim(dim, -1)
+    detectors = moved.shape[-1]
+    spectrum = torch.fft.fft(moved.double(), n=len(response), dim=-1)
+    filtered = torch.fft.ifft(spectrum * response.to(sinogram.device), dim=-1).real
+    return filtered[..., :detectors].movedim(-1, dim).to(sinogram.dtype)
 
 
 def filtered_back_projection(problem: Problem, filter_name: str, num_angles: int

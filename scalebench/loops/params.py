@@ -1,5 +1,5 @@
-"""The parameters of every inference solver (pnp, denoiser, the baselines cgls, fbp and clean;
-the training solver's are in scalebench.loops.training.params) and of every run, their specs
+"""The parameters of every inference solver (pnp, denoiser, the baselines cgls, fbp, fdk and
+clean; the training solver's are in scalebench.loops.training.params) and of every run, their specs
 (``PNP_SPEC``, ``DENOISING_SPEC``, ``BASELINE_SPECS``), and the checks of a run's distribution
 across ranks. Imports no torch: the checks of a config read them before anything runs."""
 
@@ -127,7 +127,7 @@ def check_pnp(problem, values: dict, shape: tuple[int, ...], params: dict) -> No
                           f"denoiser level decreases from the first to the last")
 
 
-# The classical baselines (scalebench.loops.cgls, .fbp, .clean): no denoiser, so none of its
+# The classical baselines (scalebench.loops.cgls, .fbp, .fdk, .clean): no denoiser, so none of its
 # parameters; the physics may be distributed as pnp's.
 BASELINE_PARAMS = {
     "device": RUN_PARAMS["device"],
@@ -156,6 +156,17 @@ FBP_PARAMS = {
     "filter": Param("ram-lak", str, choices=FBP_FILTERS,
                     doc="the ramp (ram-lak) or the ramp times a window damping high "
                         "frequencies"),
+}
+
+# FDK (scalebench.loops.fdk): cone-beam's filtered back-projection, one step; the same
+# filters as fbp's, applied along the detector rows.
+FDK_PARAMS = {
+    **BASELINE_PARAMS,
+    "max_iter": Param(1, int, minimum=1, maximum=1,
+                      doc="1: FDK is one step (rows: the zero start, then the reconstruction)"),
+    "filter": Param("ram-lak", str, choices=FBP_FILTERS,
+                    doc="the ramp (ram-lak) or the ramp times a window damping high "
+                        "frequencies, along the detector rows"),
 }
 
 # Högbom CLEAN (scalebench.loops.clean): its budget is max_iter x components_per_iter.
@@ -222,10 +233,13 @@ CGLS_SPEC = SolverSpec("cgls", "conjugate gradient on the normal equations, unre
 FBP_SPEC = SolverSpec("fbp", "filtered back-projection of 2D parallel-beam CT (one step)",
                       FBP_PARAMS, uses_operator=True, uses_denoiser=False,
                       datasets=("tomography_2d",))
+FDK_SPEC = SolverSpec("fdk", "Feldkamp-Davis-Kress filtered back-projection of circular "
+                             "cone-beam CT (one step)", FDK_PARAMS, uses_operator=True,
+                      uses_denoiser=False, datasets=("walnut_conebeam",))
 CLEAN_SPEC = SolverSpec("clean", "Högbom CLEAN of radio interferometry, restored with a "
                                   "Gaussian clean beam", CLEAN_PARAMS, uses_operator=True,
                         uses_denoiser=False, datasets=("radio_interferometry",))
-BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC, CLEAN_SPEC)
+BASELINE_SPECS = (CGLS_SPEC, FBP_SPEC, FDK_SPEC, CLEAN_SPEC)
 
 
 def pnp_parameters(**values) -> dict:

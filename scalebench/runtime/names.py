@@ -19,8 +19,8 @@ def metric_column(name: str) -> str:
 
 # The steps whose time and peak memory each row records (<step>_time_s, <step>_peak_*): an
 # inference iteration's (scalebench.loops.pnp, .denoising; the baselines: cgls's iteration is a
-# "grad", fbp's filtering and back-projection "backproject", clean's components "minor_cycle")
-# and a training step's.
+# "grad", fbp's and fdk's filtering and back-projection "backproject", clean's components
+# "minor_cycle") and a training step's.
 INFERENCE_STEPS = ("grad", "prox", "denoise", "backproject", "minor_cycle")
 TRAINING_STEPS = ("forward", "backward", "optimizer")
 

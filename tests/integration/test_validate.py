@@ -44,6 +44,10 @@ BASELINE_REFUSALS = {
     "fbp with two iterations": (
         {"tomography_2d": {"image_size": 32}}, {"fbp": {"max_iter": 2}},
         "solver 'fbp': parameter 'max_iter' must be an integer >= 1 <= 1, got 2"),
+    "fdk on a 2D CT dataset": (
+        {"tomography_2d": {"image_size": 32}}, {"fdk": {"device": "cpu"}},
+        "solver 'fdk' on dataset 'tomography_2d': does not apply (it applies to dataset "
+        "walnut_conebeam only)"),
     "clean on a CT dataset": (
         {"tomography_2d": {"image_size": 32}}, {"clean": {"device": "cpu"}},
         "solver 'clean' on dataset 'tomography_2d': does not apply (it applies to dataset "

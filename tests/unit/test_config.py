@@ -21,7 +21,7 @@ BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
      "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
     (tiny_experiment(solver=["admm"]),
-     "unknown solver 'admm' \\(allowed: cgls, clean, denoiser, fbp, pnp\\)"),
+     "unknown solver 'admm' \\(allowed: cgls, clean, denoiser, fbp, fdk, pnp\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
      "seed\\)"),
