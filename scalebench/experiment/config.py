@@ -100,6 +100,13 @@ class Config:
     datasets: list[Component]
     solvers: list[Component]
     options: dict[str, Any]
+    # (solver, dataset) pairs not run: a baseline listed beside datasets it does not apply to
+    # runs on those it applies to (fbp on tomography_2d, not on the other datasets listed).
+    skipped: frozenset[tuple[str, str]] = frozenset()
+
+    def runs(self, solver: str, dataset: str) -> bool:
+        """Whether the pair is one of the config's experiments."""
+        return (solver, dataset) not in self.skipped
 
 
 def _bracketed(section: str, entry: str) -> Component:
@@ -263,6 +270,21 @@ BENCHMARKS = {
 }
 
 
+def _skipped_pairs(datasets: list[Component], solvers: list[Component],
+                   specs: dict[str, SolverSpec]) -> frozenset[tuple[str, str]]:
+    """The pairs of a solver and a listed dataset it does not apply to, where it applies to
+    another listed dataset (those it applies to none of are refused by the pair checks)."""
+    skipped = set()
+    for solver in solvers:
+        spec = specs.get(solver.name)
+        if spec is None:
+            continue
+        names = [dataset.name for dataset in datasets]
+        if any(spec.applies_to(name) for name in names):
+            skipped.update((solver.name, name) for name in names if not spec.applies_to(name))
+    return frozenset(skipped)
+
+
 def _check_pairs(config: Config, world_size: int, rules: BenchmarkRules,
                  datasets: dict[str, ProblemSpec], solvers: dict[str, SolverSpec],
                  errors: list[str]) -> None:
@@ -278,6 +300,8 @@ def _check_pairs(config: Config, world_size: int, rules: BenchmarkRules,
                 errors.append(f"dataset '{dataset.name}': {error}")
                 continue
             for solver in config.solvers:
+                if not config.runs(solver.name, dataset.name):
+                    continue
                 for solver_values in solver.combinations():
                     solver_spec = solvers[solver.name]
                     params = resolved_parameters(solver_values, solver_spec.params)
@@ -360,9 +384,10 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
                                     {k: v.renamed for k, v in datasets_specs.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
                                    errors, {k: v.renamed for k, v in specs.items()})
-    config = Config(path, datasets, solvers, options)
+    skipped = _skipped_pairs(datasets, solvers, specs)
+    config = Config(path, datasets, solvers, options, skipped)
     # Pairs of the valid datasets and solvers (the others have been reported already).
-    _check_pairs(Config(path, datasets_ok, solvers_ok, options), world_size, rules,
+    _check_pairs(Config(path, datasets_ok, solvers_ok, options, skipped), world_size, rules,
                  datasets_specs, specs, errors)
     if errors:
         raise ConfigError("\n".join(dict.fromkeys(errors)))  # each once, in order

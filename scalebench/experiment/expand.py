@@ -50,6 +50,8 @@ def expand(config: Path, world_size: int, folder: Path,
     for dataset in grid.datasets:
         for dataset_params in dataset.combinations():
             for solver in grid.solvers:
+                if not grid.runs(solver.name, dataset.name):
+                    continue  # a baseline beside datasets it does not apply to
                 for solver_params in solver.combinations():
                     key = {"dataset": {dataset.name: dataset_params},
                            "solver": {solver.name: solver_params}}

@@ -41,8 +41,9 @@ class SolverSpec:
     check_problem: ProblemCheck = field(default=no_check)
     # Old parameter names still accepted, with a warning: old -> new.
     renamed: dict[str, str] = field(default_factory=dict)
-    # The datasets it applies to (fbp: tomography_2d); empty: every one. A config naming
-    # another is refused; a config leaving the solver section out (every solver) skips it.
+    # The datasets it applies to (fbp: tomography_2d); empty: every one. A config pairing it
+    # with none of them is refused; one listing it beside datasets it applies to runs it on
+    # those only; a config leaving the solver section out (every solver) skips it.
     datasets: tuple[str, ...] = ()
 
     def applies_to(self, dataset: str) -> bool:

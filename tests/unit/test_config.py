@@ -145,6 +145,28 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
     assert sorted(s.name for s in only_ct.solvers) == ["cgls", "denoiser", "fbp", "pnp"]
 
 
+def test_a_baseline_beside_other_datasets_runs_on_those_it_applies_to(write_config, tmp_path):
+    """fbp listed with a CT and a super-resolution dataset: one experiment per fbp filter on
+    the CT, none on the other; cgls (every dataset) on both; alone with the other, refused."""
+    from scalebench.experiment.expand import expand
+
+    experiment = tiny_experiment(
+        dataset=[{"tomography_2d": {"image_size": 32}}, {"synthetic": {"image_size": 32}}],
+        solver=[{"fbp": {"filter": ["ram-lak", "hann"]}}, {"cgls": {"max_iter": 3}}])
+    config = write_config(experiment)
+    loaded = load_config(config)
+    assert not loaded.runs("fbp", "synthetic") and loaded.runs("fbp", "tomography_2d")
+    pairs = [(next(iter(e["dataset"])), next(iter(e["solver"])))
+             for e in expand(config, 1, tmp_path / "expanded")]
+    assert pairs == [("tomography_2d", "fbp"), ("tomography_2d", "fbp"),
+                     ("tomography_2d", "cgls"), ("synthetic", "cgls")]
+    alone = tiny_experiment(dataset=[{"synthetic": {"image_size": 32}}],
+                            solver=[{"fbp": {}}])
+    with pytest.raises(ConfigError, match="solver 'fbp' on dataset 'synthetic': does not "
+                                          "apply"):
+        load_config(write_config(alone, "alone.yml"))
+
+
 def test_eval_every_lowers_the_evaluations_max_runs_must_hold(write_config):
     experiment = _with_solver(max_iter=300, eval_every=3)  # 0, 3, ..., 300: 101 evaluations
     experiment["max-runs"] = 101
