@@ -1,7 +1,7 @@
 """The fdk baseline: a uniform ball reconstructed from its exact line integrals (analytic
 chords, no projector in the data) at two magnifications; the walnut problem split into view
-groups gives the same volume; fdk's one step; against ITK-RTK's own FDK where installed;
-benchopt's skip of a dataset it does not apply to."""
+groups, or into ranks' shares, gives the same volume; fdk's one step; against ITK-RTK's own
+FDK where installed; benchopt's skip of a dataset it does not apply to."""
 
 import numpy as np
 import pytest
@@ -78,6 +78,16 @@ def test_fdk_recovers_the_value_of_a_uniform_ball_from_its_exact_line_integrals(
     assert abs(outside.mean()) < 0.01, outside.mean()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="the CUDA path (the projector's scatter adjoint) needs a GPU")
+def test_fdk_on_cuda_gives_the_cpu_volume():
+    problem = ball_problem(*GEOMETRIES["magnification 3"])
+    with torch.no_grad():
+        cpu = fdk_reconstruction(problem, "hann", VIEWS)
+        cuda = fdk_reconstruction(problem.to("cuda"), "hann", VIEWS).cpu()
+    assert float(torch.linalg.vector_norm(cuda - cpu) / torch.linalg.vector_norm(cpu)) < 1e-4
+
+
 def test_the_cosine_weight_and_the_scale_follow_the_geometry():
     """On the axis of a view the weight is 1, and it is D / |p - s| away from it; the scale
     R |du x dv| / (|du| h^3 D) of square pixels is R du / (h^3 D)."""
@@ -101,6 +111,35 @@ def test_view_groups_give_the_volume_of_all_views_at_once(walnut):
     with torch.no_grad():
         one, two = (fdk_reconstruction(walnut[k], "hann", 16) for k in (1, 2))
     assert float(torch.linalg.vector_norm(one - two) / torch.linalg.vector_norm(one)) < 1e-5
+
+
+class OneRankSum:
+    """A rank's context whose all-reduce returns its own partial sum (the ranks' shares are
+    added by the test)."""
+
+    def all_reduce(self, tensor):
+        return tensor
+
+
+def test_distributed_physics_ranks_shares_add_up_to_the_whole_fdk(walnut):
+    """Under distribute_physics each rank holds a RankStack of its operators: the shares its
+    weights, filter and adjoint give, added as the all-reduce adds them, are the FDK."""
+    from dataclasses import replace
+
+    from scalebench.physics.distributed import RankStack
+
+    problem = walnut[2]
+    shares = []
+    with torch.no_grad():
+        for k in (0, 1):
+            rank = replace(problem, physics=RankStack([problem.physics.physics_list[k]],
+                                                     OneRankSum()),
+                           y=TensorList([problem.y[k]]), operator_indices=(k,))
+            shares.append(fdk_reconstruction(rank, "ram-lak", 16))
+        whole = fdk_reconstruction(problem, "ram-lak", 16)
+    total = shares[0] + shares[1]
+    assert float(torch.linalg.vector_norm(total - whole) / torch.linalg.vector_norm(whole)) \
+        < 1e-5
 
 
 def test_fdk_is_one_measured_step_from_the_zero_volume(walnut):
