@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import yaml
 
-from tests.support.cli import copy_benchmark, run_cli
+from tests.support.cli import benchopt_suite, copy_benchmark, run_cli, suite_passed
 from tests.support.paths import REPO
 
 
@@ -54,6 +54,13 @@ def test_page_solver_file_runs_under_scalebench_and_replays(tmp_path):
     assert replay.returncode == 0, replay.stdout + replay.stderr[-2000:]
     verdicts = [line for line in replay.stdout.splitlines() if line.startswith(("MATCH", "DIFF"))]
     assert len(verdicts) == 4 and all(v.startswith("MATCH") for v in verdicts), verdicts
+    # benchopt's own suite (`benchopt test`) on the page's solver and dataset
+    suite = benchopt_suite(benchmark, tmp_path, "-k", "heavy_ball or blurred_shapes", "-rA")
+    assert suite_passed(suite), suite.stdout[-3000:]
+    ran = {line.split("::")[1].strip() for line in suite.stdout.splitlines()
+           if line.startswith("PASSED") and "::" in line}
+    assert {"test_solver_run[heavy_ball-synthetic]",
+            "test_dataset_get_data[blurred_shapes]"} <= ran, suite.stdout[-3000:]
 
 
 def test_page_solver_bad_parameter_is_refused_before_anything_runs(tmp_path):
