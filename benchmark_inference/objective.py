@@ -1,10 +1,17 @@
 """Objective of the inference benchmark: reconstruction quality and per-step cost."""
 
+from pathlib import Path
+
 from benchopt import BaseObjective
 
 from scalebench.benchmarks import INFERENCE_OBJECTIVE
+from scalebench.experiment.benchmark_files import register_benchmark_denoisers
 from scalebench.runtime.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
 from scalebench.runtime.stamping import row_provenance
+
+# Denoisers defined in this folder's denoisers/*.py join scalebench's registry in every process
+# that runs the benchmark (docs/extending.md).
+register_benchmark_denoisers(Path(__file__).parent)
 
 
 class Objective(BaseObjective):

@@ -12,7 +12,9 @@ prox / denoise (mean over iterations), the conjugate-gradient iterations of the 
 (first call, then the largest after the third iteration: bounded when the warm start works)
 and, per problem and denoiser, the iterations and solver seconds (set-up apart) each run
 needs to come within 0.5 dB of PnP-PGD's own best over ``--reference-iterations``; then the
-fastest method's speed-up over PGD to that target.
+fastest method's speed-up over PGD to that target. Last, per problem, DPIR with its own
+short schedule (``--dpir-iterations``, 8 as in its paper) against PnP-PGD with TV after
+``--iterations``: the PSNR each reaches.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
 from scalebench.loops.params import pnp_parameters  # noqa: E402
 from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
+from scalebench.results.report.methods import first_at_or_above  # noqa: E402
 from scalebench.runtime.metrics import psnr  # noqa: E402
 from scalebench.runtime.profiling import StepProfiler  # noqa: E402
 
@@ -75,11 +78,8 @@ def run(problem, solver: dict, algorithm: str, denoiser: str, iterations: int) -
 
 def reached(result: dict, target: float) -> tuple[int, float] | None:
     """The first iteration (and its solver seconds) whose PSNR is at least ``target``."""
-    for iteration, (value, seconds) in enumerate(zip(result["psnr"], result["seconds"],
-                                                     strict=True)):
-        if value >= target:
-            return iteration, seconds
-    return None
+    iteration = first_at_or_above(result["psnr"], target)
+    return None if iteration is None else (iteration, result["seconds"][iteration])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--denoisers", nargs="+", choices=list(WEIGHTS), default=["tv", "drunet"])
     parser.add_argument("--algorithms", nargs="+", choices=list(ALGORITHMS),
                         default=list(ALGORITHMS))
+    parser.add_argument("--dpir-iterations", type=int, default=8)
     parser.add_argument("--ct-size", type=int)
     parser.add_argument("--sr-size", type=int)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, size_option):
             values["image_size"] = getattr(args, size_option)
         problem = build_problem(name, **values)
+        pgd_tv = None
         for denoiser in args.denoisers:
             results = {a: run(problem, solver, a, denoiser,
                               args.reference_iterations if a == "pgd" else args.iterations)
@@ -132,7 +134,25 @@ def main(argv: list[str] | None = None) -> int:
                 fastest = min(times, key=times.get)
                 print(f"| {key} | {denoiser} | fastest to target: {fastest} | | | | | | | | "
                       f"PGD / fastest: {times['pgd'] / times[fastest]:.1f}x | |", flush=True)
+            if denoiser == "tv" and "pgd" in results:
+                pgd_tv = results["pgd"]["psnr"][min(args.iterations,
+                                                    len(results["pgd"]["psnr"]) - 1)]
+        if pgd_tv is not None and args.dpir_iterations:
+            short_schedule(problem, solver, args, key, pgd_tv)
     return 0
+
+
+def short_schedule(problem, solver: dict, args, key: str, pgd_tv: float) -> None:
+    """DPIR over ``--dpir-iterations`` with each denoiser against PGD-TV after
+    ``--iterations``."""
+    for denoiser in args.denoisers:
+        dpir = run(problem, solver, "dpir", denoiser, args.dpir_iterations)
+        final = dpir["psnr"][-1]
+        verdict = "reaches it" if final >= pgd_tv else f"misses by {pgd_tv - final:.2f} dB"
+        print(f"| {key} | {denoiser} | dpir, {args.dpir_iterations} iterations | "
+              f"{args.dpir_iterations} | {final:.2f} | {max(dpir['psnr']):.2f} | | | | | "
+              f"PGD-TV at {args.iterations}: {pgd_tv:.2f} dB: {verdict} | "
+              f"{dpir['seconds'][-1]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""The solvers and datasets a benchmark folder offers: the registries' (scalebench.loops.SOLVERS,
-scalebench.problems.PROBLEMS) and those of its ``solvers/*.py`` and ``datasets/*.py`` files
-that the registries lack, read from their own classes, so that a file benchopt runs is one
+"""The solvers, datasets and denoisers a benchmark folder offers: the registries'
+(scalebench.loops.SOLVERS, scalebench.problems.PROBLEMS, scalebench.denoisers.catalog.DENOISERS)
+and those of its ``solvers/*.py``, ``datasets/*.py`` and ``denoisers/*.py`` files that the
+registries lack, read from the files themselves, so that a file benchopt runs is one
 ``scalebench run`` validates and runs too.
 
-A registered entry is read without importing anything heavy; an unregistered file is
-imported (it imports the numerical stack): its ``Solver`` class must carry the
-``param_specs`` its own validation uses (scalebench.benchopt_glue.base.LoopSolver), its
-``Dataset`` class a ``problems`` registry holding its spec (ProblemDataset)."""
+A registered entry is read without importing anything heavy; an unregistered solver or
+dataset file is imported (it imports the numerical stack): its ``Solver`` class must carry
+the ``param_specs`` its own validation uses (scalebench.benchopt_glue.base.LoopSolver), its
+``Dataset`` class a ``problems`` registry holding its spec (ProblemDataset). A denoiser file
+holds a ``SPEC`` (scalebench.denoisers.spec.DenoiserSpec); it joins ``DENOISERS`` itself,
+since the ``denoiser`` parameter's choices, the tiling, the capacity model and the builders
+all read that registry, in the process that checks a config and in every benchopt process
+(the benchmark's objective registers its folder's files)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from scalebench.denoisers.catalog import DENOISERS
+from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError
 from scalebench.loops.spec import SolverSpec
 from scalebench.params import Param
@@ -41,10 +48,10 @@ def declared_name(path: Path, kind: str = "Solver") -> str | None:
     return None
 
 
-def _imported(path: Path, kind: str):
-    """The ``kind`` class of a benchmark file, imported as benchopt imports it (its folder
-    importable)."""
-    module_name = f"_scalebench_{kind.lower()}_file_{path.parent.parent.name}_{path.stem}"
+def _module(path: Path, what: str):
+    """A benchmark file imported as benchopt imports it (its folder importable); ``what``
+    (solver, dataset, denoiser) names it in the error."""
+    module_name = f"_scalebench_{what}_file_{path.parent.parent.name}_{path.stem}"
     sys.path.insert(0, str(path.parent.parent))
     try:
         loader = importlib.util.spec_from_file_location(module_name, path)
@@ -52,11 +59,16 @@ def _imported(path: Path, kind: str):
         loader.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 - any failure of a user's file is its error
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise ConfigError(f"{kind.lower()} file {path} cannot be imported: "
+        raise ConfigError(f"{what} file {path} cannot be imported: "
                           f"{type(error).__name__}: {first}") from None
     finally:
         sys.path.remove(str(path.parent.parent))
-    return getattr(module, kind)
+    return module
+
+
+def _imported(path: Path, kind: str):
+    """The ``kind`` class (Solver, Dataset) of a benchmark file."""
+    return getattr(_module(path, kind.lower()), kind)
 
 
 def file_spec(path: Path, name: str) -> SolverSpec:
@@ -108,3 +120,32 @@ def benchmark_problems(folder: Path | None,
                               f"scalebench.benchopt_glue.base.ProblemDataset and set problems)")
         problems[name] = spec
     return problems
+
+
+# Denoisers registered from benchmark files: name -> the file (a file imported again, by the
+# config check and then by a benchopt process, replaces its own entry).
+_DENOISER_FILES: dict[str, Path] = {}
+
+
+def register_benchmark_denoisers(folder: Path | None) -> list[str]:
+    """Adds the ``SPEC`` of each of ``folder``'s ``denoisers/*.py`` files to ``DENOISERS``;
+    the names added. A file without a DenoiserSpec, or one naming a denoiser scalebench or
+    another file already defines, is refused (ConfigError)."""
+    if folder is None or not (folder / "denoisers").is_dir():
+        return []
+    names = []
+    for path in sorted((folder / "denoisers").glob("*.py")):
+        spec = getattr(_module(path, "denoiser"), "SPEC", None)
+        if not isinstance(spec, DenoiserSpec):
+            raise ConfigError(f"denoiser file {path} has no SPEC (a "
+                              f"scalebench.denoisers.spec.DenoiserSpec)")
+        owner = _DENOISER_FILES.get(spec.name)
+        if spec.name in DENOISERS and owner != path.resolve():
+            where = f"the file {owner}" if owner else "scalebench"
+            raise ConfigError(f"denoiser file {path}: the name '{spec.name}' is already "
+                              f"defined by {where}; give it another name")
+        DENOISERS[spec.name] = spec
+        _DENOISER_FILES[spec.name] = path.resolve()
+        names.append(spec.name)
+    return names
+

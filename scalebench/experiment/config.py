@@ -24,7 +24,11 @@ from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, INFERENCE_OBJECTIVE, TRAI
 from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
+from scalebench.experiment.benchmark_files import (
+    benchmark_problems,
+    benchmark_solvers,
+    register_benchmark_denoisers,
+)
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS
@@ -368,6 +372,7 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
     rules = BENCHMARKS[objective_name]
     folder = benchmark or FOLDER_BY_OBJECTIVE[objective_name]
     try:
+        register_benchmark_denoisers(folder)
         specs = benchmark_solvers(folder, rules.solvers)
         datasets_specs = benchmark_problems(folder, rules.problems)
     except ConfigError as error:

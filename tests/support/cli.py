@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -85,3 +86,31 @@ def tiny_experiment(**overrides) -> dict:
     }
     experiment.update(overrides)
     return experiment
+
+
+def benchopt_suite(benchmark: Path, cwd: Path, *pytest_args: str,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """benchopt's own benchmark test suite (what `benchopt test` runs) on ``benchmark``; its
+    install tests create conda environments and are left out where conda is missing."""
+    import benchopt.tests
+
+    suite = Path(benchopt.tests.__file__).parent
+    selection = [] if shutil.which("conda") else ["-k", "not install"]
+    if "-k" in pytest_args:  # the caller's selection, within the installable ones
+        at = pytest_args.index("-k")
+        words = pytest_args[at + 1] if shutil.which("conda") \
+            else f"not install and ({pytest_args[at + 1]})"
+        selection, pytest_args = ["-k", words], pytest_args[:at] + pytest_args[at + 2:]
+    env = {**(env or os.environ), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "benchopt.tests.fixtures", "--rootdir",
+         str(suite), str(suite / "test_benchmarks.py"), "--benchmark", str(benchmark),
+         "--import-mode", "importlib", "-q", "-p", "no:cacheprovider", *selection,
+         *pytest_args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+        check=False)
+
+
+def suite_passed(done: subprocess.CompletedProcess) -> bool:
+    """Whether a benchopt_suite run passed: its summary names passed tests and no failure."""
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+    return done.returncode == 0 and " passed" in summary and "failed" not in summary

@@ -2,6 +2,7 @@
 the promises its spec makes, and a test fails when an entry has no contract case."""
 
 import ast
+import re
 
 import pytest
 import torch
@@ -10,8 +11,9 @@ from scalebench.benchmarks import REPO
 from scalebench.denoisers.catalog import DENOISERS, resolve_weights
 from scalebench.denoisers.networks import load_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
+from scalebench.denoisers.tiling import TiledDenoiser
 from scalebench.errors import ConfigError
-from scalebench.experiment.benchmark_files import declared_name
+from scalebench.experiment.benchmark_files import declared_name, register_benchmark_denoisers
 from scalebench.loops import SOLVERS
 
 # One contract case per registered denoiser: the image side it is checked on.
@@ -104,3 +106,49 @@ def test_weightless_priors_denoise_colour_images(name):
         out = model(noisy, 0.1)
     assert out.shape == clean.shape
     assert float(((out - clean) ** 2).mean()) < 0.5 * float(((noisy - clean) ** 2).mean())
+
+
+@pytest.fixture
+def registry_restored():
+    """DENOISERS as it was before the test (a benchmark's denoiser files add to it)."""
+    saved = dict(DENOISERS)
+    yield
+    DENOISERS.clear()
+    DENOISERS.update(saved)
+
+
+def test_a_benchmark_denoiser_file_joins_the_registry_and_runs(tmp_path, registry_restored):
+    (tmp_path / "denoisers").mkdir()
+    (tmp_path / "denoisers" / "blur.py").write_text(
+        "import torch\n"
+        "from scalebench.denoisers.spec import DenoiserSpec\n"
+        "class Blur(torch.nn.Module):\n"
+        "    def forward(self, x, sigma):\n"
+        "        return torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False)\n"
+        "SPEC = DenoiserSpec('blur', '3x3 mean', size_multiple=1, receptive_radius=1,\n"
+        "                    volumes=False, build=lambda channels, weights, device: Blur())\n")
+    assert register_benchmark_denoisers(tmp_path) == ["blur"]
+    assert register_benchmark_denoisers(tmp_path) == ["blur"]  # the same file again: kept
+    assert DENOISERS["blur"].receptive_radius == 1
+    assert resolve_weights("blur", 1, "auto").source == "none"
+    model, _ = load_denoiser("blur", 1, "none", "cpu", seed=0)
+    x = torch.rand(1, 1, 40, 40, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model(x, 0.05)
+        tiled = TiledDenoiser(model, 16, 1, 1, 1)(x, 0.05)
+    assert torch.equal(tiled, full)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("X = 1\n", "has no SPEC (a scalebench.denoisers.spec.DenoiserSpec)"),
+    ("from scalebench.denoisers.catalog import DENOISERS\nSPEC = DENOISERS['dncnn']\n",
+     "the name 'dncnn' is already defined by scalebench; give it another name"),
+    ("raise RuntimeError('broken')\n", "cannot be imported: RuntimeError: broken"),
+])
+def test_a_bad_benchmark_denoiser_file_is_refused_in_one_line(tmp_path, registry_restored,
+                                                              text, message):
+    (tmp_path / "denoisers").mkdir()
+    (tmp_path / "denoisers" / "mine.py").write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        register_benchmark_denoisers(tmp_path)
+    assert set(DENOISERS) == set(DENOISER_CASES)

@@ -77,6 +77,12 @@ def dataset_labels(rows: pd.DataFrame) -> dict[str, str]:
     return labels
 
 
+def first_at_or_above(values, target: float) -> int | None:
+    """The position of the first of ``values`` (in iteration order) at or above ``target``;
+    None when none is (a missing value, a diverged estimate, never is)."""
+    return next((i for i, value in enumerate(values) if value >= target), None)
+
+
 @dataclass
 class Target:
     value: float  # the target: the best value of any run minus the tolerance
@@ -94,8 +100,8 @@ def time_to_target(rows: pd.DataFrame, metric: str,
     table = {}
     for run, part in rows.groupby(RUN, sort=False):
         part = part.sort_values("stop_val")
-        reached = part[part[metric] >= target]
-        first = reached.iloc[0] if len(reached) else None
+        position = first_at_or_above(part[metric], target)
+        first = part.iloc[position] if position is not None else None
         table[run] = {"best": part[metric].max(),
                       "iterations": first["stop_val"] if first is not None else float("nan"),
                       "seconds": first["time"] if first is not None else float("nan")}
