@@ -21,8 +21,9 @@ is missed. Each loop is the one a rank runs (scalebench.loops), in this process,
   on both problems every PnP run's best PSNR above CGLS's best.
 - radio: ``radio_interferometry`` at ``--radio-size`` (32 time steps, 4 channels, the
   example's denoiser_sigma 0.001 and dirty-image start), uniform and natural weighting: CLEAN
-  (gain 0.1, 100 components per iteration; the SNR of its restored image, which its rows
-  record, and of its components alone) and every algorithm with each of
+  (gain 0.1, 100 components per iteration; the SNR of its restored image and of its
+  components alone: what `clean`'s rows record with `image` 'restored' and 'model') and
+  every algorithm with each of
   ``--radio-denoisers``, ``--radio-iterations`` each, SNR per iteration. Targets: uniform
   weighting, CLEAN's components and the best PnP run above 10 dB SNR; natural weighting,
   every PnP run's final SNR above 0 dB.

@@ -23,7 +23,7 @@ class Solver(BaselineSolver):
                    "max_iter": 3, "components_per_iter": 10, "device": "cpu"}
 
     def make_loop(self, profiler):
-        # The first row is the dirty image restored with no component: the dirty image.
+        # The first row has no component: the dirty image (image 'restored') or a blank sky.
         p = self.params
         return CleanLoop(self.problem, p["gain"], p["threshold"], p["components_per_iter"],
-                         profiler)
+                         profiler, p["image"])

@@ -9,9 +9,12 @@ centred there (Högbom's minor cycle; the residual is never recomputed from the
 visibilities, as Cotton-Schwab's major cycles would). CLEAN stops when the residual's peak
 falls below ``threshold`` times the dirty image's peak; iterations past that change nothing.
 
-The estimate of every row is the restored image: the model convolved with the clean beam, an
-elliptical Gaussian of peak 1 fitted by least squares to the logarithm of the dirty beam's
-main lobe (its connected pixels above half the peak), plus the residual.
+The estimate of every row is, with ``image`` 'restored' (the default, the image astronomers
+read), the model convolved with the clean beam, an elliptical Gaussian of peak 1 fitted by
+least squares to the logarithm of the dirty beam's main lobe (its connected pixels above half
+the peak), plus the residual; with 'model', the model's point components alone. Against a
+sky of point sources the restored image's spread flux counts as error pixel by pixel, so the
+two score very differently (docs/performance.md).
 
 Everything after the dirty image and beam is image-space work, repeated identically on every
 rank: distributed physics splits the adjoints only.
@@ -101,8 +104,9 @@ class CleanLoop:
     and restores the image, in the "minor_cycle" step."""
 
     def __init__(self, problem: Problem, gain: float, threshold: float, components: int,
-                 profiler: StepProfiler) -> None:
+                 profiler: StepProfiler, image: str = "restored") -> None:
         self.gain, self.components, self.profiler = gain, components, profiler
+        self.image = image
         physics = problem.physics
         with torch.no_grad():
             self.residual = physics.A_adjoint(problem.y)[0, 0].clone()
@@ -114,11 +118,15 @@ class CleanLoop:
         self.model = torch.zeros_like(self.residual)
         self.components_found = 0
         self.setup_figures = {"clean_beam_pixels": float(main_lobe(self.beam).sum())}
-        self.x = self.restored()  # no component yet: the dirty image
+        self.x = self.estimate()  # no component yet: the dirty image, or a blank sky
 
     def restored(self) -> torch.Tensor:
         """Model convolved with the clean beam, plus the residual: (1, 1, N, N)."""
         return (convolve(self.model, self.clean_beam) + self.residual)[None, None]
+
+    def estimate(self) -> torch.Tensor:
+        """What the rows score: the restored image or the model (``image``)."""
+        return self.restored() if self.image == "restored" else self.model[None, None].clone()
 
     def subtract_one(self) -> bool:
         """One component; False (and nothing changed) once the peak is below the threshold."""
@@ -142,5 +150,5 @@ class CleanLoop:
             for _ in range(self.components):
                 if not self.subtract_one():
                     break
-            self.x = self.restored()
+            self.x = self.estimate()
         self.profiler.last["clean_components"] = float(self.components_found)

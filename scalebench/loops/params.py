@@ -181,6 +181,9 @@ CLEAN_PARAMS = {
                            "dirty image's peak"),
     "components_per_iter": Param(100, int, minimum=1,
                                  doc="components subtracted per iteration (between rows)"),
+    "image": Param("restored", str, choices=("restored", "model"),
+                   doc="what each row scores: the restored image (model convolved with the "
+                       "clean beam, plus the residual) or the model's point components alone"),
 }
 
 

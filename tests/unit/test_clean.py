@@ -72,3 +72,17 @@ def test_the_clean_beam_fit_recovers_a_known_gaussian():
     with pytest.raises(ValueError, match="main lobe covers 1 pixel"):
         fit_clean_beam(clean_beam_image((8, 8), torch.tensor([50.0, 0.0, 50.0]),
                                         torch.device("cpu")))
+
+
+def test_image_model_scores_the_components_and_starts_from_a_blank_sky(point_sky):
+    restored, _ = _clean(point_sky)
+    loop = CleanLoop(point_sky, 0.1, 0.001, 50, StepProfiler(torch.device("cpu")),
+                     image="model")
+    assert not loop.x.any()  # no component yet
+    for _ in range(10):
+        loop.iterate()
+    assert torch.equal(loop.model, restored.model)  # the same CLEAN, another estimate
+    assert torch.equal(loop.x, loop.model[None, None])
+    truth = point_sky.x_true
+    components = quality_metrics(loop.x, truth, 1e4)["snr_db"]
+    assert components > quality_metrics(restored.x, truth, 1e4)["snr_db"] + 10
