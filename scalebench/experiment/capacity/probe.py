@@ -36,11 +36,12 @@ from scalebench.runtime.names import HOST_PEAK_LIFETIME
 
 # Applications of A^T A (and of a start operator's) the probe's operator norm runs at most
 # (runtime.operator_norm.PROBE_APPLICATIONS). Below glibc's mmap threshold each application
-# leaves the heap a little more fragmented until it settles: super-resolution at 1024, 4
-# frames, whose Lanczos runs all 30, measured a high-water mark of 1392, 1416, 1437, 1461,
-# 1473 MiB after 1, 2, 4, 5, 6 applications, 1473 after 10 and 1480 from 17 to 30 (the run's
-# own noise is about 30 MiB). Ten keep the set-up's peak to within that noise and cost a
-# third of thirty (the norm took 41 s of that probe's 72 s).
+# leaves the heap a little more fragmented until it settles: super-resolution, 4 frames,
+# whose Lanczos runs all 30, measured at 1024 a high-water mark of 1392, 1416, 1437, 1461,
+# 1473 MiB after 1, 2, 4, 5, 6 applications, 1473 after 10 and 1480 from 17 to 30; at 2048
+# (its vectors mapped), 1880 after 1, 1917 from 3 to 17, 1929 from 18 to 30. The run's own
+# noise is about 30 MiB: ten applications keep the set-up's peak within it, at a third of
+# the cost of thirty (the norm took 41 s of the 1024 probe's 72 s).
 NORM_APPLICATIONS = 10
 
 
