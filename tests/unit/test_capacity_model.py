@@ -425,6 +425,35 @@ def test_a_round_probes_a_quarter_and_half_of_the_answers_unknowns_within_the_bu
     assert next_sizes(configuration, flat, 1, budget, None) == []
 
 
+def test_a_round_skips_its_quarter_where_a_probe_lies_between_it_and_its_half():
+    """CT at 3 GiB probed 1523 and 2153, then planned 1800 and 2546: 2153, between the two,
+    is the round's second point near the answer, so only the half is probed. A probe below
+    the quarter, or at the half itself, leaves the quarter to probe."""
+    from scalebench.experiment.capacity.calibration import usable_budget
+    from scalebench.experiment.capacity.refine import DISTINCT, next_sizes, unknowns
+
+    configuration, budget = superres(), 4 * 2**30
+    truth = (2**30, 400.0, 0.0, 0.0, 0.0)
+    base = points_of(truth, [32, 64, 96, 128], scale=0.0)
+    model = iterations_model(truth, points=base)
+    quarter, half = next_sizes(configuration, model, 1, budget, None)
+    answer = largest_fitting(configuration, model, 1, usable_budget(model, budget))
+
+    def with_probe_at(fraction):
+        side = 4 * round((fraction * unknowns(configuration, answer) / 3) ** 0.5 / 4)
+        return replace(model, points=tuple(base + points_of(truth, [side], scale=0.0))), side
+
+    between, side = with_probe_at(0.37)
+    assert unknowns(configuration, quarter) < unknowns(configuration, side) < \
+        (1 - DISTINCT) * unknowns(configuration, half)
+    assert next_sizes(configuration, between, 1, budget, None) == [half]
+    below, side = with_probe_at(0.15)
+    assert unknowns(configuration, side) < (1 - DISTINCT) * unknowns(configuration, quarter)
+    assert next_sizes(configuration, below, 1, budget, None) == [quarter, half]
+    at_half, _ = with_probe_at(0.5)
+    assert next_sizes(configuration, at_half, 1, budget, None) == [quarter]
+
+
 def test_ranks_sharing_the_operators_refine_by_one_rank_probes_that_fit_the_budget():
     from scalebench.experiment.capacity.calibration import usable_budget
     from scalebench.experiment.capacity.refine import next_sizes
