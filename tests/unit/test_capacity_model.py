@@ -322,10 +322,11 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
     """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
     sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
     so."""
-    from scalebench.experiment.capacity.probe import run_probe
-    from scalebench.runtime import profiling
+    from scalebench.experiment.capacity.probe import NORM_APPLICATIONS, run_probe
+    from scalebench.runtime import operator_norm, profiling
 
     monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)  # run_probe sets it
+    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)  # and this
     if not resettable:
         monkeypatch.setattr(profiling, "_CLEAR_REFS", tmp_path / "absent" / "clear_refs")
         import torch
@@ -337,6 +338,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
                        {"denoiser": "tv", "device": "cpu", "deterministic": False},
                        iterations=2)
     setup, iterations = result.host_peaks_bytes
+    assert operator_norm.PROBE_APPLICATIONS == NORM_APPLICATIONS  # the norm capped, uncached
     assert result.host_method == (HOST_PEAK_SINCE_RESET if resettable else HOST_PEAK_LIFETIME)
     assert setup > 0 and iterations > 0
     # Below the process's high-water mark, the iterations' own peak is hidden.
