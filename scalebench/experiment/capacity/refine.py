@@ -12,7 +12,9 @@ again, and repeats while the model of the round before mispredicts the round's l
 probe by more than ``TOLERANCE`` or the refit moved the answer far past that probe
 (``near_answer``): once it predicts a probe at half the answer's unknowns,
 the answer is an extrapolation by 2x in unknowns within one regime, not by 15-240x across
-two.
+two. The image's own arrays change regime too (``mapped_size``): where the answer's are
+mapped, the probes are taken where they are, and the refinement probes whose images are
+still in the heap count for nothing in the refit (``heap_regime_probes``).
 
 A refined calibration is cached beside the first one (``refined_path``), keyed also by the
 budget and the rank count it was refined for: the answer, hence the probes, depend on both.
