@@ -6,7 +6,9 @@ bundled DnCNN on tiles of 128) at 4 GiB, radio interferometry (the radio example
 telescope, PnP-TV) at 3 GiB and synthetic denoising (DnCNN, random weights) at 3 GiB, each in
 a fresh calibration cache: the calibration refined near its answer as the command does
 (scalebench.experiment.capacity.refine.refined; ``--quick``: the first calibration only, as
-``scalebench capacity --quick``) and its wall time, every refinement round (its probes, and
+``scalebench capacity --quick``) with each probe's wall and CPU time, the calibration's
+wall time, its probes' CPU time and the machine's load average (the wall time depends on
+the load, the peaks do not), every refinement round (its probes, and
 at its largest the previous model's prediction against the measurement), the largest size
 predicted to fit the budget with the answer's headroom, the predicted and measured peak
 there (host memory, a fresh process) and their ratio, and the next valid size's prediction.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -51,6 +54,34 @@ def gib(value: float) -> str:
     return f"{value / 2**30:.3f}"
 
 
+def children_cpu_seconds() -> float:
+    """User and system CPU time of the finished probe processes so far: the calibration's
+    work whatever the machine's load, where its wall time depends on the load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load_text() -> str:
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def timed_probes() -> None:
+    """Each probe of the calibrations prints its size, wall time and CPU time."""
+    from scalebench.experiment.capacity import calibration
+
+    untimed = calibration.probe
+
+    def timed(dataset, dataset_params, *args, **kwargs):
+        started, cpu = time.monotonic(), children_cpu_seconds()
+        result = untimed(dataset, dataset_params, *args, **kwargs)
+        print(f"    probe image_size {dataset_params.get('image_size')}: "
+              f"{time.monotonic() - started:.0f} s wall, "
+              f"{children_cpu_seconds() - cpu:.0f} s CPU", flush=True)
+        return result
+
+    calibration.probe = timed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=tuple(CASES), nargs="*", default=None)
@@ -72,6 +103,7 @@ def main() -> int:
     from scalebench.experiment.capacity.refine import refined
     from scalebench.launch.slurm_requests import memory_bytes
 
+    timed_probes()
     verdicts = []
     for name in args.only or CASES:
         dataset, dataset_params, solver, solver_params, budget_text = CASES[name]
@@ -80,16 +112,19 @@ def main() -> int:
         configuration = Configuration(dataset, dataset_params, solver, solver_params,
                                       "image_size")
         sizes = probe_sizes(configuration, args.calibration_size)
-        started = time.monotonic()
+        started, cpu_started, load_started = time.monotonic(), children_cpu_seconds(), \
+            load_text()
         if args.quick:
             model, _ = calibrate(configuration, sizes)
             rounds = None
         else:
             done = refined(configuration, sizes, 1, budget)
             model, rounds = done.model, done.rounds
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, children_cpu_seconds() - cpu_started
         line = answer(configuration, name, 1, budget, model, False, rounds)
-        print(f"{name}: {line.calibration_text()}; wall {wall:.0f} s", flush=True)
+        print(f"{name}: {line.calibration_text()}; wall {wall:.0f} s, probes' CPU time "
+              f"{cpu:.0f} s, load average {load_started} at the start, {load_text()} at the "
+              f"end (1/5/15 min, {os.cpu_count()} cores)", flush=True)
         for index, item in enumerate(rounds or [], 1):
             print(f"  round {index}: probed {item.sizes}; at {item.newest} predicted "
                   f"{gib(item.predicted_bytes)} GiB, measured {gib(item.measured_bytes)} GiB "

@@ -44,11 +44,19 @@ MAX_ITERATIONS = 30  # never more than the fixed count used before the tolerance
 TOLERANCE = 1e-4  # bound on the relative error of the estimate
 START_TOLERANCE = 1e-3  # relative change that ends the start operator's power iteration
 METHOD = "lanczos"
+# Set by a memory probe (scalebench.experiment.capacity.probe): the estimate then runs this many
+# applications of A^T A at most, and of the start operator's, and neither reads nor writes the
+# cache. Each Lanczos step holds the same three image-sized vectors and each power step the same
+# two, so the set-up reaches its peak within two applications of each; the probe uses the
+# estimate only for the step size of its two iterations, whose memory does not depend on it.
+# A cached norm would skip the applications and their memory: the probe always computes.
+PROBE_APPLICATIONS: int | None = None
 
 
 @dataclass(frozen=True)
 class NormEstimate:
-    """||A||^2, how it was obtained ('cache' or 'computed'), iterations run, seconds spent."""
+    """||A||^2, how it was obtained ('cache', 'computed', or 'probe': ``PROBE_APPLICATIONS``
+    at most, not cached), iterations run, seconds spent."""
 
     value: float
     source: str
@@ -83,15 +91,17 @@ def power_iterate(apply, x: torch.Tensor, max_iterations: int,
     return x, norm, iterations
 
 
-def warm_start(problem, seed: int) -> tuple[torch.Tensor, int]:
+def warm_start(problem, seed: int, max_iterations: int = MAX_ITERATIONS
+               ) -> tuple[torch.Tensor, int]:
     """(start vector, applications of the start operator): the leading vector of
     ``problem.norm_start``'s A^T A by power iteration from ``seeded_start``, to
-    ``START_TOLERANCE``; ``seeded_start`` itself when the problem has no start operator."""
+    ``START_TOLERANCE`` or ``max_iterations``; ``seeded_start`` itself when the problem has
+    no start operator."""
     x = seeded_start(problem, seed)
     start = getattr(problem, "norm_start", None)
     if start is None:
         return x, 0
-    x, _, iterations = power_iterate(normal_operator(start), x, MAX_ITERATIONS,
+    x, _, iterations = power_iterate(normal_operator(start), x, max_iterations,
                                      START_TOLERANCE)
     return x, iterations
 
@@ -105,11 +115,11 @@ def start_key(problem) -> str | dict:
 
 
 def lanczos(problem, max_iterations: int = MAX_ITERATIONS, tolerance: float = TOLERANCE,
-            seed: int = 0) -> tuple[float, int, int]:
+            seed: int = 0, start_iterations: int = MAX_ITERATIONS) -> tuple[float, int, int]:
     """(||A||^2, applications of A^T A, of the start operator's) by Lanczos from
-    ``warm_start`` (module docstring)."""
+    ``warm_start`` (module docstring; at most ``start_iterations`` of the start operator)."""
     apply = normal_operator(problem.physics)
-    q, start_iterations = warm_start(problem, seed)
+    q, start_iterations = warm_start(problem, seed, start_iterations)
     q /= torch.linalg.vector_norm(q)
     previous = torch.zeros_like(q)
     alphas: list[float] = []
@@ -201,6 +211,12 @@ def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,
     """||A||^2 of ``problem.physics``: from the cache when a valid entry exists, else computed
     (and cached when the problem has an ``operator_key`` and holds every operator)."""
     start = time.perf_counter()
+    if PROBE_APPLICATIONS is not None:
+        value, iterations, start_iterations = lanczos(
+            problem, min(max_iterations, PROBE_APPLICATIONS), tolerance, seed,
+            PROBE_APPLICATIONS)
+        return NormEstimate(value, "probe", iterations, time.perf_counter() - start,
+                            start_iterations)
     entry = cache_entry(problem, {"name": METHOD, "max_iterations": max_iterations,
                                   "tolerance": tolerance, "seed": seed,
                                   "start": start_key(problem)})

@@ -312,3 +312,22 @@ def test_lean_downsampling_is_deepinvs_operator(kernel_shape, factor):
     y = torch.randn(2, 3, 24 // factor, 24 // factor, generator=generator)
     assert torch.equal(lean.A(x), reference.A(x))
     assert torch.allclose(lean.A_adjoint(y), reference.A_adjoint(y), rtol=1e-5, atol=1e-5)
+
+
+def test_a_memory_probes_operator_norm_is_capped_and_never_cached(tmp_path, monkeypatch):
+    """With PROBE_APPLICATIONS set (scalebench.experiment.capacity.probe), the estimate runs
+    at most that many applications of each operator, reads no cached norm (it would skip
+    their memory) and writes none (a capped estimate is not the norm)."""
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
+    full = operator_norm.estimate_operator_norm(_problem_with_norm())
+    assert full.source == "computed" and full.iterations > 1
+    problem = build_problem("tomography_2d", image_size=32, num_angles=256, projector="torch")
+    uncapped = operator_norm.lanczos(problem)
+    assert uncapped[2] > 1  # the start operator's power iteration runs more than one
+    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", 1)
+    capped = operator_norm.estimate_operator_norm(_problem_with_norm())
+    assert capped.source == "probe" and capped.iterations == 1  # the cached one not read
+    with_start = operator_norm.estimate_operator_norm(problem)
+    assert (with_start.iterations, with_start.start_iterations) == (1, 1)
+    assert len(list((tmp_path / "operator_norms").glob("*.json"))) == 1  # the full one only
+    assert 0 < capped.value <= full.value * (1 + 1e-5)  # a Ritz value of fewer steps

@@ -181,16 +181,26 @@ def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
     return float(np.exp(intercept)), float(exponent)
 
 
-def fit(points: list[CalibrationPoint], weighted: bool = False) -> MemoryModel:
+def fit(points: list[CalibrationPoint], weighted: bool = False,
+        ignored: frozenset[int] = frozenset()) -> MemoryModel:
     """Each phase's coefficients fitted to its peaks (``fit_phase``). ``weighted``: each
     probe's squared residual counts in proportion to its unknowns (``unknowns_weights``), so
-    that the probes nearest a large answer decide the fit (refine.refined)."""
-    if len({point.size for point in points}) < 3:
+    that the probes nearest a large answer decide the fit (refine.refined). The probes at
+    ``ignored`` sizes stay among the model's points but count for nothing in the fit."""
+    if len({point.size for point in points if point.size not in ignored}) < 3:
         raise ValueError("a memory model needs probes at three sizes at least")
+
+    def weights(phase_points: list[CalibrationPoint]) -> list[float] | None:
+        if not weighted and not ignored:
+            return None
+        base = unknowns_weights(phase_points) if weighted else [1.0] * len(phase_points)
+        return [0.0 if point.size in ignored else value
+                for point, value in zip(phase_points, base, strict=True)]
+
     coefficients = tuple(
         fit_phase([point.sizes.features() for point in phase_points],
                   [point.phase_peaks_bytes[index] for point in phase_points],
-                  unknowns_weights(phase_points) if weighted else None)
+                  weights(phase_points))
         for index, phase_points in enumerate((points, iterations_points(points))))
     return MemoryModel(coefficients, *measurement_law(points), tuple(points))
 
@@ -220,7 +230,7 @@ def fit_phase(design: list[tuple[float, ...]], peaks: list[int],
     an all-zero column left at zero; each squared residual times its ``weights``, default
     1); held at the largest peak when the fit's growth over the probes is within
     ``GROWTH_FLOOR_BYTES`` or ``GROWTH_NOISE_RATIO`` times the residuals' (weighted) root mean
-    square."""
+    square. A probe of weight 0 counts for nothing, the held peak included."""
     import numpy as np
     from scipy.optimize import nnls
 
@@ -231,7 +241,9 @@ def fit_phase(design: list[tuple[float, ...]], peaks: list[int],
     root = np.sqrt(weight)[:, None]
     solution, _ = nnls(matrix / scale * root, values * root[:, 0])
     coefficients = solution / scale
-    fitted = matrix @ coefficients
+    fitted = (matrix @ coefficients)[weight > 0]
+    values = values[weight > 0]
+    weight = weight[weight > 0]
     # The fit never falls as the size grows (non-negative terms that grow with it), so its
     # range over the probes is its growth, whatever varies (unknowns, angles, cut chunks).
     growth = fitted.max() - fitted.min()

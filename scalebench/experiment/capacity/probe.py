@@ -2,16 +2,18 @@
 of its two phases.
 
 The run takes the benchmark's own path: the benchmark folder's Dataset, Objective and Solver
-classes, as benchopt calls them (data, set-up with the operator norm and the initial estimate,
-``iterations`` iterations, one evaluation of the result). No step resets the peaks
-(``StepProfiler.reset_peaks``). The set-up's peak is read when the set-up ends, which hands
-back the memory it freed (``release_freed_memory``); the peaks are then reset and read again
-at the end: the iterations' peak. Each is the process's high-water mark on the host (VmHWM,
-the process baseline included) and on CUDA (the caching allocator's peak reserved memory,
-what the device gives the process). Where the host peak cannot be reset (no
-``/proc/self/clear_refs``: macOS, some sandboxes), the iterations' host peak is the process's
-lifetime peak, ``host_method`` says so: one above the set-up's is the iterations' own, one
-equal to it only says that the iterations' own is not larger.
+classes, as benchopt calls them (data, set-up with the operator norm and the initial
+estimate, ``iterations`` iterations, one evaluation of the result). The operator norm runs
+``NORM_APPLICATIONS`` applications at most, computed whether cached or not: their memory is
+the whole estimate's, within the run's noise, their cost a fraction of it. No step resets
+the peaks (``StepProfiler.reset_peaks``). The set-up's peak is read when the set-up ends,
+which hands back the memory it freed (``release_freed_memory``); the peaks are then reset
+and read again at the end: the iterations' peak. Each is the process's high-water mark on
+the host (VmHWM, the process baseline included) and on CUDA (the caching allocator's peak
+reserved memory, what the device gives the process). Where the host peak cannot be reset (no
+``/proc/self/clear_refs``: macOS, some sandboxes), the iterations' host peak is the
+process's lifetime peak, ``host_method`` says so: one above the set-up's is the iterations'
+own, one equal to it only says that the iterations' own is not larger.
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
@@ -31,6 +33,16 @@ from typing import Any
 from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
 from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.runtime.names import HOST_PEAK_LIFETIME
+
+# Applications of A^T A (and of a start operator's) the probe's operator norm runs at most
+# (runtime.operator_norm.PROBE_APPLICATIONS). Below glibc's mmap threshold each application
+# leaves the heap a little more fragmented until it settles: super-resolution, 4 frames,
+# whose Lanczos runs all 30, measured at 1024 a high-water mark of 1392, 1416, 1437, 1461,
+# 1473 MiB after 1, 2, 4, 5, 6 applications, 1473 after 10 and 1480 from 17 to 30; at 2048
+# (its vectors mapped), 1880 after 1, 1917 from 3 to 17, 1929 from 18 to 30. The run's own
+# noise is about 30 MiB: ten applications keep the set-up's peak within it, at a third of
+# the cost of thirty (the norm took 41 s of the 1024 probe's 72 s).
+NORM_APPLICATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -84,9 +96,11 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     import torch
 
     from scalebench.physics import parallel_beam
+    from scalebench.runtime import operator_norm
     from scalebench.runtime.profiling import MIB, HostPeakMemory, StepProfiler
 
     StepProfiler.reset_peaks = False
+    operator_norm.PROBE_APPLICATIONS = NORM_APPLICATIONS
     if chunk_elements is not None:
         parallel_beam.CHUNK_ELEMENTS = chunk_elements
     folder = REPO / INFERENCE_BENCHMARK

@@ -12,7 +12,9 @@ again, and repeats while the model of the round before mispredicts the round's l
 probe by more than ``TOLERANCE`` or the refit moved the answer far past that probe
 (``near_answer``): once it predicts a probe at half the answer's unknowns,
 the answer is an extrapolation by 2x in unknowns within one regime, not by 15-240x across
-two.
+two. The image's own arrays change regime too (``mapped_size``): where the answer's are
+mapped, the probes are taken where they are, and the refinement probes whose images are
+still in the heap count for nothing in the refit (``heap_regime_probes``).
 
 A refined calibration is cached beside the first one (``refined_path``), keyed also by the
 budget and the rank count it was refined for: the answer, hence the probes, depend on both.
@@ -20,12 +22,15 @@ budget and the rank count it was refined for: the answer, hence the probes, depe
 
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalebench.experiment.capacity import calibration
 from scalebench.experiment.capacity.calibration import (
+    FLOAT32_BYTES,
+    MMAP_THRESHOLD_MAX,
     Configuration,
     cache_path,
     calibrate,
@@ -53,6 +58,14 @@ DISTINCT = 0.15
 # Probes are predicted to take at most this share of the memory this machine has available
 # (host or device): a budget for a larger node is refined as far as this machine allows.
 MACHINE_SHARE = 0.8
+
+
+# The image's arrays (float32, every channel) are mapped on their own, not kept in glibc's
+# heap, once this many times its mmap threshold; below, the heap keeps and fragments the
+# iterations' image-sized temporaries, and the peak per unknown is higher: CT with ASTRA at
+# 3 GiB measured 1.980 GiB at 2545 (24.7 MiB images) and 1.775 GiB at 3489 (46 MiB), radio
+# 2.135 GiB at 2792 (29.7 MiB) and 1.931 GiB at 3522 (47 MiB).
+IMAGE_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,35 @@ def machine_bytes(device: str) -> int | None:
     return None
 
 
+def mapped_size(configuration: Configuration) -> int | None:
+    """The smallest valid size whose image (float32, every channel) is ``IMAGE_MARGIN`` times
+    glibc's largest mmap threshold, for a run on the CPU under glibc; None elsewhere (CUDA,
+    another allocator) or when none is below 2^16."""
+    if configuration.device != "cpu" or platform.libc_ver()[0] != "glibc":
+        return None
+    target = IMAGE_MARGIN * MMAP_THRESHOLD_MAX / FLOAT32_BYTES
+    below = size_with_unknowns(configuration, target, 1 << 16)
+    start = 1 if below is None else below + 1
+    return next((size for size in range(start, start + 256) if configuration.valid(size)),
+                None)
+
+
+def heap_regime_probes(configuration: Configuration, points: list[CalibrationPoint],
+                       first: int) -> frozenset[int]:
+    """The sizes of the refinement probes (``points`` after the ``first`` ones) whose
+    images are below ``mapped_size``, when another refinement probe's are at or above it:
+    their bytes per unknown are the heap's, not those of the answer's regime. Empty when no
+    refinement probe is mapped."""
+    mapped = mapped_size(configuration)
+    if mapped is None:
+        return frozenset()
+    limit = unknowns(configuration, mapped)
+    refinement = points[first:]
+    if not any(point.unknowns >= limit for point in refinement):
+        return frozenset()
+    return frozenset(point.size for point in refinement if point.unknowns < limit)
+
+
 def next_sizes(configuration: Configuration, model: MemoryModel, ranks: int,
                budget_bytes: float, machine: int | None) -> list[int]:
     """The sizes a round probes: ``FRACTIONS`` of the unknowns of the answer for ``ranks``
@@ -145,15 +187,30 @@ def next_sizes(configuration: Configuration, model: MemoryModel, ranks: int,
     if one_rank is None:
         return []
     probed = [point.unknowns for point in model.points]
-    sizes: list[int] = []
+    planned: list[int] = []
     for fraction in FRACTIONS:
         size = size_with_unknowns(configuration, fraction * unknowns(configuration, answer),
                                   answer)
-        if size is None:
-            continue
-        size = min(size, one_rank)
+        if size is not None and min(size, one_rank) not in planned:
+            planned.append(min(size, one_rank))
+    if not planned:
+        return []
+    # An answer whose image is mapped is predicted from probes whose images are mapped too
+    # (heap_regime_probes): the planned sizes below mapped_size are raised to it.
+    mapped = mapped_size(configuration)
+    if mapped is not None and mapped <= min(answer, one_rank):
+        planned = sorted({max(size, mapped) for size in planned})
+    largest = unknowns(configuration, planned[-1])
+    sizes: list[int] = []
+    for size in planned:
         count = unknowns(configuration, size)
-        if size in sizes or any(abs(count - other) <= DISTINCT * other for other in probed):
+        if any(abs(count - other) <= DISTINCT * other for other in probed):
+            continue
+        # Below the round's largest size, a probe already made between this one and the
+        # largest gives the fit its second point near the answer: CT at 3 GiB, whose round
+        # after 1523 and 2153 planned 1800 and 2546, spent 188 s of its calibration on 1800.
+        if size != planned[-1] and any((1 - DISTINCT) * count <= other < (1 - DISTINCT) * largest
+                                       for other in probed):
             continue
         sizes.append(size)
     return sorted(sizes)
@@ -165,6 +222,7 @@ def refine(configuration: Configuration, model: MemoryModel, ranks: int, budget_
     until a round's largest probe was predicted within ``TOLERANCE``, no new size is left
     to probe, or ``MAX_ROUNDS`` rounds."""
     points: list[CalibrationPoint] = list(model.points)
+    first = len(points)
     rounds: list[Round] = []
     for _ in range(MAX_ROUNDS):
         sizes = next_sizes(configuration, model, ranks, budget_bytes, machine)
@@ -175,7 +233,9 @@ def refine(configuration: Configuration, model: MemoryModel, ranks: int, budget_
         rounds.append(Round(sizes, newest.size, model.predict(newest.sizes),
                             newest.peak_bytes))
         points += probed
-        model = replace(fit(points, weighted=True), seconds=model.seconds)
+        model = replace(fit(points, weighted=True,
+                            ignored=heap_regime_probes(configuration, points, first)),
+                        seconds=model.seconds)
         # A round predicted within the tolerance ends the refinement only if the refit's
         # answer stays near its probes: CT at 3 GiB was predicted at 2182 to 1.074, and the
         # refit moved its answer to 2.7x that probe's unknowns, where its peak stops growing
