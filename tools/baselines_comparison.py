@@ -39,10 +39,13 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# methods.yml's problems and pnp settings, read as the methods comparison reads them (this
+# script's folder is on the path when it runs)
+from methods_comparison import example  # noqa: E402
 
 from scalebench.denoisers.build import make_denoiser  # noqa: E402
 from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
@@ -61,15 +64,6 @@ PRIORS = ("tv", "wavelet")  # every algorithm runs with these; bm3d with --bm3d-
 RADIO = {"num_times": 32, "num_channels": 4}
 RADIO_SIGMA, BLANK_SKY_DB, RADIO_TARGET_DB = 0.001, 0.0, 10.0
 CLEAN_GAIN, CLEAN_COMPONENTS = 0.1, 100
-
-
-def example() -> tuple[dict[str, dict], dict]:
-    """methods.yml's datasets and its pnp solver's first value of each list."""
-    raw = yaml.safe_load((ROOT / "configs" / "examples" / "methods.yml").read_text())
-    datasets = {name: values for entry in raw["dataset"] for name, values in entry.items()}
-    (solver,), = (entry.values() for entry in raw["solver"] if "pnp" in entry)
-    first = {k: v[0] if isinstance(v, list) else v for k, v in solver.items()}
-    return datasets, first
 
 
 def row(*cells) -> None:
