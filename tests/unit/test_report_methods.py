@@ -36,11 +36,15 @@ def test_each_run_reaches_the_target_half_a_db_below_the_best_of_any_run():
 
 
 def test_a_method_is_the_solver_with_its_algorithm_and_denoiser_where_recorded():
-    rows = pd.DataFrame({"solver_name": ["pnp[algorithm=fista,denoiser=tv]", "fbp[filter=ramp]",
-                                         "pnp[algorithm=pgd,denoiser=dncnn]"],
-                         "p_solver_algorithm": ["fista", None, "pgd"],
-                         "p_solver_denoiser": ["tv", None, "dncnn"]})
-    assert method_names(rows).tolist() == ["pnp algorithm=fista denoiser=tv", "fbp",
-                                           "pnp algorithm=pgd denoiser=dncnn"]
+    rows = pd.DataFrame({"solver_name": ["pnp[algorithm=fista,denoiser=tv]", "fbp[filter=hann]",
+                                         "pnp[algorithm=pgd,denoiser=dncnn]", "fbp[filter=ram-lak]",
+                                         "cgls[max_iter=9]"],
+                         "p_solver_algorithm": ["fista", None, "pgd", None, None],
+                         "p_solver_denoiser": ["tv", None, "dncnn", None, None],
+                         "p_solver_filter": [None, "hann", None, "ram-lak", None]})
+    assert method_names(rows).tolist() == ["pnp algorithm=fista denoiser=tv", "fbp filter=hann",
+                                           "pnp algorithm=pgd denoiser=dncnn",
+                                           "fbp filter=ram-lak", "cgls"]
     older = rows.drop(columns="p_solver_algorithm")  # rows written before that parameter
-    assert method_names(older).tolist() == ["pnp denoiser=tv", "fbp", "pnp denoiser=dncnn"]
+    assert method_names(older).tolist()[:3] == ["pnp denoiser=tv", "fbp filter=hann",
+                                                "pnp denoiser=dncnn"]

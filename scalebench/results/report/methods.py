@@ -3,9 +3,9 @@ iterations and seconds each run needs to come within ``TARGET_TOLERANCE_DB`` of 
 any run reached on that dataset.
 
 A method is the solver with, where the rows hold them, its ``algorithm`` and ``denoiser``
-parameters (``METHOD_PARAMETERS``); rows written before a solver had such a parameter simply
-lack the column. Seconds are benchopt's solver time (``time``), which leaves the set-up out;
-the set-up is listed apart. Imports no torch.
+parameters, or its ``filter`` or ``image`` (``METHOD_PARAMETERS``); rows written before a
+solver had such a parameter simply lack the column. Seconds are benchopt's solver time
+(``time``), which leaves the set-up out; the set-up is listed apart. Imports no torch.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from scalebench.results.report.figures import (
     wrap,
 )
 
-# The solver parameters that, with the solver, name a method (absent columns are skipped).
-METHOD_PARAMETERS = ("p_solver_algorithm", "p_solver_denoiser")
+# The solver parameters that, with the solver, name a method (absent columns are skipped):
+# pnp's algorithm and denoiser, a filtered back-projection's filter, what CLEAN's rows score.
+METHOD_PARAMETERS = ("p_solver_algorithm", "p_solver_denoiser", "p_solver_filter",
+                     "p_solver_image")
 # The common target: this many dB below the best value any run reached on the dataset.
 TARGET_TOLERANCE_DB = 0.5
 # Solvers whose estimate is no reconstruction of the dataset's measurements: the standalone
