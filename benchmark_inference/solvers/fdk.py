@@ -23,6 +23,15 @@ class Solver(BaselineSolver):
                                "projector": "torch"},
                    "max_iter": 1, "device": "cpu"}
 
+    @classmethod
+    def is_installed(cls, **kwargs) -> bool:
+        # fdk applies to walnut_conebeam alone, so it runs only where the walnut is fetched:
+        # benchopt's suite skips it otherwise, as it skips that dataset.
+        from scalebench.data.cache import cache_root
+        from scalebench.data.walnut import is_unpacked
+
+        return super().is_installed(**kwargs) and is_unpacked(cache_root())
+
     def make_loop(self, profiler):
         # Starts from the zero volume; its one iteration is the reconstruction.
         return FDKLoop(self.problem, self.params["filter"], profiler)
