@@ -6,6 +6,7 @@ across ranks. Imports no torch: the checks of a config read them before anything
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
@@ -161,12 +162,11 @@ FBP_PARAMS = {
 # FDK (scalebench.loops.fdk): cone-beam's filtered back-projection, one step; the same
 # filters as fbp's, applied along the detector rows.
 FDK_PARAMS = {
-    **BASELINE_PARAMS,
-    "max_iter": Param(1, int, minimum=1, maximum=1,
-                      doc="1: FDK is one step (rows: the zero start, then the reconstruction)"),
-    "filter": Param("ram-lak", str, choices=FBP_FILTERS,
-                    doc="the ramp (ram-lak) or the ramp times a window damping high "
-                        "frequencies, along the detector rows"),
+    **FBP_PARAMS,
+    "max_iter": replace(FBP_PARAMS["max_iter"], doc="1: FDK is one step (rows: the zero "
+                                                    "start, then the reconstruction)"),
+    "filter": replace(FBP_PARAMS["filter"], doc=FBP_PARAMS["filter"].doc
+                      + ", along the detector rows"),
 }
 
 # Högbom CLEAN (scalebench.loops.clean): its budget is max_iter x components_per_iter.
