@@ -1,7 +1,8 @@
 """Classical baselines and the priors that need no weights, side by side in one run.
 
     python tools/baselines_comparison.py [--parts timing pnp radio clean] [--sizes 256 1024]
-        [--repeats 3] [--ct-size 128] [--sr-size 128] [--iterations 40]
+        [--repeats 3] [--ct-size 128] [--sr-size 128] [--ct-iterations 100]
+        [--sr-iterations 40] [--sigmas 0.001 0.003 0.01 0.03] [--bm3d-sigmas]
         [--bm3d-algorithms hqs dpir] [--radio-size 128] [--radio-iterations 100]
         [--radio-denoisers tv]
 
@@ -14,11 +15,17 @@ is missed. Each loop is the one a rank runs (scalebench.loops), in this process,
   ``--repeats`` calls; at the larger ones one call (BM3D takes minutes per call at 1024² on
   two cores). No target.
 - pnp: configs/examples/methods.yml's CT and super-resolution problems (its noise levels,
-  frames and angles; sides ``--ct-size`` and ``--sr-size``) and its PnP settings (denoiser_sigma,
-  step sizes at their defaults), every algorithm with ``tv`` and ``wavelet``, the algorithms
-  ``--bm3d-algorithms`` with ``bm3d``, ``--iterations`` each, and CGLS as many. Targets: on
-  super-resolution the best PnP-BM3D run above the best PnP-TV run over the same algorithms;
-  on both problems every PnP run's best PSNR above CGLS's best.
+  frames and angles; sides ``--ct-size`` and ``--sr-size``), every algorithm with ``tv`` and
+  ``wavelet`` and the algorithms ``--bm3d-algorithms`` with ``bm3d``, step sizes at their
+  defaults, ``--ct-iterations`` and ``--sr-iterations`` each, and CGLS as many. Each
+  algorithm and prior runs at every ``--sigmas`` (denoiser_sigma) and keeps its best: the
+  strength one sigma gives depends on the algorithm (a gradient step of 1 / ||A||^2 weighs
+  the prior ||A||^2 / 10 times as much as a prox of weight 10 / ||A||^2), so a single
+  setting compares settings, not methods; RED also over its prior's step (``settings``).
+  ``bm3d`` runs at the methods example's sigma alone unless ``--bm3d-sigmas`` (seconds per
+  call). Targets: on super-resolution the best PnP-BM3D run above the best PnP-TV run over
+  the same algorithms, each at its best sigma; on both problems every PnP run's best PSNR,
+  at its best setting, above CGLS's best.
 - radio: ``radio_interferometry`` at ``--radio-size`` (32 time steps, 4 channels, the
   example's denoiser_sigma 0.001 and dirty-image start), uniform and natural weighting: CLEAN
   (gain 0.1, 100 components per iteration; the SNR of its restored image and of its
@@ -56,11 +63,14 @@ from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
 from scalebench.problems.phantoms import random_ellipses  # noqa: E402
 from scalebench.runtime.metrics import psnr, snr  # noqa: E402
+from scalebench.runtime.operator_norm import estimate_operator_norm  # noqa: E402
 from scalebench.runtime.profiling import StepProfiler  # noqa: E402
 
 CPU = torch.device("cpu")
 PARTS = ("timing", "pnp", "radio", "clean")
 PRIORS = ("tv", "wavelet")  # every algorithm runs with these; bm3d with --bm3d-algorithms
+# RED's prior step (gradient step times red_lambda) the pnp part tunes over (``settings``).
+RED_PRIOR_STEPS = (0.03, 0.1)
 RADIO = {"num_times": 32, "num_channels": 4}
 RADIO_SIGMA, BLANK_SKY_DB, RADIO_TARGET_DB = 0.001, 0.0, 10.0
 CLEAN_GAIN, CLEAN_COMPONENTS = 0.1, 100
@@ -90,7 +100,7 @@ def time_denoisers(sizes: list[int], repeats: int) -> None:
                     network(noisy, 0.05)
                     seconds.append(time.perf_counter() - start)
                 row("timing", f"{size}² {'grey' if channels == 1 else 'colour'}", name,
-                    f"{calls} call(s)", f"{statistics.median(seconds):.3f} s/call", "", "")
+                    f"{calls} call(s)", f"{statistics.median(seconds):.3f} s/call", "", "", "")
 
 
 @torch.no_grad()
@@ -115,37 +125,85 @@ def loop_values(loop, iterations: int, problem, metric) -> list[float]:
     return values
 
 
+def settings(algorithm: str, sigmas: list[float], norm_squared: float) -> list[dict]:
+    """The settings an algorithm is tuned over: every sigma, and for RED each
+    ``RED_PRIOR_STEPS`` as red_lambda = c ||A||^2 (its gradient step 1 / ||A||^2 times
+    red_lambda is the prior's own step c; red_lambda 1 on CT 128², ||A||^2 7416, leaves
+    the prior a step of 1e-4: RED is then plain gradient descent on the data)."""
+    grid = [{"denoiser_sigma": sigma} for sigma in sigmas]
+    if algorithm != "red":
+        return grid
+    return [{**setting, "red_lambda": c * norm_squared}
+            for c in RED_PRIOR_STEPS for setting in grid]
+
+
+def setting_text(setting: dict, norm_squared: float) -> str:
+    text = f"sigma {setting['denoiser_sigma']:g}"
+    if "red_lambda" in setting:
+        text += f", lambda {setting['red_lambda'] / norm_squared:g} ||A||²"
+    return text
+
+
+def tuned_run(problem, solver: dict, algorithm: str, denoiser: str, iterations: int,
+              grid: list[dict]) -> tuple[int, list[float], list[float]]:
+    """The run of ``grid``'s settings whose best PSNR is highest: (its index, its PSNR per
+    iteration, every setting's best PSNR)."""
+    runs = [pnp_run(problem, {**solver, **setting}, algorithm, denoiser, iterations, psnr)
+            for setting in grid]
+    bests = [max(values) for values in runs]
+    chosen = bests.index(max(bests))
+    return chosen, runs[chosen], bests
+
+
+def sweep_text(grid: list[dict], bests: list[float], norm_squared: float) -> str:
+    """Every setting's best PSNR; a best at an end of the sigma grid is marked (the grid may
+    cut it)."""
+    text = ", ".join(f"{setting_text(setting, norm_squared)}: {value:.2f}"
+                     for setting, value in zip(grid, bests, strict=True))
+    sigmas = [setting["denoiser_sigma"] for setting in grid]
+    chosen = sigmas[bests.index(max(bests))]
+    at_end = len(set(sigmas)) > 1 and chosen in (min(sigmas), max(sigmas))
+    return text + (" (best at an end of the sigma grid)" if at_end else "")
+
+
 def compare_pnp(args, targets: list[tuple[str, bool, str]]) -> None:
     datasets, solver = example()
-    for key, name, size in (("ct", "tomography_2d", args.ct_size),
-                            ("superres", "multiframe_superres", args.sr_size)):
+    example_sigma = solver["denoiser_sigma"]
+    for key, name, size, iterations in (
+            ("ct", "tomography_2d", args.ct_size, args.ct_iterations),
+            ("superres", "multiframe_superres", args.sr_size, args.sr_iterations)):
         problem = build_problem(name, **{**datasets[name], "image_size": size})
         label = f"{key} {size}²"
         start = time.perf_counter()
-        cgls = loop_values(CGLSLoop(problem, StepProfiler(CPU)), args.iterations, problem, psnr)
-        row(label, "cgls", "-", f"{args.iterations} its", f"{cgls[-1]:.2f}",
+        cgls = loop_values(CGLSLoop(problem, StepProfiler(CPU)), iterations, problem, psnr)
+        row(label, "cgls", "-", f"{iterations} its", f"{cgls[-1]:.2f}",
             f"{max(cgls):.2f} (it {cgls.index(max(cgls))})",
-            f"{time.perf_counter() - start:.1f}")
+            f"{time.perf_counter() - start:.1f}", "")
+        norm_squared = estimate_operator_norm(problem).value
         best = {}
-        runs = [(a, d) for d in PRIORS for a in ALGORITHMS] \
-            + [(a, "bm3d") for a in args.bm3d_algorithms]
-        for algorithm, denoiser in runs:
+        runs = [(a, d, args.sigmas) for d in PRIORS for a in ALGORITHMS] \
+            + [(a, "bm3d", args.bm3d_sigmas or [example_sigma]) for a in args.bm3d_algorithms]
+        for algorithm, denoiser, sigmas in runs:
             start = time.perf_counter()
-            values = pnp_run(problem, solver, algorithm, denoiser, args.iterations, psnr)
+            grid = settings(algorithm, sigmas, norm_squared)
+            chosen, values, bests = tuned_run(problem, solver, algorithm, denoiser,
+                                              iterations, grid)
             best[algorithm, denoiser] = max(values)
-            row(label, f"pnp {denoiser}", algorithm, f"{args.iterations} its",
+            row(label, f"pnp {denoiser}", algorithm,
+                f"{iterations} its, {setting_text(grid[chosen], norm_squared)}",
                 f"{values[-1]:.2f}", f"{max(values):.2f} (it {values.index(max(values))})",
-                f"{time.perf_counter() - start:.1f}")
+                f"{time.perf_counter() - start:.1f}", sweep_text(grid, bests, norm_squared))
         losers = [f"{d}/{a} {v:.2f}" for (a, d), v in best.items() if v <= max(cgls)]
-        targets.append((f"{key}: every PnP run's best PSNR above CGLS's best "
-                        f"({max(cgls):.2f} dB)", not losers,
+        targets.append((f"{key}: every PnP run's best PSNR, at its best sigma, above CGLS's "
+                        f"best ({max(cgls):.2f} dB)", not losers,
                         "below it: " + ", ".join(losers) if losers else
                         f"lowest PnP best {min(best.values()):.2f} dB"))
         if key == "superres" and args.bm3d_algorithms:
             bm3d = max(best[a, "bm3d"] for a in args.bm3d_algorithms)
             tv = max(best[a, "tv"] for a in args.bm3d_algorithms)
             targets.append((f"superres: best PnP-BM3D above best PnP-TV over "
-                            f"{', '.join(args.bm3d_algorithms)}", bm3d > tv,
+                            f"{', '.join(args.bm3d_algorithms)}, each at its best sigma",
+                            bm3d > tv,
                             f"{bm3d:.2f} dB against {tv:.2f} dB ({bm3d - tv:+.2f} dB)"))
 
 
@@ -166,7 +224,7 @@ def run_clean(problem, label: str, iterations: int) -> list[float]:
     for what, values in (("restored", restored), ("components", model)):
         row(label, f"clean {what}", f"gain {CLEAN_GAIN}, {CLEAN_COMPONENTS}/it",
             f"{iterations} its", f"{values[-1]:.2f}",
-            f"{max(values):.2f} (it {values.index(max(values))})", seconds)
+            f"{max(values):.2f} (it {values.index(max(values))})", seconds, "")
     return model
 
 
@@ -187,7 +245,7 @@ def compare_radio(args, targets: list[tuple[str, bool, str]]) -> None:
                 final[algorithm, denoiser], best[algorithm, denoiser] = values[-1], max(values)
                 row(label, f"pnp {denoiser}", algorithm, f"{args.radio_iterations} its",
                     f"{values[-1]:.2f}", f"{max(values):.2f} (it {values.index(max(values))})",
-                    f"{time.perf_counter() - start:.1f}")
+                    f"{time.perf_counter() - start:.1f}", "")
         top = max(best, key=best.get)
         if weighting == "uniform":
             targets.append((f"radio uniform: CLEAN's components above {RADIO_TARGET_DB:.0f} "
@@ -211,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ct-size", type=int, default=128)
     parser.add_argument("--sr-size", type=int, default=128)
-    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--ct-iterations", type=int, default=100)
+    parser.add_argument("--sr-iterations", type=int, default=40)
+    parser.add_argument("--sigmas", nargs="+", type=float, default=[0.001, 0.003, 0.01, 0.03])
+    parser.add_argument("--bm3d-sigmas", nargs="*", type=float, default=[],
+                        help="bm3d's denoiser_sigma grid (none: the methods example's)")
     parser.add_argument("--bm3d-algorithms", nargs="*", choices=list(ALGORITHMS),
                         default=["hqs", "dpir"])
     parser.add_argument("--radio-denoisers", nargs="+", choices=["tv", "wavelet", "bm3d"],
@@ -224,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     row("problem", "method", "algorithm", "budget", "final (dB) / time", "best (dB)",
-        "wall s")
-    print("|---|---|---|---|---|---|---|")
+        "wall s", "best (dB) per denoiser_sigma")
+    print("|---|---|---|---|---|---|---|---|")
     targets: list[tuple[str, bool, str]] = []
     if "timing" in args.parts:
         time_denoisers(args.sizes, args.repeats)

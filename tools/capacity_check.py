@@ -135,7 +135,7 @@ def main() -> int:
             verdicts.append((f"{name}: {line.reason}", 0.0, False))
             continue
         largest = line.largest_size
-        measured = probe_point(configuration, largest).peak_bytes
+        measured = probe_point(configuration, largest, whole=True).peak_bytes
         ratio = line.predicted_peak_bytes / measured
         step = next(size for size in range(largest + 1, 2 * largest + 2)
                     if configuration.valid(size))

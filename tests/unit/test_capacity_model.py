@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from scalebench.errors import ConfigError
+from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX
 from scalebench.experiment.capacity.calibration import (
-    MMAP_THRESHOLD_MAX,
     REGIME_MARGIN,
     Configuration,
     largest_fitting,
@@ -346,6 +346,54 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
     assert not result.iterations_peak_bounded("cuda")
 
 
+@pytest.mark.parametrize(("mapped", "whole"), [(False, False), (True, False), (True, True)])
+def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypatch, mapped,
+                                                                        whole):
+    """Heap regime: the norm's 10 applications and TV's 50 inner iterations, whose repeats
+    fragment the heap; mapped: 3 of each, whose repeats hold nothing more; a verification's
+    whole run: the norm to its tolerance and every TV iteration, as a run."""
+    from scalebench.denoisers import modules
+    from scalebench.denoisers.kinds import tv
+    from scalebench.experiment.capacity import probe
+    from scalebench.runtime import operator_norm
+
+    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)  # run_probe sets them
+    monkeypatch.setattr(tv, "PROBE_ITERATIONS", None)
+    monkeypatch.setattr(probe, "image_mapped", lambda values, device: mapped)
+    built = []
+
+    class RecordedTV(modules.IndependentTV):
+        def __init__(self, iterations: int) -> None:
+            super().__init__(iterations)
+            built.append(iterations)
+
+    monkeypatch.setattr(modules, "IndependentTV", RecordedTV)
+    probe.run_probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
+                    {"denoiser": "tv", "device": "cpu", "deterministic": False}, iterations=1,
+                    whole=whole)
+    cut = mapped and not whole
+    assert operator_norm.PROBE_APPLICATIONS == (
+        probe.MAPPED_REPETITIONS if cut else
+        operator_norm.MAX_ITERATIONS if whole else probe.NORM_APPLICATIONS)
+    assert built == [probe.MAPPED_REPETITIONS if cut else tv.ITERATIONS]
+
+
+def test_an_image_is_mapped_from_its_margin_over_the_threshold_on_the_host_only():
+    import platform
+
+    from scalebench.experiment.capacity.allocator import (
+        FLOAT32_BYTES,
+        IMAGE_MARGIN,
+        image_mapped,
+    )
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the image's regime is glibc's")
+    first = int(IMAGE_MARGIN * MMAP_THRESHOLD_MAX / FLOAT32_BYTES) + 1
+    assert image_mapped(first, "cpu") and not image_mapped(first - 2, "cpu")
+    assert not image_mapped(100 * first, "cuda")
+
+
 def test_iterations_peaks_hidden_by_the_set_up_are_left_out_of_the_fit_where_they_can_be():
     from scalebench.experiment.capacity.command import answer
 
@@ -648,14 +696,9 @@ def test_an_answer_whose_image_is_mapped_is_refined_by_probes_whose_images_are_m
     then within 15 % of its peak; probed below it, as without the rule, 2.3x high."""
     import platform
 
-    from scalebench.experiment.capacity.calibration import FLOAT32_BYTES, MMAP_THRESHOLD_MAX
+    from scalebench.experiment.capacity.allocator import FLOAT32_BYTES, IMAGE_MARGIN
     from scalebench.experiment.capacity.command import answer
-    from scalebench.experiment.capacity.refine import (
-        IMAGE_MARGIN,
-        mapped_size,
-        refined,
-        unknowns,
-    )
+    from scalebench.experiment.capacity.refine import mapped_size, refined, unknowns
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("the image's regime is glibc's")

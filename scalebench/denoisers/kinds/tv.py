@@ -6,12 +6,16 @@ from __future__ import annotations
 from scalebench.denoisers.spec import DenoiserSpec
 
 ITERATIONS = 50  # exactly this many per call: every TV step costs the same
+# Set by a memory probe where more iterations hold nothing more (scalebench.experiment.
+# capacity.probe.MAPPED_REPETITIONS): the modules it builds run this many instead. The
+# tiling, hence the windows' memory, keeps ITERATIONS' radius.
+PROBE_ITERATIONS: int | None = None
 
 
 def build(channels: int, weights, device):
     from scalebench.denoisers.modules import IndependentTV
 
-    return IndependentTV(ITERATIONS).to(device)
+    return IndependentTV(PROBE_ITERATIONS or ITERATIONS).to(device)
 
 
 # Each iteration reads one neighbour further (a forward and a backward difference): the

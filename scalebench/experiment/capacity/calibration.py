@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from scalebench.data.cache import cache_root
 from scalebench.errors import ConfigError
+from scalebench.experiment.capacity.allocator import FLOAT32_BYTES, MMAP_THRESHOLD_MAX, glibc_host
 from scalebench.experiment.capacity.model import (
     CalibrationPoint,
     MemoryModel,
@@ -41,16 +41,9 @@ WORKSPACE_CUT = 4
 # Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
 # the model's): calibrations are shared across them.
 NOT_MEMORY = ("max_iter", "eval_every")
-# glibc's malloc serves a freed block's size from its heap again, up to this size (the ceiling
-# of its dynamic mmap threshold on 64-bit); larger blocks are each mapped and unmapped on their
-# own. A network's feature maps cross it as the image grows, and below it the heap's reuse
-# and fragmentation cost more bytes per pixel than mapping costs above it, so a calibration
-# whose probes all sit below it overestimates large sizes (DnCNN: 1.17x at 16x the unknowns).
-MMAP_THRESHOLD_MAX = 32 * 2**20
 # The regime probe's feature map is this many times the threshold: clear of the crossing,
 # where the network's smaller maps (deeper levels, temporaries) are still in the heap.
 REGIME_MARGIN = 1.5
-FLOAT32_BYTES = 4
 # A calibration none of whose phases grows beyond the probes' noise (model.fit_phase: radio's
 # iterations below about 512, TV's below 128) is extended by a probe at twice the
 # largest size, at most EXTENSIONS times (8x its side), until it grows by more.
@@ -275,14 +268,15 @@ def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_para
 
 
 def probe_point(configuration: Configuration, size: int,
-                chunk_elements: int | None = None) -> CalibrationPoint:
+                chunk_elements: int | None = None, whole: bool = False) -> CalibrationPoint:
     """One probe of ``configuration`` at ``size`` on one rank (chunked operators with chunks
-    of at most ``chunk_elements``; None: their own limit)."""
+    of at most ``chunk_elements``; None: their own limit); ``whole``: as a run repeats its
+    steps, none cut (probe.run_probe), to verify an answer."""
     sized = configuration.at(size)
     one_rank = {key: value for key, value in sized.solver_params.items()
                 if not key.startswith("slurm_")}
     result = probe(sized.dataset, sized.dataset_params, sized.solver, one_rank,
-                   PROBE_ITERATIONS, chunk_elements=chunk_elements)
+                   PROBE_ITERATIONS, chunk_elements=chunk_elements, whole=whole)
     counts = configuration.sizes(size, 1, None)
     return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
                             result.peaks_bytes(configuration.device),
@@ -309,7 +303,7 @@ def regime_size(configuration: Configuration, sizes: list[int],
     no probe at ``sizes`` reaches that; None otherwise (no network, CUDA, tiles that keep
     the maps below it at every size, or a probe already there)."""
     target = REGIME_MARGIN * MMAP_THRESHOLD_MAX
-    if configuration.device != "cpu" or platform.libc_ver()[0] != "glibc" or \
+    if not glibc_host(configuration.device) or \
             configuration.feature_map_bytes(sizes[-1]) >= target:
         return None
     last_below = last_true(lambda size: configuration.feature_map_bytes(size) < target,

@@ -234,7 +234,7 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
             line = answer(configuration, label, ranks, budget, done.model, done.cached,
                           done.rounds)
         if verify and ranks == 1 and line.largest_size is not None:
-            measured = probe_point(configuration, line.largest_size).peak_bytes
+            measured = probe_point(configuration, line.largest_size, whole=True).peak_bytes
             line = replace(line, measured_peak_bytes=measured)
         lines.append(line)
     return lines

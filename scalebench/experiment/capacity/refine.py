@@ -22,15 +22,13 @@ budget and the rank count it was refined for: the answer, hence the probes, depe
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalebench.experiment.capacity import calibration
+from scalebench.experiment.capacity.allocator import glibc_host, mapped_values
 from scalebench.experiment.capacity.calibration import (
-    FLOAT32_BYTES,
-    MMAP_THRESHOLD_MAX,
     Configuration,
     cache_path,
     calibrate,
@@ -58,14 +56,6 @@ DISTINCT = 0.15
 # Probes are predicted to take at most this share of the memory this machine has available
 # (host or device): a budget for a larger node is refined as far as this machine allows.
 MACHINE_SHARE = 0.8
-
-
-# The image's arrays (float32, every channel) are mapped on their own, not kept in glibc's
-# heap, once this many times its mmap threshold; below, the heap keeps and fragments the
-# iterations' image-sized temporaries, and the peak per unknown is higher: CT with ASTRA at
-# 3 GiB measured 1.980 GiB at 2545 (24.7 MiB images) and 1.775 GiB at 3489 (46 MiB), radio
-# 2.135 GiB at 2792 (29.7 MiB) and 1.931 GiB at 3522 (47 MiB).
-IMAGE_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -144,10 +134,9 @@ def mapped_size(configuration: Configuration) -> int | None:
     """The smallest valid size whose image (float32, every channel) is ``IMAGE_MARGIN`` times
     glibc's largest mmap threshold, for a run on the CPU under glibc; None elsewhere (CUDA,
     another allocator) or when none is below 2^16."""
-    if configuration.device != "cpu" or platform.libc_ver()[0] != "glibc":
+    if not glibc_host(configuration.device):
         return None
-    target = IMAGE_MARGIN * MMAP_THRESHOLD_MAX / FLOAT32_BYTES
-    below = size_with_unknowns(configuration, target, 1 << 16)
+    below = size_with_unknowns(configuration, mapped_values(), 1 << 16)
     start = 1 if below is None else below + 1
     return next((size for size in range(start, start + 256) if configuration.valid(size)),
                 None)
