@@ -85,21 +85,3 @@ def test_fbp_is_one_measured_step_from_the_zero_image():
     assert torch.equal(loop.x, expected) and loop.profiler.last["backproject_time_s"] > 0
     # the two operators' angle groups together: the reconstruction resembles the truth
     assert psnr(loop.x[0, 0].numpy(), problem.x_true[0, 0].numpy()) > 15
-
-
-def test_under_plain_benchopt_fbp_skips_a_dataset_it_does_not_apply_to():
-    """benchopt's own runs (no scalebench validation) skip the pair with the one-line
-    reason scalebench refuses it with."""
-    import importlib.util
-
-    from scalebench.benchmarks import REPO
-    from scalebench.problems import setup_problem
-
-    path = REPO / "benchmark_inference" / "solvers" / "fbp.py"
-    module_spec = importlib.util.spec_from_file_location("fbp_solver_file", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    solver = module.Solver(device="cpu")
-    skipped = solver.skip(setup_problem("synthetic", image_size=32, task="denoising"))
-    assert skipped == (True, "does not apply (it applies to dataset tomography_2d only)")
-    assert solver.skip(setup_problem("tomography_2d", image_size=32)) == (False, None)

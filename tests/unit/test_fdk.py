@@ -200,20 +200,3 @@ def test_fdk_agrees_with_rtks_fdk_filter():
     reference = torch.from_numpy(reference)[None, None]
     assert abs(psnr(ours, problem.x_true) - psnr(reference, problem.x_true)) <= 1.5
     assert psnr(ours, reference) >= 27
-
-
-def test_under_plain_benchopt_fdk_skips_a_dataset_it_does_not_apply_to():
-    """benchopt's own runs (no scalebench validation) skip the pair with the one-line
-    reason scalebench refuses it with."""
-    import importlib.util
-
-    from scalebench.benchmarks import REPO
-    from scalebench.problems import setup_problem
-
-    path = REPO / "benchmark_inference" / "solvers" / "fdk.py"
-    module_spec = importlib.util.spec_from_file_location("fdk_solver_file", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    solver = module.Solver(device="cpu")
-    skipped = solver.skip(setup_problem("tomography_2d", image_size=32))
-    assert skipped == (True, "does not apply (it applies to dataset walnut_conebeam only)")
