@@ -48,10 +48,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-# methods.yml's problems and pnp settings, read as the methods comparison reads them (this
-# script's folder is on the path when it runs)
+# methods.yml's problems and pnp settings, read as the methods comparison reads them
 from methods_comparison import example  # noqa: E402
 
 from scalebench.denoisers.build import make_denoiser  # noqa: E402

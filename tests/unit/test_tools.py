@@ -57,3 +57,25 @@ def test_process_cost_names_each_process_by_what_it_runs():
     assert kind([python, "/repo/tools/evaluation_cost.py", "--sizes", "64"]) == \
         "evaluation_cost.py"
     assert kind([python]) == "python"
+
+
+def test_baselines_comparison_keeps_each_method_at_its_best_setting():
+    """RED is tuned over its prior's step as red_lambda = c ||A||^2; the kept run is the one
+    of the grid whose best PSNR is highest, as the separate runs give it."""
+    from scalebench.problems import build_problem
+
+    tool = _tool("baselines_comparison")
+    grid = tool.settings("red", [0.01, 0.03], 200.0)
+    assert grid == [{"denoiser_sigma": sigma, "red_lambda": c * 200.0}
+                    for c in tool.RED_PRIOR_STEPS for sigma in (0.01, 0.03)]
+    assert tool.settings("fista", [0.01, 0.03], 200.0) == [{"denoiser_sigma": 0.01},
+                                                          {"denoiser_sigma": 0.03}]
+    problem = build_problem("tomography_2d", image_size=16, num_angles=8, noise_level=0.05)
+    solver = {"denoiser_sigma": 0.02, "device": "cpu"}
+    sigmas = [0.001, 0.03, 0.3]
+    chosen, values, bests = tool.tuned_run(problem, solver, "pgd", "tv", 3,
+                                           tool.settings("pgd", sigmas, 1.0))
+    separate = [max(tool.pnp_run(problem, {**solver, "denoiser_sigma": sigma}, "pgd", "tv",
+                                 3, tool.psnr)) for sigma in sigmas]
+    assert bests == separate and len(set(separate)) == 3
+    assert chosen == separate.index(max(separate)) and max(values) == max(separate)
