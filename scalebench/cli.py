@@ -144,8 +144,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="a table (default) or JSON, with what the report's capacity "
                           "view draws")
     capacity.add_argument("--verify", action="store_true",
-                          help="run the largest predicted size of each one-rank line once and "
-                          "print its predicted and measured peak and their ratio")
+                          help="run the largest predicted size of each one-rank line once, "
+                          "whole (no repetition cut as in the probes), and print its "
+                          "predicted and measured peak and their ratio")
     capacity.add_argument("--quick", action="store_true",
                           help="calibrate at the small sizes only, without probing near the "
                           "answer: faster, a bound (high by up to 2x far from the probes)")

@@ -213,7 +213,8 @@ def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device:
              parallel_config: Path | None = None, quick: bool = False) -> list[CapacityLine]:
     """One line per configuration and rank count of ``config``, each calibrated then refined
     near its answer (refine.refined; ``quick``: the first calibration only); ``verify``: the
-    largest predicted size of each one-rank line run once, its peak measured."""
+    largest predicted size of each one-rank line run once, whole (probe.run_probe), its peak
+    measured."""
     if device == "cuda":
         if not cuda_available():
             raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
