@@ -139,7 +139,7 @@ def settings(algorithm: str, sigmas: list[float], norm_squared: float) -> list[d
 def setting_text(setting: dict, norm_squared: float) -> str:
     text = f"sigma {setting['denoiser_sigma']:g}"
     if "red_lambda" in setting:
-        text += f", lambda {setting['red_lambda'] / norm_squared:g} ||A||²"
+        text += f", lambda {setting['red_lambda'] / norm_squared:g} ‖A‖²"
     return text
 
 
