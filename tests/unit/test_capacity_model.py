@@ -316,8 +316,24 @@ def test_a_size_parameter_that_leaves_the_unknowns_alone_still_grows():
     assert model.phase_coefficients[0] == (1000 * MIB, 0.0, 0.0, 0.0, 0.0)
 
 
+@pytest.fixture
+def probe_globals(monkeypatch):
+    """``run_probe`` sets module globals for its own process (the profiler's peak resets, the
+    norm's and TV's repetitions, the projector's chunk): restored after an in-process probe,
+    so that later tests in this worker measure as a run does."""
+    from scalebench.denoisers.kinds import tv
+    from scalebench.physics import parallel_beam
+    from scalebench.runtime import operator_norm, profiling
+
+    monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)
+    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)
+    monkeypatch.setattr(tv, "PROBE_ITERATIONS", None)
+    monkeypatch.setattr(parallel_beam, "CHUNK_ELEMENTS", parallel_beam.CHUNK_ELEMENTS)
+    return monkeypatch
+
+
 @pytest.mark.parametrize("resettable", [True, False])
-def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch, tmp_path,
+def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(probe_globals, tmp_path,
                                                                     resettable):
     """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
     sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
@@ -325,8 +341,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
     from scalebench.experiment.capacity.probe import NORM_APPLICATIONS, run_probe
     from scalebench.runtime import operator_norm, profiling
 
-    monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)  # run_probe sets it
-    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)  # and this
+    monkeypatch = probe_globals
     if not resettable:
         monkeypatch.setattr(profiling, "_CLEAR_REFS", tmp_path / "absent" / "clear_refs")
         import torch
@@ -347,7 +362,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
 
 
 @pytest.mark.parametrize(("mapped", "whole"), [(False, False), (True, False), (True, True)])
-def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypatch, mapped,
+def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(probe_globals, mapped,
                                                                         whole):
     """Heap regime: the norm's 10 applications and TV's 50 inner iterations, whose repeats
     fragment the heap; mapped: 3 of each, whose repeats hold nothing more; a verification's
@@ -357,8 +372,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypa
     from scalebench.experiment.capacity import probe
     from scalebench.runtime import operator_norm
 
-    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)  # run_probe sets them
-    monkeypatch.setattr(tv, "PROBE_ITERATIONS", None)
+    monkeypatch = probe_globals
     monkeypatch.setattr(probe, "image_mapped", lambda values, device: mapped)
     built = []
 
