@@ -2,11 +2,10 @@
 validation) each skips a dataset it does not apply to, with the one-line reason scalebench
 refuses the pair with, and runs on the one it applies to."""
 
-import importlib.util
-
 import pytest
 
 from scalebench.benchmarks import REPO
+from scalebench.experiment.benchmark_files import _imported as imported_class
 from scalebench.problems import setup_problem
 
 SMALL_CT = ("tomography_2d", {"image_size": 32})
@@ -24,10 +23,7 @@ BASELINES = {
 
 def solver_file(name: str):
     path = REPO / "benchmark_inference" / "solvers" / f"{name}.py"
-    module_spec = importlib.util.spec_from_file_location(f"{name}_solver_file", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.Solver(device="cpu")
+    return imported_class(path, "Solver")(device="cpu")
 
 
 @pytest.mark.parametrize("name", sorted(BASELINES))

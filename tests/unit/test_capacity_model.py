@@ -393,15 +393,14 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(probe_gl
 
 
 def test_an_image_is_mapped_from_its_margin_over_the_threshold_on_the_host_only():
-    import platform
-
     from scalebench.experiment.capacity.allocator import (
         FLOAT32_BYTES,
         IMAGE_MARGIN,
+        glibc_host,
         image_mapped,
     )
 
-    if platform.libc_ver()[0] != "glibc":
+    if not glibc_host("cpu"):
         pytest.skip("the image's regime is glibc's")
     first = int(IMAGE_MARGIN * MMAP_THRESHOLD_MAX / FLOAT32_BYTES) + 1
     assert image_mapped(first, "cpu") and not image_mapped(first - 2, "cpu")
