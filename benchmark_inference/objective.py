@@ -6,8 +6,8 @@ from benchopt import BaseObjective
 
 from scalebench.benchmarks import INFERENCE_OBJECTIVE
 from scalebench.experiment.benchmark_files import register_benchmark_denoisers
-from scalebench.runtime.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
-from scalebench.runtime.stamping import row_provenance
+from scalebench.rank.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
+from scalebench.rank.stamping import row_provenance
 
 # Denoisers defined in this folder's denoisers/*.py join scalebench's registry in every process
 # that runs the benchmark (docs/extending.md).
@@ -42,8 +42,8 @@ class Objective(BaseObjective):
     def evaluate_result(self, x_hat, step_stats, run_provenance):
         # x_hat: the current estimate; step_stats: the profiler's figures of the latest
         # iteration and the run's set-up figures; run_provenance: the run's fixed provenance
-        # (scalebench.runtime.stamping.run_provenance). Metrics are computed on x_hat's device
-        # in bounded memory (scalebench.runtime.metrics); a non-finite x_hat gives NaN metrics
+        # (scalebench.rank.stamping.run_provenance). Metrics are computed on x_hat's device
+        # in bounded memory (scalebench.rank.metrics); a non-finite x_hat gives NaN metrics
         # and diverged true, which ends the run. "value" (what benchopt plots by default) is
         # the MSE; asinh_dynamic_range records the range the asinh-PSNR covered. Provenance
         # fields (prov_*) are stamped here, in the process that computed the row.

@@ -5,8 +5,8 @@ import math
 from benchopt import BaseObjective
 
 from scalebench.benchmarks import TRAINING_OBJECTIVE
-from scalebench.runtime.metrics import METRIC_NAMES
-from scalebench.runtime.stamping import row_provenance
+from scalebench.rank.metrics import METRIC_NAMES
+from scalebench.rank.stamping import row_provenance
 
 
 class Objective(BaseObjective):

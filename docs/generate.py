@@ -81,7 +81,7 @@ def inference_solvers() -> str:
 
 
 def training_solvers() -> str:
-    from scalebench.loops.training.params import TRAINING_SOLVERS
+    from scalebench.loops.training.parameters import TRAINING_SOLVERS
 
     return solver_tables(TRAINING_SOLVERS)
 

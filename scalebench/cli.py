@@ -24,7 +24,7 @@ from scalebench.errors import (
     reported,
     unreadable_file_error,
 )
-from scalebench.launch.runner import RunRequest, check_writable_folder, run, run_child
+from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
 
 
 def _positive(text: str) -> int:
@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         from provenance.environment import hand_down_image_digest
 
         hand_down_image_digest()  # inside a SIF: hashed once, not once per rank
-    request = RunRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
+    request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
                          args.outputs.resolve() if args.outputs else None)
     return run(request)
@@ -248,7 +248,7 @@ def _in_container(args: argparse.Namespace) -> list[str]:
 def _validate(args: argparse.Namespace) -> int:
     config, nproc = args.config, args.nproc
     with tempfile.TemporaryDirectory(prefix="scalebench-validate-") as folder:
-        request = RunRequest(config, None)
+        request = LaunchRequest(config, None)
         experiments = json.loads(run_child(request, "expand", str(config), "--world-size",
                                           str(nproc), "--folder", folder, "--check-memory",
                                           "local"))
@@ -317,11 +317,11 @@ def _check(args: argparse.Namespace) -> int:
 
 def _rerun(config: Path, benchmark: Path, name: str, nproc: int, outputs: Path) -> None:
     """Run ``config`` as ``scalebench run`` does (replay's re-runs)."""
-    from scalebench.launch.runner import RunFailed
+    from scalebench.launch.runner import LaunchFailed
 
-    request = RunRequest(config, benchmark, name, nproc=nproc, html=False, outputs=outputs)
+    request = LaunchRequest(config, benchmark, name, nproc=nproc, html=False, outputs=outputs)
     if run(request) != 0:
-        raise RunFailed("the replayed run failed; see the messages above")
+        raise LaunchFailed("the replayed run failed; see the messages above")
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -64,7 +64,7 @@ sb_main() {
   # Pre-flight: topology and a short all-reduce across every rank, before the benchmark.
   MASTER_PORT=$(sb_rank_env master-port --preflight) SB_TASK_RANKS=1 sb_run_or_print \
     srun --kill-on-bad-exit=1 --export=ALL "${srun_args[@]}" "$task" \
-    -m scalebench.runtime.preflight --output "$SCALEBENCH_PREFLIGHT"
+    -m scalebench.rank.preflight --output "$SCALEBENCH_PREFLIGHT"
 
   local launcher=("$SB_LAUNCHER_PYTHON" -m scalebench run "$SB_CONFIG"
                   --benchmark "$SB_BENCHMARK" --outputs "$SB_OUTPUTS" --launcher srun

@@ -57,13 +57,13 @@ from scalebench.denoisers.build import make_denoiser  # noqa: E402
 from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
 from scalebench.loops.cgls import CGLSLoop  # noqa: E402
 from scalebench.loops.clean import CleanLoop  # noqa: E402
-from scalebench.loops.params import pnp_parameters  # noqa: E402
+from scalebench.loops.inference_parameters import pnp_parameters  # noqa: E402
 from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
 from scalebench.problems.phantoms import random_ellipses  # noqa: E402
-from scalebench.runtime.metrics import psnr, snr  # noqa: E402
-from scalebench.runtime.operator_norm import estimate_operator_norm  # noqa: E402
-from scalebench.runtime.profiling import StepProfiler  # noqa: E402
+from scalebench.rank.metrics import psnr, snr  # noqa: E402
+from scalebench.rank.operator_norm import estimate_operator_norm  # noqa: E402
+from scalebench.rank.profiling import StepProfiler  # noqa: E402
 
 CPU = torch.device("cpu")
 PARTS = ("timing", "pnp", "radio", "clean")

@@ -30,10 +30,10 @@ from scalebench.denoisers.build import make_denoiser  # noqa: E402
 from scalebench.loops import SOLVERS  # noqa: E402
 from scalebench.loops.denoising import noisy_copy  # noqa: E402
 from scalebench.loops.pnp import PnPLoop  # noqa: E402
-from scalebench.params import resolved_parameters  # noqa: E402
+from scalebench.param_spec import resolved_parameters  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
-from scalebench.runtime.metrics import psnr  # noqa: E402
-from scalebench.runtime.profiling import StepProfiler  # noqa: E402
+from scalebench.rank.metrics import psnr  # noqa: E402
+from scalebench.rank.profiling import StepProfiler  # noqa: E402
 
 CPU = torch.device("cpu")
 # (label, example file, solver of the example, dataset and solver overrides). Synthetic

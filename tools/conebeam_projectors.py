@@ -38,7 +38,7 @@ from scalebench.physics.conebeam import (  # noqa: E402
     TorchConeBeam,
     circular_vectors,
 )
-from scalebench.runtime.profiling import HostPeakMemory  # noqa: E402
+from scalebench.rank.profiling import HostPeakMemory  # noqa: E402
 
 # Walnut scanner proportions (mm): source 66 mm from the axis, detector 133 mm beyond it.
 SOURCE_MM, DETECTOR_MM = 66.0, 133.0

@@ -5,7 +5,7 @@ follow it: ASTRA's angle blocks, ducc0, finufft):
 
 - CT (tomography_2d, ASTRA's CPU projector, as many angles as pixels per side): the median
   gradient step ``A^T (A x - y)`` over ``--iterations`` with the step's CPU utilisation, on
-  every core and on one; the set-up (||A||^2 by scalebench.runtime.operator_norm, computed,
+  every core and on one; the set-up (||A||^2 by scalebench.rank.operator_norm, computed,
   never read from a cache, then the adjoint initial estimate) on every core, against the set-up
   before the angle blocks and the warm-started Lanczos: the power iteration that stops at a 1e-4
   relative change from a random start, on one core ("legacy": the one-core child's set-up;
@@ -45,8 +45,8 @@ def ct(size: int, iterations: int, legacy: bool) -> dict:
 
     from scalebench.loops.pnp import initial_estimate
     from scalebench.problems import build_problem
-    from scalebench.runtime import operator_norm
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank import operator_norm
+    from scalebench.rank.profiling import StepProfiler
 
     problem = build_problem("tomography_2d", image_size=size, num_angles=size,
                             projector="astra", noise_level=0.01)
@@ -75,10 +75,10 @@ def radio(iterations: int) -> dict:
     import torch
 
     from scalebench.denoisers.networks import build_denoiser
-    from scalebench.loops.params import pnp_parameters
+    from scalebench.loops.inference_parameters import pnp_parameters
     from scalebench.loops.pnp import PnPLoop
     from scalebench.problems import build_problem
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.profiling import StepProfiler
 
     problem = build_problem("radio_interferometry", **RADIO)
     profiler = StepProfiler(torch.device("cpu"))

@@ -30,7 +30,7 @@ ARRAYS_HELD = 16  # image, noisy copy, TV's state and scratch, estimate: what on
 def evaluate_row(x_hat: torch.Tensor, x_true: torch.Tensor) -> None:
     """What the objective computes for one row (benchmark_inference/objective.py)."""
     from provenance import array_digest
-    from scalebench.runtime.metrics import quality_metrics
+    from scalebench.rank.metrics import quality_metrics
 
     quality_metrics(x_hat, x_true)
     array_digest(x_hat)
@@ -39,10 +39,10 @@ def evaluate_row(x_hat: torch.Tensor, x_true: torch.Tensor) -> None:
 def measure(size: int, device: torch.device, repeats: int) -> dict:
     from scalebench.denoisers.build import make_denoiser
     from scalebench.loops.denoising import DenoisingLoop
-    from scalebench.loops.params import DENOISING_PARAMS
-    from scalebench.params import resolved_parameters
+    from scalebench.loops.inference_parameters import DENOISING_PARAMS
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems import setup_problem
-    from scalebench.runtime.profiling import HostPeakMemory, StepProfiler, synchronize
+    from scalebench.rank.profiling import HostPeakMemory, StepProfiler, synchronize
 
     x_true = setup_problem("synthetic", image_size=size, task="denoising").x_true.to(device)
     params = resolved_parameters({"denoiser": "tv", "denoiser_sigma": 0.05}, DENOISING_PARAMS)
@@ -92,9 +92,9 @@ def main() -> None:
     parser.add_argument("--max-gib", type=float, default=6.0,
                         help="skip sizes whose estimated memory need exceeds this")
     args = parser.parse_args()
-    from scalebench.runtime.context import resolve_device
-    from scalebench.runtime.metrics import quality_metrics
-    from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
+    from scalebench.rank.context import resolve_device
+    from scalebench.rank.metrics import quality_metrics
+    from scalebench.rank.names import HOST_PEAK_SINCE_RESET
 
     device = resolve_device(args.device)
     warm = torch.rand(1, 1, 64, 64, device=device)

@@ -101,10 +101,10 @@ def run_case(workdir: Path, name: str, iterations: int) -> dict:
 def step_clock(device: torch.device, iterations: int) -> dict:
     """Profiler step times against CUDA events recorded inside the same steps."""
     from scalebench.denoisers.build import make_denoiser
-    from scalebench.loops.params import PNP_PARAMS
-    from scalebench.params import resolved_parameters
+    from scalebench.loops.inference_parameters import PNP_PARAMS
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems import build_problem
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.profiling import StepProfiler
 
     problem = build_problem("tomography_2d", image_size=256, num_angles=128).to(device)
     params = resolved_parameters({**BASE, "device": device.type, "tile_size": 128},
@@ -139,7 +139,7 @@ def step_clock(device: torch.device, iterations: int) -> dict:
 
 def metrics_on_device(device: torch.device) -> dict:
     """Metrics on ``device`` against the CPU computation, and the evaluation's memory."""
-    from scalebench.runtime.metrics import quality_metrics
+    from scalebench.rank.metrics import quality_metrics
 
     generator = torch.Generator().manual_seed(0)
     x = torch.rand(1, 3, 2048, 2048, generator=generator)

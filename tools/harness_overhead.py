@@ -33,7 +33,7 @@ def bare_loop_seconds(dataset: dict, solver: dict) -> list[float]:
     from scalebench.denoisers.networks import build_denoiser
     from scalebench.loops.pnp import initial_estimate, operator_norm_squared
     from scalebench.problems import build_problem
-    from scalebench.runtime.determinism import apply_determinism
+    from scalebench.rank.determinism import apply_determinism
 
     apply_determinism(True, seed=0)  # the benchmark's default mode, for a like-for-like loop
     problem = build_problem("tomography_2d", **dataset)
@@ -68,7 +68,7 @@ def benchmark_loop_seconds(dataset: dict, solver: dict, workdir: Path) -> list[f
 
 def instrumentation_seconds(repeats: int = 10_000) -> float:
     """Cost of the light profiler around one iteration's two steps, with nothing inside."""
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.profiling import StepProfiler
 
     profiler = StepProfiler(torch.device("cpu"))
     start = time.perf_counter()

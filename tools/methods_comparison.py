@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 from scalebench.denoisers.build import make_denoiser  # noqa: E402
 from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
-from scalebench.loops.params import pnp_parameters  # noqa: E402
+from scalebench.loops.inference_parameters import pnp_parameters  # noqa: E402
 from scalebench.loops.pnp import PnPLoop  # noqa: E402
 from scalebench.problems import build_problem  # noqa: E402
+from scalebench.rank.metrics import psnr  # noqa: E402
+from scalebench.rank.profiling import StepProfiler  # noqa: E402
 from scalebench.results.report.methods import first_at_or_above  # noqa: E402
-from scalebench.runtime.metrics import psnr  # noqa: E402
-from scalebench.runtime.profiling import StepProfiler  # noqa: E402
 
 CPU = torch.device("cpu")
 TARGET_MARGIN_DB = 0.5

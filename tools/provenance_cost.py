@@ -39,11 +39,11 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     import torch
 
     from provenance.results import finalize
-    from scalebench.loops.params import PNP_PARAMS
-    from scalebench.params import resolved_parameters
+    from scalebench.loops.inference_parameters import PNP_PARAMS
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems import build_problem
-    from scalebench.runtime.context import run_context
-    from scalebench.runtime.stamping import row_provenance, run_provenance
+    from scalebench.rank.context import run_context
+    from scalebench.rank.stamping import row_provenance, run_provenance
 
     problem = build_problem("synthetic", image_size=16, task="denoising")
     record = run_provenance(problem.source, "0" * 64, "pnp",

@@ -3,7 +3,7 @@ benchopt, side by side on one small experiment.
 
 Runs, alternately and REPEATS times each, `python -m benchopt run` and `python -m
 scalebench.benchopt_glue run` (what a rank process runs: the libraries imported with the
-garbage collector paused, collected once, then frozen; scalebench/runtime/startup.py) on a
+garbage collector paused, collected once, then frozen; scalebench/rank/startup.py) on a
 64x64 tomography problem, 5 PnP iterations with TV. Prints each one's median CPU time (user +
 system, from the process's own accounting), median wall time and largest resident set, the
 ratios of the start-up's figures to plain benchopt's (targets: CPU at most 0.8, resident set

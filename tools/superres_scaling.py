@@ -29,7 +29,7 @@ def measure(size: int, frames: int, deepinv_max: int) -> dict:
 
     from scalebench.problems import setup_problem
     from scalebench.problems.multiframe_superres import rotated_gaussian_kernel
-    from scalebench.runtime.profiling import HostPeakMemory
+    from scalebench.rank.profiling import HostPeakMemory
 
     memory = HostPeakMemory()  # peaks from here on
     start = time.perf_counter()

@@ -8,7 +8,7 @@ started it (pytest's PYTEST_CURRENT_TEST, which children inherit). A process tha
 running its exit handlers (killed by a signal, `os._exit`) is not logged: the pytest run's own
 CPU time, children included, is printed beside the logged sum. Then, in the same session,
 measures the CPU time of a fresh process that only imports the run's stack
-(`scalebench.runtime.startup.import_and_freeze`), `--repeats` times, and prints:
+(`scalebench.rank.startup.import_and_freeze`), `--repeats` times, and prints:
 
 - the run's wall time, its CPU time and pytest's exit status;
 - the logged processes grouped by what they run (count, CPU, how many imported torch);
@@ -57,7 +57,7 @@ def _log_process():
 if os.environ.get("{LOG_VARIABLE}"):
     atexit.register(_log_process)
 '''
-IMPORT_ONLY = "from scalebench.runtime.startup import import_and_freeze; import_and_freeze()"
+IMPORT_ONLY = "from scalebench.rank.startup import import_and_freeze; import_and_freeze()"
 
 
 def process_kind(argv: list[str]) -> str:

@@ -3,7 +3,7 @@
 Each (size, projector) runs in a fresh child process, so that every peak is its own: the
 child sets the problem up (phantom, operators, measurements), estimates ||A||^2 (read from
 the on-disk cache when a valid entry exists, else by Lanczos and then cached:
-scalebench.runtime.operator_norm), takes the adjoint initial estimate and runs ITERATIONS PnP
+scalebench.rank.operator_norm), takes the adjoint initial estimate and runs ITERATIONS PnP
 iterations with the TV denoiser through scalebench's own loop and profiler. Printed per row:
 set-up seconds (problem build, operator norm and where it came from), seconds and peak host
 RSS of the gradient step and of the denoiser per iteration (median over the iterations,
@@ -38,13 +38,13 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
     import torch
 
     from scalebench.denoisers.networks import build_denoiser
-    from scalebench.loops.params import pnp_parameters
+    from scalebench.loops.inference_parameters import pnp_parameters
     from scalebench.loops.pnp import PnPLoop
     from scalebench.problems import setup_problem
     from scalebench.problems.tomography_2d import resolve_projector
-    from scalebench.runtime.determinism import apply_determinism
-    from scalebench.runtime.metrics import psnr
-    from scalebench.runtime.profiling import HostPeakMemory, StepProfiler
+    from scalebench.rank.determinism import apply_determinism
+    from scalebench.rank.metrics import psnr
+    from scalebench.rank.profiling import HostPeakMemory, StepProfiler
 
     apply_determinism(True, seed=0)
     memory = HostPeakMemory()  # VmHWM since its last reset: this line, then the profiler's

@@ -32,14 +32,14 @@ def measure(config: dict) -> dict:
     """Run in a child: train ``config`` for its steps; the median time and worst memory."""
     import torch
 
-    from scalebench.loops.training.params import TRAINING_PARAMS
+    from scalebench.loops.training.parameters import TRAINING_PARAMS
     from scalebench.loops.training.patches import TrainingData
     from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
-    from scalebench.params import resolved_parameters
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
-    from scalebench.runtime.context import run_context
-    from scalebench.runtime.determinism import apply_determinism
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.context import run_context
+    from scalebench.rank.determinism import apply_determinism
+    from scalebench.rank.profiling import StepProfiler
 
     params = resolved_parameters(config["solver"], TRAINING_PARAMS)
     apply_determinism(True, 0)

@@ -1,7 +1,7 @@
 """Multi-frame super-resolution of a colour photograph (scalebench.problems.multiframe_superres)."""
 
 from scalebench.benchopt_glue.base import ProblemDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
 

@@ -2,7 +2,7 @@
 (scalebench.problems.radio_interferometry)."""
 
 from scalebench.benchopt_glue.base import ProblemDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
 

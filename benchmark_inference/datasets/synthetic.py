@@ -1,7 +1,7 @@
 """Generated ellipses at any size, super-resolved or denoised (scalebench.problems.synthetic)."""
 
 from scalebench.benchopt_glue.base import ProblemDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
 

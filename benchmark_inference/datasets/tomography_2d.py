@@ -1,7 +1,7 @@
 """2D parallel-beam CT of the Shepp-Logan phantom (scalebench.problems.tomography_2d)."""
 
 from scalebench.benchopt_glue.base import ProblemDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
 

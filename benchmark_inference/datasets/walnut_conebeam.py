@@ -3,7 +3,7 @@
 import sys
 
 from scalebench.benchopt_glue.base import ProblemDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems import PROBLEMS
 
 

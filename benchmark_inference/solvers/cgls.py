@@ -3,13 +3,13 @@
 from scalebench.benchopt_glue.inference import BaselineSolver
 from scalebench.loops import SOLVERS
 from scalebench.loops.cgls import CGLSLoop
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 
 
 class Solver(BaselineSolver):
     # Solver name in configs and results.
     name = "cgls"
-    # What configs may give it (scalebench.loops.params.CGLS_SPEC); applies to every dataset.
+    # What configs may give it (inference_parameters.CGLS_SPEC); applies to every dataset.
     spec = SOLVERS[name]
     # Contract of every parameter (type, range, meaning).
     param_specs = spec.params

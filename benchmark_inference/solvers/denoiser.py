@@ -3,13 +3,13 @@
 from scalebench.benchopt_glue.inference import InferenceSolver
 from scalebench.loops import SOLVERS
 from scalebench.loops.denoising import DenoisingLoop, ground_truth_digest
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "denoiser"
-    # What configs may give it (scalebench.loops.params.DENOISING_SPEC).
+    # What configs may give it (inference_parameters.DENOISING_SPEC).
     spec = SOLVERS[name]
     # Contract of every parameter; the noise added to the ground truth has std
     # denoiser_sigma.

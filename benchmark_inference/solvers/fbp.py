@@ -3,13 +3,13 @@
 from scalebench.benchopt_glue.inference import BaselineSolver
 from scalebench.loops import SOLVERS
 from scalebench.loops.fbp import FBPLoop
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 
 
 class Solver(BaselineSolver):
     # Solver name in configs and results.
     name = "fbp"
-    # What configs may give it (scalebench.loops.params.FBP_SPEC); tomography_2d only.
+    # What configs may give it (inference_parameters.FBP_SPEC); tomography_2d only.
     spec = SOLVERS[name]
     # Contract of every parameter (type, range, meaning).
     param_specs = spec.params

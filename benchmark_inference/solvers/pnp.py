@@ -3,13 +3,13 @@
 from scalebench.benchopt_glue.inference import InferenceSolver
 from scalebench.loops import SOLVERS
 from scalebench.loops.pnp import PnPLoop, build_physics
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 
 
 class Solver(InferenceSolver):
     # Solver name in configs and results.
     name = "pnp"
-    # What configs may give it and the checks it needs (scalebench.loops.params.PNP_SPEC).
+    # What configs may give it and the checks it needs (inference_parameters.PNP_SPEC).
     spec = SOLVERS[name]
     # Contract of every parameter (type, range, meaning).
     param_specs = spec.params

@@ -1,7 +1,7 @@
 """Multi-frame super-resolution of a colour photograph: training patches."""
 
 from scalebench.benchopt_glue.training import TrainingDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems.training import TRAINING_PROBLEMS
 
 

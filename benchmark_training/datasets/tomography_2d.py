@@ -1,7 +1,7 @@
 """2D parallel-beam CT of the Shepp-Logan phantom: training patches."""
 
 from scalebench.benchopt_glue.training import TrainingDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems.training import TRAINING_PROBLEMS
 
 

@@ -1,7 +1,7 @@
 """Generated 3D volumes, denoised: training patches (scalebench.problems.training)."""
 
 from scalebench.benchopt_glue.training import TrainingDataset
-from scalebench.params import benchopt_parameters
+from scalebench.param_spec import benchopt_parameters
 from scalebench.problems.training import TRAINING_PROBLEMS
 
 

@@ -1,8 +1,8 @@
 """Supervised training of an unrolled PnP proximal-gradient network (scalebench.loops.training)."""
 
 from scalebench.benchopt_glue.training import TrainingSolver
-from scalebench.loops.training.params import TRAINING_PARAMS
-from scalebench.params import benchopt_parameters
+from scalebench.loops.training.parameters import TRAINING_PARAMS
+from scalebench.param_spec import benchopt_parameters
 
 
 class Solver(TrainingSolver):

@@ -1,10 +1,10 @@
 """benchopt's command line as a rank process runs it: ``python -m scalebench.benchopt_glue run
 BENCHMARK ...`` takes benchopt's arguments unchanged, after loading the libraries every run
-imports the way ``scalebench.runtime.startup`` describes (``rank_entry.benchopt_command``)."""
+imports the way ``scalebench.rank.startup`` describes (``rank_entry.benchopt_command``)."""
 
 import sys
 
-from scalebench.runtime.startup import import_and_freeze
+from scalebench.rank.startup import import_and_freeze
 
 if __name__ == "__main__":
     import_and_freeze()

@@ -19,7 +19,7 @@ from provenance.schema import column
 from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
-from scalebench.params import (
+from scalebench.param_spec import (
     Param,
     renamed_parameters,
     resolved_parameters,
@@ -27,12 +27,12 @@ from scalebench.params import (
 )
 from scalebench.problems import PROBLEMS, setup_problem
 from scalebench.problems.base import ProblemSetup
+from scalebench.rank.context import resolve_device, run_context
+from scalebench.rank.determinism import apply_determinism, set_threads
+from scalebench.rank.profiling import StepProfiler, release_freed_memory
+from scalebench.rank.rank_checks import check_same_on_every_rank, rank_statistics
+from scalebench.rank.stamping import NO_WEIGHTS, run_provenance
 from scalebench.results.estimates import save_estimates
-from scalebench.runtime.context import resolve_device, run_context
-from scalebench.runtime.determinism import apply_determinism, set_threads
-from scalebench.runtime.profiling import StepProfiler, release_freed_memory
-from scalebench.runtime.rank_checks import check_same_on_every_rank, rank_statistics
-from scalebench.runtime.stamping import NO_WEIGHTS, run_provenance
 
 # Testing hook for failure handling: the rank named here raises at its second iteration.
 FAULT_VARIABLE = "SCALEBENCH_FAIL_RANK"

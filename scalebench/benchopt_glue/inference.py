@@ -12,10 +12,10 @@ from scalebench.denoisers.build import make_denoiser_with_record, warm_up
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError
 from scalebench.launch import progress
-from scalebench.loops.params import check_distribution
+from scalebench.loops.inference_parameters import check_distribution
 from scalebench.loops.pnp import build_physics
 from scalebench.loops.spec import SolverSpec
-from scalebench.params import resolved_parameters
+from scalebench.param_spec import resolved_parameters
 from scalebench.problems import PROBLEMS
 from scalebench.problems.base import ProblemSetup
 

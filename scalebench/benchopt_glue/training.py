@@ -15,7 +15,7 @@ import torch
 from scalebench.benchmarks import TRAINING_BENCHMARK, TRAINING_OBJECTIVE
 from scalebench.benchopt_glue.base import LoopSolver, ProblemDataset
 from scalebench.launch import progress
-from scalebench.loops.training.params import check_training
+from scalebench.loops.training.parameters import check_training
 from scalebench.loops.training.patches import TrainingData
 from scalebench.loops.training.step import (
     Trainer,
@@ -25,9 +25,9 @@ from scalebench.loops.training.step import (
 )
 from scalebench.problems.base import ProblemSetup
 from scalebench.problems.training import TRAINING_PROBLEMS
-from scalebench.runtime.metrics import METRIC_NAMES, quality_metrics
-from scalebench.runtime.profiling import StepProfiler
-from scalebench.runtime.rank_checks import rank_statistics
+from scalebench.rank.metrics import METRIC_NAMES, quality_metrics
+from scalebench.rank.profiling import StepProfiler
+from scalebench.rank.rank_checks import rank_statistics
 
 
 class TrainingDataset(ProblemDataset):

@@ -31,7 +31,7 @@ from torch import nn
 
 from scalebench.data.fetch import BUNDLED_WEIGHTS, file_digest
 from scalebench.denoisers.catalog import bundled_record
-from scalebench.runtime.metrics import psnr
+from scalebench.rank.metrics import psnr
 
 SKIMAGE_DISTRIBUTION = "scikit-image"
 # Pictures of scikit-image's wheel used for training. Grey models also train on the luminance

@@ -25,7 +25,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError
 from scalebench.loops.spec import SolverSpec
-from scalebench.params import Param
+from scalebench.param_spec import Param
 from scalebench.problems.spec import ProblemSpec
 
 
@@ -78,7 +78,7 @@ def file_spec(path: Path, name: str) -> SolverSpec:
     params = getattr(cls, "param_specs", None)
     if not params or not all(isinstance(p, Param) for p in params.values()):
         raise ConfigError(f"solver '{name}' ({path}): class Solver has no param_specs (a dict "
-                          f"of scalebench.params.Param); scalebench validates a solver from "
+                          f"of scalebench.param_spec.Param); scalebench validates a solver from "
                           f"them: subclass a scalebench solver class")
     spec = getattr(cls, "spec", None)
     if isinstance(spec, SolverSpec):

@@ -32,10 +32,10 @@ from scalebench.experiment.benchmark_files import (
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops import SOLVERS
-from scalebench.loops.params import check_distribution, evaluations
+from scalebench.loops.inference_parameters import check_distribution, evaluations
 from scalebench.loops.spec import SolverSpec
-from scalebench.loops.training.params import TRAINING_SOLVERS, check_training, training_rows
-from scalebench.params import (
+from scalebench.loops.training.parameters import TRAINING_SOLVERS, check_training, training_rows
+from scalebench.param_spec import (
     Param,
     check_value,
     renamed_parameters,
@@ -330,7 +330,7 @@ def check_devices_available(config: Config) -> None:
         for solver_values in solver.combinations():
             if solver_values.get("device", "auto") != "cuda":
                 continue
-            from scalebench.runtime.context import resolve_device
+            from scalebench.rank.context import resolve_device
 
             try:
                 resolve_device("cuda")

@@ -49,7 +49,7 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
     (training) has no size model."""
     from scalebench.experiment.capacity.calibration import calibrated_peak
     from scalebench.loops import SOLVERS
-    from scalebench.params import resolved_parameters
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems import PROBLEMS
 
     if solver not in SOLVERS or dataset not in PROBLEMS:  # training, or a benchmark file

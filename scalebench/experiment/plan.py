@@ -31,7 +31,7 @@ from scalebench.launch.slurm_requests import (
     read_parallel_config,
     slurm_time_seconds,
 )
-from scalebench.runtime.devices import device_type
+from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.experiment.config import BenchmarkRules
@@ -164,7 +164,7 @@ def _job_errors(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRu
                 specs: tuple[dict, dict]) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each; ``specs``:
     the benchmark folder's problems and solvers (scalebench.experiment.benchmark_files)."""
-    from scalebench.params import resolved_parameters
+    from scalebench.param_spec import resolved_parameters
 
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()

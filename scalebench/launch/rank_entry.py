@@ -66,7 +66,7 @@ def benchopt_arguments(benchmark: Path, config: Path, output: Path) -> list[str]
 
 def benchopt_command(python: list[str], benchmark: Path, config: Path, output: Path) -> list[str]:
     """``benchopt run`` through ``scalebench.benchopt_glue``'s start-up (the same arguments,
-    less CPU: ``scalebench.runtime.startup``)."""
+    less CPU: ``scalebench.rank.startup``)."""
     return [*python, "-m", "scalebench.benchopt_glue",
             *benchopt_arguments(benchmark, config, output)]
 

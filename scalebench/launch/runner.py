@@ -45,15 +45,18 @@ RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
-WARNING_PREFIX = "scalebench: warning: "  # how a child warns (scalebench.params.renamed_parameters)
+# How a child warns (scalebench.param_spec.renamed_parameters).
+WARNING_PREFIX = "scalebench: warning: "
 
 
-class RunFailed(CommandFailed):
-    """The run did not finish every experiment; the message says what happened."""
+class LaunchFailed(CommandFailed):
+    """The launch did not finish every experiment; the message says what happened."""
 
 
 @dataclass
-class RunRequest:
+class LaunchRequest:
+    """One launch: a `scalebench run` of a config, its experiments run one after the other."""
+
     config: Path
     benchmark: Path | None  # None: the repository's folder for the config's objective
     output: str | None = None  # result name; default <config stem>_<date-time>
@@ -67,8 +70,8 @@ class RunRequest:
 
 
 @dataclass
-class RunState:
-    """What the launcher knows while a run goes on."""
+class LaunchState:
+    """What the launcher knows while a launch (one `scalebench run`) goes on."""
 
     final: Path
     staging: Path
@@ -83,7 +86,7 @@ class RunState:
     blank_sky: str = ""
 
 
-def run_child(request: RunRequest, *args: str) -> str:
+def run_child(request: LaunchRequest, *args: str) -> str:
     """Run a child (``scalebench.launch.children``); its stdout, or ScalebenchError with its
     one-line error."""
     result = subprocess.run([*request.python, "-m", "scalebench.launch.children", *args],
@@ -94,7 +97,7 @@ def run_child(request: RunRequest, *args: str) -> str:
                  if line.startswith(ERROR_PREFIX)]  # every problem the step names
         message = "\n".join(named) if named else lines[-1] if lines else \
             f"step '{args[0]}' failed ({result.returncode})"
-        error = RunFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
+        error = LaunchFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
         raise error(message)
     for line in result.stderr.splitlines():  # e.g. an old parameter name: the user's to see
         if line.startswith(WARNING_PREFIX):
@@ -102,7 +105,7 @@ def run_child(request: RunRequest, *args: str) -> str:
     return result.stdout
 
 
-def world_size(request: RunRequest) -> int:
+def world_size(request: LaunchRequest) -> int:
     if request.launcher == "srun":
         return int(os.environ.get("SLURM_NTASKS", "0")) or _missing_allocation()
     return request.nproc
@@ -113,7 +116,7 @@ def _missing_allocation() -> int:
                           "submit with sbatch slurm_templates/multinode.sh or use --nproc")
 
 
-def result_path(request: RunRequest) -> Path:
+def result_path(request: LaunchRequest) -> Path:
     name = request.output or f"{request.config.stem}_{datetime.now():%Y-%m-%d_%H%M%S}"
     if not name or os.sep in name or name.startswith("."):
         raise ScalebenchError(f"--output must be a plain file name without '{os.sep}' or a "
@@ -122,7 +125,7 @@ def result_path(request: RunRequest) -> Path:
     return folder / f"{name.removesuffix('.parquet')}.parquet"
 
 
-def _finished(request: RunRequest, final: Path) -> set[str]:
+def _finished(request: LaunchRequest, final: Path) -> set[str]:
     """Experiments already in ``final`` (resume), or refuse to overwrite it."""
     if not request.resume:
         for taken in (final, final.with_suffix("")):
@@ -140,7 +143,7 @@ def _finished(request: RunRequest, final: Path) -> set[str]:
     return set(record.get("experiments", []))
 
 
-def run(request: RunRequest) -> int:
+def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
     named = run_child(request, "benchmark", str(request.config.resolve())).strip()
     request.benchmark = choose_benchmark(request.benchmark, named)
@@ -154,7 +157,7 @@ def run(request: RunRequest) -> int:
     _remove_stale_staging(final)
     # Same file system as the results, so that publishing is an atomic rename.
     staging = Path(tempfile.mkdtemp(prefix=f".staging-{final.stem}-", dir=final.parent))
-    state = RunState(final, staging)
+    state = LaunchState(final, staging)
     previous = {sig: signal.signal(sig, lambda signum, _: _stop(state, signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -195,13 +198,13 @@ def check_writable_folder(folder: Path, what: str) -> None:
                               f"{error.strerror or error}); choose a writable folder") from None
 
 
-def _memory_check(request: RunRequest) -> list[str]:
+def _memory_check(request: LaunchRequest) -> list[str]:
     """The expand option that refuses experiments too large for this machine, for a local
     run (whose ranks all run here)."""
     return ["--check-memory", "all"] if request.launcher == "local" else []
 
 
-def _stop(state: RunState, signum: int) -> None:
+def _stop(state: LaunchState, signum: int) -> None:
     state.stopped_by = signum
     if state.group is not None:
         state.group.signal(signum)
@@ -213,7 +216,7 @@ def _remove_stale_staging(final: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
+def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict,
                     position: str, last: bool) -> None:
     """Run one experiment (``position``: k/N in this launch) on its ranks; publish its
     results (the run complete when it is the ``last`` and all went well), or record and print
@@ -254,7 +257,7 @@ def _run_experiment(request: RunRequest, state: RunState, experiment: dict,
               flush=True)
 
 
-def _check_allocation(request: RunRequest, experiments: list[dict]) -> None:
+def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
     """Refuse experiments that need more ranks than the allocation has."""
     available = world_size(request)
     for experiment in experiments:
@@ -333,7 +336,7 @@ def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
         os.replace(log, target)
 
 
-def _publish(request: RunRequest, state: RunState, status: str) -> None:
+def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
     args = ["publish", "--final", str(state.final), "--status", status,
             "--failures", json.dumps(state.failures), "--config", str(request.config)]
     for identifier, part in state.parts:
@@ -344,13 +347,13 @@ def _publish(request: RunRequest, state: RunState, status: str) -> None:
     state.published = (status, len(state.failures))
 
 
-def _run_status(state: RunState) -> str:
+def _run_status(state: LaunchState) -> str:
     """The status of a run whose experiments are all done or stopped: complete when none
     failed and no signal stopped it."""
     return "complete" if not state.failures and state.stopped_by is None else "partial"
 
 
-def _conclude(request: RunRequest, state: RunState, total: int, todo: int) -> int:
+def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int) -> int:
     finished = state.finished
     status = _run_status(state)
     if state.final.is_file():

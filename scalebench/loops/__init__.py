@@ -7,7 +7,7 @@ own namespace does.
 ``SOLVERS`` is the registry of the inference benchmark's solvers, by the name configs use:
 adding one is a spec and an entry here (its benchopt file names it)."""
 
-from scalebench.loops.params import BASELINE_SPECS, DENOISING_SPEC, PNP_SPEC
+from scalebench.loops.inference_parameters import BASELINE_SPECS, DENOISING_SPEC, PNP_SPEC
 from scalebench.loops.spec import SolverSpec
 
 SOLVERS: dict[str, SolverSpec] = {spec.name: spec

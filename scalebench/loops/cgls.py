@@ -15,7 +15,7 @@ import torch
 from scalebench.launch import progress
 from scalebench.loops.pnp import ConjugateGradient
 from scalebench.problems.base import Problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 
 class CGLSLoop:

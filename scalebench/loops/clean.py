@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from scalebench.problems.base import Problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 
 def dirty_beam(problem: Problem) -> torch.Tensor:

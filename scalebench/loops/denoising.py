@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from provenance import array_digest
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 
 def ground_truth_digest(x_true: torch.Tensor) -> str:

@@ -19,9 +19,9 @@ import math
 
 import torch
 
-from scalebench.loops.params import FBP_FILTERS
+from scalebench.loops.inference_parameters import FBP_FILTERS
 from scalebench.problems.base import Problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 FILTERS = FBP_FILTERS
 

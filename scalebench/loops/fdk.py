@@ -41,9 +41,9 @@ import numpy as np
 import torch
 
 from scalebench.loops.fbp import filter_projections, frequency_filter, padded_length
-from scalebench.loops.params import FBP_FILTERS
+from scalebench.loops.inference_parameters import FBP_FILTERS
 from scalebench.problems.base import Problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 FILTERS = FBP_FILTERS
 

@@ -17,9 +17,9 @@ from scalebench.launch import progress
 from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.physics.distributed import RankStack, local_indices
 from scalebench.problems.base import Problem, ProblemSetup
-from scalebench.runtime.context import TimedContext
-from scalebench.runtime.operator_norm import estimate_operator_norm
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.context import TimedContext
+from scalebench.rank.operator_norm import estimate_operator_norm
+from scalebench.rank.profiling import StepProfiler
 
 
 def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) -> Problem:
@@ -37,7 +37,7 @@ def build_physics(setup: ProblemSetup, distribute: bool, context: TimedContext) 
 
 def operator_norm_squared(problem: Problem, seed: int = 0) -> float:
     """||A||^2 by Lanczos on A^T A (deterministic), stopped at a relative error bound and
-    cached on disk per operator configuration (scalebench.runtime.operator_norm)."""
+    cached on disk per operator configuration (scalebench.rank.operator_norm)."""
     return estimate_operator_norm(problem, seed=seed).value
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scalebench.errors import ConfigError
-from scalebench.params import Param
+from scalebench.param_spec import Param
 
 if TYPE_CHECKING:
     from scalebench.problems.spec import ProblemSpec

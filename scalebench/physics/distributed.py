@@ -17,7 +17,7 @@ import torch
 from deepinv.physics import LinearPhysics
 from deepinv.utils import TensorList
 
-from scalebench.runtime.context import TimedContext
+from scalebench.rank.context import TimedContext
 
 
 def local_indices(num_operators: int, rank: int, world_size: int) -> list[int]:

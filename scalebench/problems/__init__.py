@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scalebench.errors import ConfigError
-from scalebench.params import resolved_parameters, validate_parameters
+from scalebench.param_spec import resolved_parameters, validate_parameters
 from scalebench.problems import (
     multiframe_superres,
     radio_interferometry,
@@ -36,7 +36,7 @@ def setup_problem(name: str, *, problems: dict[str, ProblemSpec] | None = None,
     spec = problems[name]
     values = resolved_parameters(
         validate_parameters(f"dataset '{name}'", params, spec.params), spec.params)
-    from scalebench.runtime.metrics import data_range
+    from scalebench.rank.metrics import data_range
 
     try:
         setup = spec.setup(**values)

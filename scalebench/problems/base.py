@@ -47,7 +47,7 @@ class Problem:
     operator_indices: tuple[int, ...] = ()
     num_operators: int = 0
     data_sha256: str = ""  # digest of x_true and of every y_k of the whole problem
-    # The parameters that determine A (scalebench.runtime.operator_norm caches ||A||^2 under them);
+    # The parameters that determine A (scalebench.rank.operator_norm caches ||A||^2 under them);
     # None: the norm is recomputed by every run.
     operator_key: dict | None = None
     # The local operators over a fraction of their measurements (ProblemSetup.make_norm_start),
@@ -80,11 +80,11 @@ class ProblemSetup:
     # k -> measured data of operator k (real scans); None: y_k = A_k x_true + noise.
     measure: Callable[[int], torch.Tensor] | None = None
     operator_key: dict | None = None  # see Problem.operator_key
-    # Dynamic range the asinh-PSNR covers (scalebench.runtime.metrics); None: the metrics' default.
+    # Dynamic range the asinh-PSNR covers (scalebench.rank.metrics); None: the metrics' default.
     metric_dynamic_range: float | None = None
     # k -> A_k over a fraction of its measurements (a cheap operator whose A^T A has nearly
     # the top eigenvector of the whole one): ||A||^2's Lanczos starts from the leading
-    # vector of their stack (scalebench.runtime.operator_norm). None: from a random vector.
+    # vector of their stack (scalebench.rank.operator_norm). None: from a random vector.
     make_norm_start: Callable[[int], LinearPhysics] | None = None
 
     @property

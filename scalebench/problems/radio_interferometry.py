@@ -31,7 +31,7 @@ Sky: generated from ``seed`` at the image size (point sources with fluxes log-un
 or read from the FITS image at ``sky_fits`` (first image HDU, first plane of any extra axes,
 NaN blanks set to 0, central square resampled to the image size). ``dynamic_range`` is also
 the range the asinh-PSNR covers (its softening is the peak over it,
-scalebench.runtime.metrics), for a FITS sky too.
+scalebench.rank.metrics), for a FITS sky too.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scalebench.params import Param
+from scalebench.param_spec import Param
 from scalebench.physics.backends import BACKENDS, check_installed
 from scalebench.problems.spec import ProblemSpec
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scalebench.params import Param
+from scalebench.param_spec import Param
 
 if TYPE_CHECKING:
     from scalebench.problems.base import ProblemSetup

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scalebench.params import Param
+from scalebench.param_spec import Param
 from scalebench.physics.backends import astra_available
 from scalebench.problems.spec import ProblemSpec
-from scalebench.runtime.devices import device_type
+from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +61,7 @@ def resolve_projector(projector: str) -> str:
 
 # ||A||^2 starts from the leading vector of an operator over every 8th to 16th angle of each
 # group (of at least 8 angles): a tenth of the cost per iteration, and Lanczos on the whole
-# A^T A then stops after 2 applications instead of 5 (scalebench.runtime.operator_norm). Groups of
+# A^T A then stops after 2 applications instead of 5 (scalebench.rank.operator_norm). Groups of
 # fewer than 64 angles gain nothing from it and keep the random start.
 NORM_START_STRIDES = (8, 16)
 NORM_START_MIN_ANGLES = 8

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scalebench.params import Param
+from scalebench.param_spec import Param
 from scalebench.problems import PROBLEMS, setup_problem
 from scalebench.problems.spec import ProblemSpec
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from scalebench.data import walnut
 from scalebench.data.cache import cache_root
-from scalebench.params import Param
+from scalebench.param_spec import Param
 from scalebench.physics.backends import CONEBEAM_PROJECTORS, astra_available, rtk_available
 from scalebench.problems.spec import ProblemSpec
 

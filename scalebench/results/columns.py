@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from provenance.schema import COLUMN_PREFIX, FIELDS
-from scalebench.runtime.names import INFERENCE_STEPS, TRAINING_STEPS
+from scalebench.rank.names import INFERENCE_STEPS, TRAINING_STEPS
 
 # benchopt's own columns, and the ones scalebench run adds.
 RUN_COLUMNS = {

@@ -29,7 +29,7 @@ from provenance.results import read_results
 from provenance.schema import REPLAY_ENVIRONMENT, column
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
-from scalebench.runtime.names import METRIC_NAMES, metric_column
+from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
@@ -297,8 +297,8 @@ def current_form(config: dict) -> str:
     from provenance import canonical_json
     from scalebench.benchmarks import INFERENCE_OBJECTIVE
     from scalebench.loops import SOLVERS
-    from scalebench.loops.training.params import TRAINING_SOLVERS
-    from scalebench.params import renamed_parameters, resolved_parameters
+    from scalebench.loops.training.parameters import TRAINING_SOLVERS
+    from scalebench.param_spec import renamed_parameters, resolved_parameters
     from scalebench.problems import PROBLEMS
     from scalebench.problems.training import TRAINING_PROBLEMS
 

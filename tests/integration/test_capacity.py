@@ -8,8 +8,8 @@ import yaml
 
 from scalebench.experiment.capacity.calibration import HEADROOM
 from scalebench.experiment.capacity.model import PHASES, TERMS
-from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
-from scalebench.runtime.profiling import HostPeakMemory
+from scalebench.rank.names import HOST_PEAK_SINCE_RESET
+from scalebench.rank.profiling import HostPeakMemory
 from tests.support.cli import run_cli
 
 MIB = 2**20

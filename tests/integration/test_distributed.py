@@ -343,8 +343,8 @@ def _check_ranks(rank: int, port: int, differ: bool, outcome) -> None:
     import torch
 
     from scalebench.errors import ScalebenchError
-    from scalebench.runtime.context import run_context
-    from scalebench.runtime.rank_checks import check_same_on_every_rank
+    from scalebench.rank.context import run_context
+    from scalebench.rank.rank_checks import check_same_on_every_rank
 
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": str(port), "LOCAL_RANK": str(rank)})

@@ -12,7 +12,7 @@ import torch
 import provenance
 from provenance.environment import code_state
 from provenance.schema import FIELDS
-from scalebench.runtime.determinism import DETERMINISTIC_ENV, apply_determinism
+from scalebench.rank.determinism import DETERMINISTIC_ENV, apply_determinism
 
 RUN_FIELDS = {"rank_hosts", "profiler_mode", "deterministic_mode", "seeds", "data_sha256",
               "config_hash", "config_json", "result_sha256", "weights", "weights_sha256",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from scalebench.runtime.names import HOST_PEAK_SINCE_RESET
+from scalebench.rank.names import HOST_PEAK_SINCE_RESET
 from tests.support.cli import copy_benchmark, run_cli
 
 CONFIG = {  # no objective key and a solver name in another case, as benchopt allows

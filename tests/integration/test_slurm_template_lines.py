@@ -52,24 +52,24 @@ APPTAINER = "apptainer exec --cleanenv --pwd /repo"
 
 
 GOLDEN_TASK = {
-    ("none", "0"): "/repo/.venv/bin/python -m scalebench.runtime.preflight",
-    ("none", "1"): "/repo/.venv/bin/python -m scalebench.runtime.preflight",
+    ("none", "0"): "/repo/.venv/bin/python -m scalebench.rank.preflight",
+    ("none", "1"): "/repo/.venv/bin/python -m scalebench.rank.preflight",
     ("apptainer", "0"): f"{APPTAINER} {flags('--env', RANK_ENV)} --env "
                         "SCALEBENCH_IMAGE_DIGEST=sha256:abc --bind /repo:/repo /img/sb.sif "
-                        "python -m scalebench.runtime.preflight",
+                        "python -m scalebench.rank.preflight",
     ("apptainer", "1"): f"{APPTAINER} --nv {flags('--env', RANK_ENV)} --env "
                         "CUDA_VISIBLE_DEVICES=1 --env SCALEBENCH_IMAGE_DIGEST=sha256:abc "
-                        "--bind /repo:/repo /img/sb.sif python -m scalebench.runtime.preflight",
+                        "--bind /repo:/repo /img/sb.sif python -m scalebench.rank.preflight",
     ("docker", "0"): f"docker {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
-                     "--volume /repo:/repo sha256:abc python -m scalebench.runtime.preflight",
+                     "--volume /repo:/repo sha256:abc python -m scalebench.rank.preflight",
     ("docker", "1"): f"docker {ENGINE} --gpus '\"device=1\"' {flags('--env', RANK_ENV)} "
                      f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
-                     "scalebench.runtime.preflight",
+                     "scalebench.rank.preflight",
     ("podman", "0"): f"podman {ENGINE} {flags('--env', RANK_ENV)} {IDENTITY} "
-                     "--volume /repo:/repo sha256:abc python -m scalebench.runtime.preflight",
+                     "--volume /repo:/repo sha256:abc python -m scalebench.rank.preflight",
     ("podman", "1"): f"podman {ENGINE} --device nvidia.com/gpu=1 {flags('--env', RANK_ENV)} "
                      f"{IDENTITY} --volume /repo:/repo sha256:abc python -m "
-                     "scalebench.runtime.preflight",
+                     "scalebench.rank.preflight",
 }
 
 
@@ -82,7 +82,7 @@ def test_task_command_line_for_each_runtime(runtime, gpus):
            "SB_IMAGE_DIGEST": "sha256:abc", "SB_IMAGE_LABELS_JSON": LABELS}
     if gpus == "1":
         env["CUDA_VISIBLE_DEVICES"] = "1"
-    line = dry_run([str(TASK), "-m", "scalebench.runtime.preflight"], **env).strip()
+    line = dry_run([str(TASK), "-m", "scalebench.rank.preflight"], **env).strip()
     assert line == GOLDEN_TASK[(runtime, gpus)]
 
 
@@ -114,7 +114,7 @@ def test_batch_template_commands():
         "[scalebench] job 42: 4 task(s) on n[1-2] (master 10.0.0.1), runtime apptainer, "
         f"config {REPO}/configs/default.yml",
         "srun --kill-on-bad-exit=1 --export=ALL --gpus-per-task=1 "
-        f"{REPO}/slurm_templates/task-python.sh -m scalebench.runtime.preflight --output "
+        f"{REPO}/slurm_templates/task-python.sh -m scalebench.rank.preflight --output "
         "/scratch/results/default_42.preflight.json ",
         f"python3 -m scalebench run {REPO}/configs/default.yml --benchmark "
         f"{REPO}/benchmark_inference --outputs /scratch/results --launcher srun --output "

@@ -1,4 +1,4 @@
-"""A run's process start-up (scalebench.runtime.startup): the modules imported, their cyclic
+"""A run's process start-up (scalebench.rank.startup): the modules imported, their cyclic
 garbage collected, the survivors frozen, the collector on again, even when an import fails."""
 
 import subprocess
@@ -35,7 +35,7 @@ def test_imports_run_with_the_collector_paused_then_are_collected_once_and_froze
     """Paused during the imports, no automatic collection frees the cycle: only the one
     collection before the freeze does (a frozen cycle is never collected)."""
     (tmp_path / "cyclic_module.py").write_text(CYCLIC_MODULE)
-    code = ("import gc, sys; from scalebench.runtime.startup import import_and_freeze; "
+    code = ("import gc, sys; from scalebench.rank.startup import import_and_freeze; "
             "import_and_freeze(['cyclic_module', 'json']); import cyclic_module; "
             "print(cyclic_module.collector_on, gc.isenabled(), gc.get_freeze_count() > 0, "
             "'json' in sys.modules, cyclic_module.watch() is None)")
@@ -43,7 +43,7 @@ def test_imports_run_with_the_collector_paused_then_are_collected_once_and_froze
 
 
 def test_a_failing_import_leaves_the_collector_on_and_nothing_frozen(tmp_path):
-    code = ("import gc; from scalebench.runtime.startup import import_and_freeze\n"
+    code = ("import gc; from scalebench.rank.startup import import_and_freeze\n"
             "try:\n    import_and_freeze(['json', 'no_such_module'])\n"
             "except ModuleNotFoundError as error:\n    print(error.name)\n"
             "print(gc.isenabled(), gc.get_freeze_count())")

@@ -27,14 +27,14 @@ STEPS = 2
 def train_and_dump(runs_json: str, folder: str) -> None:
     """In each rank: train every run of ``runs_json`` for STEPS steps; save the gradients of
     the first step, the parameters after the last and the step figures."""
-    from scalebench.loops.training.params import TRAINING_PARAMS
+    from scalebench.loops.training.parameters import TRAINING_PARAMS
     from scalebench.loops.training.patches import TrainingData
     from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
-    from scalebench.params import resolved_parameters
+    from scalebench.param_spec import resolved_parameters
     from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
-    from scalebench.runtime.context import run_context
-    from scalebench.runtime.determinism import apply_determinism, set_threads
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.context import run_context
+    from scalebench.rank.determinism import apply_determinism, set_threads
+    from scalebench.rank.profiling import StepProfiler
 
     for name, (dataset, solver) in json.loads(runs_json).items():
         params = resolved_parameters(solver, TRAINING_PARAMS)

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from scalebench.runtime.context import DEFAULT_TIMEOUT_S
+from scalebench.rank.context import DEFAULT_TIMEOUT_S
 from tests.support.cli import copy_benchmark, run_cli
 from tests.support.paths import REPO
 

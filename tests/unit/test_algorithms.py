@@ -16,10 +16,10 @@ from deepinv.utils import TensorList
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.loops.algorithms.dpir import schedule
-from scalebench.loops.params import check_pnp, pnp_parameters
+from scalebench.loops.inference_parameters import check_pnp, pnp_parameters
 from scalebench.loops.pnp import DataProx, PnPLoop, conjugate_gradient
 from scalebench.problems import PROBLEMS, build_problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 CPU = torch.device("cpu")
 ITERATIONS = 3

@@ -4,8 +4,8 @@ estimate; runs of other datasets are not judged."""
 import pandas as pd
 import torch
 
+from scalebench.rank.metrics import quality_metrics
 from scalebench.results.report.data import RUN, beats_blank_sky, blank_sky_line
-from scalebench.runtime.metrics import quality_metrics
 
 
 def _rows(runs: dict[str, tuple[str, list[float]]]) -> pd.DataFrame:

@@ -17,11 +17,11 @@ from scalebench.denoisers.catalog import resolve_weights
 from scalebench.denoisers.networks import build_denoiser, load_denoiser
 from scalebench.errors import ConfigError
 from scalebench.loops.denoising import noisy_copy
-from scalebench.loops.params import pnp_parameters
+from scalebench.loops.inference_parameters import pnp_parameters
 from scalebench.loops.pnp import PnPLoop
 from scalebench.problems import build_problem
-from scalebench.runtime.metrics import psnr
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
 
 CPU = torch.device("cpu")
 

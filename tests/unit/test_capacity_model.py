@@ -25,7 +25,7 @@ from scalebench.experiment.capacity.model import (
     fit,
 )
 from scalebench.launch.slurm_requests import memory_bytes
-from scalebench.runtime.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
+from scalebench.rank.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
 
 MIB = 2**20
 
@@ -323,7 +323,7 @@ def probe_globals(monkeypatch):
     so that later tests in this worker measure as a run does."""
     from scalebench.denoisers.kinds import tv
     from scalebench.physics import parallel_beam
-    from scalebench.runtime import operator_norm, profiling
+    from scalebench.rank import operator_norm, profiling
 
     monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)
     monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)
@@ -339,7 +339,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(probe_global
     sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
     so."""
     from scalebench.experiment.capacity.probe import NORM_APPLICATIONS, run_probe
-    from scalebench.runtime import operator_norm, profiling
+    from scalebench.rank import operator_norm, profiling
 
     monkeypatch = probe_globals
     if not resettable:
@@ -370,7 +370,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(probe_gl
     from scalebench.denoisers import modules
     from scalebench.denoisers.kinds import tv
     from scalebench.experiment.capacity import probe
-    from scalebench.runtime import operator_norm
+    from scalebench.rank import operator_norm
 
     monkeypatch = probe_globals
     monkeypatch.setattr(probe, "image_mapped", lambda values, device: mapped)

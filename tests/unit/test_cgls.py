@@ -12,7 +12,7 @@ from deepinv.utils import TensorList
 from scalebench.loops import SOLVERS
 from scalebench.loops.cgls import CGLSLoop
 from scalebench.problems import build_problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 # Float64 rounding only separates the two sides (a wrong step is off by O(1)).
 TOLERANCE = 1e-8

@@ -9,8 +9,8 @@ import torch
 
 from scalebench.loops.clean import CleanLoop, clean_beam_image, fit_clean_beam
 from scalebench.problems import build_problem
-from scalebench.runtime.metrics import quality_metrics
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.metrics import quality_metrics
+from scalebench.rank.profiling import StepProfiler
 
 # (row, column) -> flux: sources off centre and near the edges, 5x apart in flux
 SOURCES = {(20, 40): 1.0, (40, 18): 0.5, (32, 32): 0.3, (45, 45): 0.2, (5, 58): 0.25}

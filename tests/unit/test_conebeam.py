@@ -12,9 +12,9 @@ import torch
 from scalebench.data import walnut
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError, MissingFileError
-from scalebench.loops.params import PNP_PARAMS
+from scalebench.loops.inference_parameters import PNP_PARAMS
 from scalebench.loops.pnp import PnPLoop
-from scalebench.params import resolved_parameters
+from scalebench.param_spec import resolved_parameters
 from scalebench.physics.backends import astra_available, rtk_available
 from scalebench.physics.conebeam import (
     AstraConeBeam,
@@ -24,8 +24,8 @@ from scalebench.physics.conebeam import (
     circular_vectors,
 )
 from scalebench.problems import build_problem, setup_problem
-from scalebench.runtime.metrics import psnr
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
 from tests.support import walnut_fixture
 
 CPU = torch.device("cpu")

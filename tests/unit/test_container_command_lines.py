@@ -30,7 +30,7 @@ RANKS = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0
          "MASTER_PORT": "20042", "CUDA_VISIBLE_DEVICES": "1,3"}
 
 
-LAUNCH = {"command": ["python", "-m", "scalebench.runtime.preflight"], "workdir": "/repo",
+LAUNCH = {"command": ["python", "-m", "scalebench.rank.preflight"], "workdir": "/repo",
           "env": RANKS, "binds": ["/repo:/repo", "/data:/in:ro"], "devices": ["1", "3"]}
 
 
@@ -49,17 +49,17 @@ ENGINE_TAIL = [*flags("--env", RANK_FLAGS),
                "--env", f"SCALEBENCH_IMAGE_DIGEST={IDENTITY.digest}",
                "--env", f"SCALEBENCH_IMAGE_LABELS_JSON={LABELS_JSON}",
                *flags("--volume", ["/repo:/repo", "/data:/in:ro"]), IDENTITY.digest,
-               "python", "-m", "scalebench.runtime.preflight"]
+               "python", "-m", "scalebench.rank.preflight"]
 
 
 APPTAINER_TAIL = [*flags("--env", [*RANK_FLAGS, "CUDA_VISIBLE_DEVICES=1,3"]),
                   *flags("--bind", ["/repo:/repo", "/data:/in:ro"]), "/img/sb.sif", "python",
-                  "-m", "scalebench.runtime.preflight"]
+                  "-m", "scalebench.rank.preflight"]
 
 
 GOLDEN = {
-    ("none", False): ["python", "-m", "scalebench.runtime.preflight"],
-    ("none", True): ["python", "-m", "scalebench.runtime.preflight"],
+    ("none", False): ["python", "-m", "scalebench.rank.preflight"],
+    ("none", True): ["python", "-m", "scalebench.rank.preflight"],
     ("apptainer", False): ["apptainer", "exec", "--cleanenv", "--pwd", "/repo",
                            *APPTAINER_TAIL],
     ("apptainer", True): ["apptainer", "exec", "--cleanenv", "--pwd", "/repo", "--nv",

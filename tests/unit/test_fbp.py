@@ -8,7 +8,7 @@ from skimage.transform import iradon
 
 from scalebench.loops.fbp import FILTERS, FBPLoop, filtered_back_projection, frequency_filter
 from scalebench.problems import build_problem
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.profiling import StepProfiler
 
 # scalebench's filter names -> scikit-image's
 SKIMAGE_FILTERS = {"ram-lak": "ramp", "shepp-logan": "shepp-logan", "cosine": "cosine",

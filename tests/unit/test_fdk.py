@@ -13,8 +13,8 @@ from scalebench.physics.backends import rtk_available
 from scalebench.physics.conebeam import ConeGeometry, TorchConeBeam, circular_vectors
 from scalebench.problems import build_problem
 from scalebench.problems.base import Problem, stack
-from scalebench.runtime.metrics import psnr
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
 from tests.support.walnut_fixture import ellipsoid_chords
 
 SIZE, VOXEL_MM, RADIUS_MM, VIEWS = 32, 0.1, 1.0, 48

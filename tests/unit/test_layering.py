@@ -16,9 +16,9 @@ from tests.support.paths import REPO
 # at module level; imports inside functions load on use and are checked by the rules below).
 LAYERS = (
     ("scalebench", "scalebench.errors", "provenance"),
-    ("scalebench.benchmarks", "scalebench.params"),
+    ("scalebench.benchmarks", "scalebench.param_spec"),
     ("scalebench.launch", "scalebench.data"),
-    ("scalebench.runtime",),
+    ("scalebench.rank",),
     ("scalebench.physics", "scalebench.denoisers"),
     ("scalebench.problems",),
     ("scalebench.loops",),

@@ -11,8 +11,8 @@ from skimage.metrics import structural_similarity
 
 from scalebench.errors import ConfigError
 from scalebench.problems import PROBLEMS, setup_problem
-from scalebench.runtime import metrics
-from scalebench.runtime.profiling import HostPeakMemory
+from scalebench.rank import metrics
+from scalebench.rank.profiling import HostPeakMemory
 
 
 def test_mse_and_psnr_match_hand_computation():

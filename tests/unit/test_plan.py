@@ -241,7 +241,7 @@ def test_each_repetition_is_a_job_of_its_own_under_submitit_and_one_process_loca
 def test_auto_takes_cuda_only_where_there_is_a_device_and_cuda_stays_cuda_for_a_plan():
     import torch
 
-    from scalebench.runtime.devices import device_type
+    from scalebench.rank.devices import device_type
 
     assert device_type("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert device_type("cpu") == "cpu"

@@ -10,7 +10,7 @@ import pytest
 def test_nvtx_ranges_carry_the_rank(monkeypatch):
     import torch
 
-    from scalebench.runtime.profiling import StepProfiler
+    from scalebench.rank.profiling import StepProfiler
 
     names = []
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", names.append)
@@ -29,7 +29,7 @@ def test_release_hands_back_the_heap_blocks_freed_between_live_ones():
     import numpy as np
     import torch
 
-    from scalebench.runtime.profiling import HostPeakMemory, release_freed_memory
+    from scalebench.rank.profiling import HostPeakMemory, release_freed_memory
 
     blocks = [np.ones(64 * 1024, dtype=np.uint8) for _ in range(4000)]  # 250 MiB
     del blocks[::2]  # 125 MiB freed, between live blocks

@@ -11,9 +11,9 @@ import yaml
 from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError
-from scalebench.loops.params import PNP_PARAMS, pnp_parameters
+from scalebench.loops.inference_parameters import PNP_PARAMS, pnp_parameters
 from scalebench.loops.pnp import PnPLoop, initial_estimate, operator_norm_squared
-from scalebench.params import resolved_parameters
+from scalebench.param_spec import resolved_parameters
 from scalebench.physics.backends import resolve_backend
 from scalebench.physics.radio import VisibilityOperator
 from scalebench.problems import PROBLEMS, build_problem, setup_problem
@@ -25,9 +25,9 @@ from scalebench.problems.radio_interferometry import (
     observation_uv,
     visibility_weights,
 )
+from scalebench.rank.metrics import asinh_psnr, quality_metrics
+from scalebench.rank.profiling import StepProfiler
 from scalebench.results.report.data import headline_metric
-from scalebench.runtime.metrics import asinh_psnr, quality_metrics
-from scalebench.runtime.profiling import StepProfiler
 
 CPU = torch.device("cpu")
 

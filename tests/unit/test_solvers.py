@@ -22,13 +22,13 @@ from scalebench.denoisers.tiles import (
 from scalebench.denoisers.tiling import TiledDenoiser
 from scalebench.errors import ConfigError, MissingFileError
 from scalebench.loops.denoising import DenoisingLoop
-from scalebench.loops.params import DENOISING_PARAMS, PNP_PARAMS
+from scalebench.loops.inference_parameters import DENOISING_PARAMS, PNP_PARAMS
 from scalebench.loops.pnp import PnPLoop, initial_estimate, operator_norm_squared
-from scalebench.params import resolved_parameters
+from scalebench.param_spec import resolved_parameters
 from scalebench.problems import build_problem
-from scalebench.runtime.metrics import psnr
-from scalebench.runtime.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
-from scalebench.runtime.profiling import HostPeakMemory, StepProfiler
+from scalebench.rank.metrics import psnr
+from scalebench.rank.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
+from scalebench.rank.profiling import HostPeakMemory, StepProfiler
 
 CPU = torch.device("cpu")
 
@@ -60,7 +60,7 @@ def test_cached_norm_key_holds_for_the_same_code_at_another_path(tomography, tmp
     import inspect
     import shutil
 
-    from scalebench.runtime import operator_norm
+    from scalebench.rank import operator_norm
 
     here = operator_norm.code_digest(tomography.physics)
     real = inspect.getsourcefile
@@ -153,7 +153,7 @@ def test_host_peak_memory_sees_a_large_temporary_allocation():
 
 
 def test_host_memory_method_falls_back_to_the_lifetime_peak(monkeypatch, tmp_path):
-    monkeypatch.setattr("scalebench.runtime.profiling._CLEAR_REFS",
+    monkeypatch.setattr("scalebench.rank.profiling._CLEAR_REFS",
                         tmp_path / "absent" / "clear_refs")
     profiler = StepProfiler(CPU)
     with profiler.step("any"):

@@ -13,16 +13,16 @@ from deepinv.physics import Downsampling, Tomography
 from scalebench.denoisers.networks import build_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
 from scalebench.errors import ConfigError
-from scalebench.loops.params import pnp_parameters
+from scalebench.loops.inference_parameters import pnp_parameters
 from scalebench.loops.pnp import PnPLoop
 from scalebench.physics import parallel_beam
 from scalebench.physics.downsampling import BlurDownsampling
 from scalebench.physics.parallel_beam import ParallelBeam2D
 from scalebench.problems import build_problem, setup_problem
 from scalebench.problems import tomography_2d as tomography
-from scalebench.runtime import operator_norm
-from scalebench.runtime.metrics import psnr
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank import operator_norm
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
 
 PROJECTORS = ["torch", "astra"]
 

@@ -11,13 +11,13 @@ import torch
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import load_config
 from scalebench.loops.training.network import build_network
-from scalebench.loops.training.params import TRAINING_PARAMS
+from scalebench.loops.training.parameters import TRAINING_PARAMS
 from scalebench.loops.training.patches import TrainingData
 from scalebench.loops.training.step import Trainer, build_model, choose_checkpointing
-from scalebench.params import resolved_parameters
+from scalebench.param_spec import resolved_parameters
 from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
-from scalebench.runtime.context import run_context
-from scalebench.runtime.profiling import StepProfiler
+from scalebench.rank.context import run_context
+from scalebench.rank.profiling import StepProfiler
 from tests.support.paths import REPO
 
 TINY = {"num_stages": 2, "denoiser_width": 8, "denoiser_depth": 3, "patch_size": 16,

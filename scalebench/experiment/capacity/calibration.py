@@ -30,7 +30,7 @@ from scalebench.experiment.capacity.model import (
     operator_share,
 )
 from scalebench.experiment.capacity.probe import probe
-from scalebench.runtime.devices import device_type
+from scalebench.rank.devices import device_type
 
 # Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
 PROBE_ITERATIONS = 2
@@ -96,7 +96,7 @@ class Configuration:
                 "solver_params": self.solver_params}
 
     def resolved_dataset(self) -> dict:
-        from scalebench.params import resolved_parameters
+        from scalebench.param_spec import resolved_parameters
         from scalebench.problems import PROBLEMS
 
         return resolved_parameters(self.dataset_params, PROBLEMS[self.dataset].params)
@@ -110,7 +110,7 @@ class Configuration:
 
     def resolved_solver(self) -> dict:
         from scalebench.loops import SOLVERS
-        from scalebench.params import resolved_parameters
+        from scalebench.param_spec import resolved_parameters
 
         return resolved_parameters(self.solver_params, SOLVERS[self.solver].params)
 
@@ -118,7 +118,7 @@ class Configuration:
         """Whether the problem accepts ``size`` for the size parameter, and the denoiser the
         image it makes (DRUNet: sides a multiple of 8)."""
         from scalebench.denoisers.tiles import check_denoiser_fits
-        from scalebench.params import validate_parameters
+        from scalebench.param_spec import validate_parameters
         from scalebench.problems import PROBLEMS
 
         spec, sized = PROBLEMS[self.dataset], self.at(size)

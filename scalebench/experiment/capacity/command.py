@@ -19,7 +19,7 @@ from scalebench.experiment.capacity.calibration import (
 )
 from scalebench.experiment.capacity.model import MemoryModel
 from scalebench.experiment.capacity.refine import Round, refined
-from scalebench.runtime.devices import cuda_available
+from scalebench.rank.devices import cuda_available
 
 
 def gib(value: float) -> str:

@@ -7,7 +7,7 @@ peak = max(set-up peak, iterations' peak)
 
 A run's peak is the larger of two phases, not a sum: the set-up (data, operators, operator
 norm, initial estimate) frees its temporaries and hands them back when it ends
-(runtime.profiling.release_freed_memory), and the iterations then allocate their own. Fitted
+(rank.profiling.release_freed_memory), and the iterations then allocate their own. Fitted
 as one sum, a problem whose set-up dominates at small sizes (radio: its visibilities) shows
 no growth there, and its iterations' growth at large sizes is missed. Each phase is fitted on
 its own probes' peaks.

@@ -34,11 +34,11 @@ from typing import Any
 from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
 from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.experiment.capacity.allocator import image_mapped
-from scalebench.runtime.devices import device_type
-from scalebench.runtime.names import HOST_PEAK_LIFETIME
+from scalebench.rank.devices import device_type
+from scalebench.rank.names import HOST_PEAK_LIFETIME
 
 # Applications of A^T A (and of a start operator's) the probe's operator norm runs at most
-# (runtime.operator_norm.PROBE_APPLICATIONS). Below glibc's mmap threshold each application
+# (rank.operator_norm.PROBE_APPLICATIONS). Below glibc's mmap threshold each application
 # leaves the heap a little more fragmented until it settles: super-resolution, 4 frames,
 # whose Lanczos runs all 30, measured at 1024 a high-water mark of 1392, 1416, 1437, 1461,
 # 1473 MiB after 1, 2, 4, 5, 6 applications, 1473 after 10 and 1480 from 17 to 30; at 2048
@@ -65,7 +65,7 @@ class ProbeResult:
     device_peaks_bytes: tuple[int, int] | None
     unknowns: int
     measurements: int
-    host_method: str  # runtime.names.HOST_METHODS: how the iterations' host peak was read
+    host_method: str  # rank.names.HOST_METHODS: how the iterations' host peak was read
 
     def iterations_peak_bounded(self, device: str) -> bool:
         """Whether the iterations' own peak on ``device`` is unknown, only bounded by the
@@ -110,8 +110,8 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
 
     from scalebench.denoisers.kinds import tv
     from scalebench.physics import parallel_beam
-    from scalebench.runtime import operator_norm
-    from scalebench.runtime.profiling import MIB, HostPeakMemory, StepProfiler
+    from scalebench.rank import operator_norm
+    from scalebench.rank.profiling import MIB, HostPeakMemory, StepProfiler
 
     StepProfiler.reset_peaks = False
     operator_norm.PROBE_APPLICATIONS = operator_norm.MAX_ITERATIONS if whole else \
@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from scalebench.runtime.startup import import_and_freeze
+    from scalebench.rank.startup import import_and_freeze
 
     import_and_freeze()  # as a run's process starts (python -m scalebench.benchopt_glue)
     sys.exit(main(sys.argv[1:]))

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from scalebench.runtime.context import TimedContext
+from scalebench.rank.context import TimedContext
 
 
 class _ReplicatedInput(torch.autograd.Function):

@@ -22,9 +22,9 @@ from scalebench.denoisers.tiles import dealt_tiles, is_tiled
 from scalebench.denoisers.tiling import BatchDealtProcessing, WindowTiling
 from scalebench.loops.training.network import UnrolledPGD, build_network
 from scalebench.loops.training.patches import TrainingData
-from scalebench.runtime.context import TimedContext
-from scalebench.runtime.names import TRAINING_STEPS
-from scalebench.runtime.profiling import MIB, StepProfiler
+from scalebench.rank.context import TimedContext
+from scalebench.rank.names import TRAINING_STEPS
+from scalebench.rank.profiling import MIB, StepProfiler
 
 CHECKPOINTING_PREFERENCE = ("none", "tile_batch", "stage")  # least recomputation first
 _STATUS = Path("/proc/self/status")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from provenance.results import read_results
+from scalebench.rank.names import INFERENCE_STEPS
 from scalebench.results.store import run_status
-from scalebench.runtime.names import INFERENCE_STEPS
 
 # Fields whose difference makes two rows' measurements incomparable (shown as warnings).
 ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",

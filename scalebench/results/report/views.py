@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from scalebench.rank.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
     RANDOM_MARK,
@@ -41,7 +42,6 @@ from scalebench.results.report.figures import (
     wrap,
 )
 from scalebench.results.report.methods import methods
-from scalebench.runtime.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])

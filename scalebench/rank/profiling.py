@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from scalebench.runtime.names import (
+from scalebench.rank.names import (
     HOST_PEAK_LIFETIME,
     HOST_PEAK_SINCE_RESET,
     PROFILER_MODES,
@@ -141,7 +141,7 @@ class StepProfiler:
         self._host = HostPeakMemory(self.reset_peaks)
         self.host_method = self._host.method
         self._torch_profiler = None
-        self.context = context  # a scalebench.runtime.context.TimedContext, or None
+        self.context = context  # a scalebench.rank.context.TimedContext, or None
         self.rank_label = rank_label  # appended to NVTX range names, e.g. " rank 1"
 
     def __enter__(self) -> StepProfiler:

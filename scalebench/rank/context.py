@@ -25,7 +25,7 @@ from deepinv.distributed import DistributedContext
 
 from scalebench.errors import ConfigError
 from scalebench.launch.rank_env import export_rank_environment
-from scalebench.runtime.devices import cuda_available, device_type
+from scalebench.rank.devices import cuda_available, device_type
 
 TIMEOUT_VARIABLE = "SCALEBENCH_COLLECTIVE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 600.0

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from scalebench.runtime.names import METRIC_NAMES
+from scalebench.rank.names import METRIC_NAMES
 
 DEFAULT_DYNAMIC_RANGE = 100.0  # a = 1% of the ground truth's peak magnitude
 SSIM_SIGMA = 1.5  # Gaussian window of Wang et al. (2004): sigma 1.5, radius 5 (11 taps)

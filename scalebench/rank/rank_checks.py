@@ -10,7 +10,7 @@ from torch import nn
 
 from provenance import array_digest
 from scalebench.errors import ScalebenchError
-from scalebench.runtime.context import TimedContext
+from scalebench.rank.context import TimedContext
 
 
 def check_same_on_every_rank(context: TimedContext, denoiser: nn.Module,

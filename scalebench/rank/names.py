@@ -1,7 +1,7 @@
 """Names the rows and the run parameters use, in one place, without importing torch: the
-quality metrics every row carries (``scalebench.runtime.metrics`` computes them, the report
+quality metrics every row carries (``scalebench.rank.metrics`` computes them, the report
 plots them, ``replay`` compares them), the profiler's modes (the ``profiler`` parameter,
-``scalebench.runtime.profiling``) and how host peaks were measured."""
+``scalebench.rank.profiling``) and how host peaks were measured."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def metric_column(name: str) -> str:
 INFERENCE_STEPS = ("grad", "prox", "denoise", "backproject", "minor_cycle")
 TRAINING_STEPS = ("forward", "backward", "optimizer")
 
-# The profiler's modes (scalebench.runtime.profiling): light (clock and memory), torch (also a
+# The profiler's modes (scalebench.rank.profiling): light (clock and memory), torch (also a
 # torch.profiler trace), nvtx (also NVTX ranges).
 PROFILER_MODES = ("light", "torch", "nvtx")
-# How host peaks are measured (scalebench.runtime.profiling.HostPeakMemory): the peak since a
+# How host peaks are measured (scalebench.rank.profiling.HostPeakMemory): the peak since a
 # reset of the process's high-water mark, or, where the system allows no reset, the process's
 # lifetime peak (an upper bound). Files written before 2026-12-03 name the latter
 # 'ru_maxrss_lifetime'.

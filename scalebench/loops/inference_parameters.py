@@ -1,5 +1,6 @@
 """The parameters of every inference solver (pnp, denoiser, the baselines cgls, fbp, fdk and
-clean; the training solver's are in scalebench.loops.training.params) and of every run, their specs
+clean; the training solver's are in scalebench.loops.training.parameters) and of every run,
+their specs
 (``PNP_SPEC``, ``DENOISING_SPEC``, ``BASELINE_SPECS``), and the checks of a run's distribution
 across ranks. Imports no torch: the checks of a config read them before anything runs."""
 
@@ -13,9 +14,9 @@ from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.loops.spec import SolverSpec
-from scalebench.params import Param, resolved_parameters, validate_parameters
-from scalebench.runtime.devices import DEVICES
-from scalebench.runtime.names import PROFILER_MODES
+from scalebench.param_spec import Param, resolved_parameters, validate_parameters
+from scalebench.rank.devices import DEVICES
+from scalebench.rank.names import PROFILER_MODES
 
 # Resources of one run under benchopt's submitit backend (``--parallel-config``): benchopt
 # hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
@@ -36,7 +37,7 @@ RUN_PARAMS = {
     "max_iter": Param(20, int, minimum=1, doc="iterations of the loop (training: steps)"),
     "seed": Param(0, int, minimum=0, doc="seed of the run's random draws: weights, added "
                                          "noise, training patches"),
-    "deterministic": Param(True, bool, doc="deterministic mode (scalebench.runtime."
+    "deterministic": Param(True, bool, doc="deterministic mode (scalebench.rank."
                                            "determinism)"),
     "num_threads": Param(0, int, minimum=0, doc="torch intra-op threads; 0: keep default"),
 }

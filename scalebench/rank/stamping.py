@@ -15,8 +15,8 @@ import torch
 from provenance import SCHEMA_VERSION, array_digest, canonical_json, collect, config_hash
 from provenance.schema import column
 from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
-from scalebench.runtime.context import TimedContext
-from scalebench.runtime.rank_checks import rank_hosts
+from scalebench.rank.context import TimedContext
+from scalebench.rank.rank_checks import rank_hosts
 
 RESULT_COLUMN = column("result_sha256")
 # The weights fields of a run that loads no denoiser weights (a training run trains its own).

@@ -10,8 +10,8 @@ from __future__ import annotations
 from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import dealt_batch_count, image_tiles, is_tiled, tile_windows
 from scalebench.errors import ConfigError
-from scalebench.loops.params import RUN_PARAMS, SLURM_PARAMS
-from scalebench.params import Param
+from scalebench.loops.inference_parameters import RUN_PARAMS, SLURM_PARAMS
+from scalebench.param_spec import Param
 from scalebench.problems.spec import ProblemSpec
 
 CHECKPOINTING = ("none", "stage", "tile_batch", "auto")

@@ -6,7 +6,7 @@ all-reduces of ``--megabytes`` MB (device synchronised) and rank 0 writes one JS
 summary to the job log. The launcher hands that file to the ranks (SCALEBENCH_PREFLIGHT), so
 every result row records it (``prov_preflight``).
 
-    python -m scalebench.runtime.preflight --output PATH [--megabytes 16] [--repeats 5]
+    python -m scalebench.rank.preflight --output PATH [--megabytes 16] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from scalebench.runtime.context import run_context
-from scalebench.runtime.devices import device_type
+from scalebench.rank.context import run_context
+from scalebench.rank.devices import device_type
 
 
 def topology() -> dict:
@@ -63,7 +63,7 @@ def preflight(megabytes: float, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalebench.runtime.preflight")
+    parser = argparse.ArgumentParser(prog="python -m scalebench.rank.preflight")
     parser.add_argument("--output", type=Path, required=True, help="JSON record (rank 0)")
     parser.add_argument("--megabytes", type=float, default=16.0)
     parser.add_argument("--repeats", type=int, default=5)
