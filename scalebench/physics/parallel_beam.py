@@ -32,10 +32,12 @@ from deepinv.physics import LinearPhysics
 
 from scalebench.physics.backends import astra_available
 from scalebench.physics.host import per_item_on_host
+from scalebench.rank.settings import process_settings
 
 # Elements of the largest temporary per chunk of angles (samples x batch x channels):
-# 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors. Read at each
-# application: scalebench.experiment.capacity's probes lower it to tell the chunk's memory apart.
+# 2^24 float32 values, i.e. a few hundred MiB with the index and weight tensors. The process
+# settings' ``chunk_elements``, read at each application, replace it: scalebench.experiment.
+# capacity's probes lower it to tell the chunk's memory apart.
 CHUNK_ELEMENTS = 2**24
 PROJECTORS = ("torch", "astra")
 
@@ -55,7 +57,8 @@ def rotation_centre(image_size: int) -> tuple[float, float]:
 
 
 def _angles_per_chunk(per_angle: int, chunk_elements: int | None = None) -> int:
-    return max(1, (chunk_elements or CHUNK_ELEMENTS) // max(1, per_angle))
+    limit = chunk_elements or process_settings().chunk_elements or CHUNK_ELEMENTS
+    return max(1, limit // max(1, per_angle))
 
 
 def _chunks(num_angles: int, per_angle: int) -> list[slice]:
@@ -77,8 +80,8 @@ def workspace_elements(image_size: int, num_angles: int, batch_channels: int = 1
                        chunk_elements: int | None = None) -> int:
     """Elements of the largest chunk one application of the torch projector over
     ``num_angles`` angles works on (forward or adjoint), with chunks of at most
-    ``chunk_elements`` (default ``CHUNK_ELEMENTS``): it grows with angles x N^2 until the
-    chunk limit, then stays near it."""
+    ``chunk_elements`` (default: the process settings', else ``CHUNK_ELEMENTS``): it grows
+    with angles x N^2 until the chunk limit, then stays near it."""
     return max(min(num_angles, _angles_per_chunk(per_angle, chunk_elements)) * per_angle
                for per_angle in (_forward_per_angle(image_size, batch_channels),
                                  _adjoint_per_angle(image_size, batch_channels)))

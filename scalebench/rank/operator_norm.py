@@ -39,24 +39,18 @@ import torch
 
 from provenance.results import atomic_path
 from scalebench.data.cache import cache_root
+from scalebench.rank.settings import process_settings
 
 MAX_ITERATIONS = 30  # never more than the fixed count used before the tolerance
 TOLERANCE = 1e-4  # bound on the relative error of the estimate
 START_TOLERANCE = 1e-3  # relative change that ends the start operator's power iteration
 METHOD = "lanczos"
-# Set by a memory probe (scalebench.experiment.capacity.probe): the estimate then runs this many
-# applications of A^T A at most, and of the start operator's, and neither reads nor writes the
-# cache. Each Lanczos step holds the same three image-sized vectors and each power step the same
-# two, so the set-up reaches its peak within two applications of each; the probe uses the
-# estimate only for the step size of its two iterations, whose memory does not depend on it.
-# A cached norm would skip the applications and their memory: the probe always computes.
-PROBE_APPLICATIONS: int | None = None
 
 
 @dataclass(frozen=True)
 class NormEstimate:
-    """||A||^2, how it was obtained ('cache', 'computed', or 'probe': ``PROBE_APPLICATIONS``
-    at most, not cached), iterations run, seconds spent."""
+    """||A||^2, how it was obtained ('cache', 'computed', or 'probe': the process settings'
+    ``norm_applications`` at most, not cached), iterations run, seconds spent."""
 
     value: float
     source: str
@@ -209,12 +203,19 @@ def write_atomically(path: Path, entry: dict) -> None:
 def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,
                           tolerance: float = TOLERANCE, seed: int = 0) -> NormEstimate:
     """||A||^2 of ``problem.physics``: from the cache when a valid entry exists, else computed
-    (and cached when the problem has an ``operator_key`` and holds every operator)."""
+    (and cached when the problem has an ``operator_key`` and holds every operator).
+
+    Under a memory probe's settings (``norm_applications``), at most that many applications
+    of A^T A, and of the start operator's, neither cache read nor written. Each Lanczos step
+    holds the same three image-sized vectors and each power step the same two, so the set-up
+    reaches its peak within two applications of each; the probe uses the estimate only for
+    the step size of its iterations, whose memory does not depend on it. A cached norm would
+    skip the applications and their memory: the probe always computes."""
     start = time.perf_counter()
-    if PROBE_APPLICATIONS is not None:
+    cap = process_settings().norm_applications
+    if cap is not None:
         value, iterations, start_iterations = lanczos(
-            problem, min(max_iterations, PROBE_APPLICATIONS), tolerance, seed,
-            PROBE_APPLICATIONS)
+            problem, min(max_iterations, cap), tolerance, seed, cap)
         return NormEstimate(value, "probe", iterations, time.perf_counter() - start,
                             start_iterations)
     entry = cache_entry(problem, {"name": METHOD, "max_iterations": max_iterations,

@@ -41,6 +41,7 @@ from scalebench.rank.names import (
     HOST_PEAK_SINCE_RESET,
     PROFILER_MODES,
 )
+from scalebench.rank.settings import process_settings
 
 MIB = 1024.0**2
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -125,11 +126,6 @@ class StepProfiler:
     peaks were measured (one of ``HOST_METHODS``).
     """
 
-    # False: no step resets the peaks, so the process's own peaks (host VmHWM, CUDA's peak
-    # reserved memory) cover each phase of the run: scalebench.experiment.capacity's probe
-    # reads them when the set-up ends and, after resetting them, at the end.
-    reset_peaks = True
-
     def __init__(self, device: torch.device, mode: str = "light",
                  trace_path: Path | None = None, context=None, rank_label: str = "") -> None:
         if mode not in PROFILER_MODES:
@@ -138,6 +134,10 @@ class StepProfiler:
         self.mode = mode
         self.trace_path = trace_path
         self.last: dict[str, float] = {}
+        # Off under a memory probe's settings: the process's own peaks (host VmHWM, CUDA's
+        # peak reserved memory) then cover each phase of the run, which the probe reads when
+        # the set-up ends and, after resetting them, at the end.
+        self.reset_peaks = process_settings().step_peak_resets
         self._host = HostPeakMemory(self.reset_peaks)
         self.host_method = self._host.method
         self._torch_profiler = None

@@ -316,32 +316,16 @@ def test_a_size_parameter_that_leaves_the_unknowns_alone_still_grows():
     assert model.phase_coefficients[0] == (1000 * MIB, 0.0, 0.0, 0.0, 0.0)
 
 
-@pytest.fixture
-def probe_globals(monkeypatch):
-    """``run_probe`` sets module globals for its own process (the profiler's peak resets, the
-    norm's and TV's repetitions, the projector's chunk): restored after an in-process probe,
-    so that later tests in this worker measure as a run does."""
-    from scalebench.denoisers.kinds import tv
-    from scalebench.physics import parallel_beam
-    from scalebench.rank import operator_norm, profiling
-
-    monkeypatch.setattr(profiling.StepProfiler, "reset_peaks", True)
-    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", None)
-    monkeypatch.setattr(tv, "PROBE_ITERATIONS", None)
-    monkeypatch.setattr(parallel_beam, "CHUNK_ELEMENTS", parallel_beam.CHUNK_ELEMENTS)
-    return monkeypatch
-
-
 @pytest.mark.parametrize("resettable", [True, False])
-def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(probe_globals, tmp_path,
+def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch, tmp_path,
                                                                     resettable):
     """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
     sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
-    so."""
-    from scalebench.experiment.capacity.probe import NORM_APPLICATIONS, run_probe
-    from scalebench.rank import operator_norm, profiling
+    so. Its settings end with it: the process runs with a run's again."""
+    from scalebench.experiment.capacity.probe import run_probe
+    from scalebench.rank import profiling
+    from scalebench.rank.settings import ProcessSettings, process_settings
 
-    monkeypatch = probe_globals
     if not resettable:
         monkeypatch.setattr(profiling, "_CLEAR_REFS", tmp_path / "absent" / "clear_refs")
         import torch
@@ -353,7 +337,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(probe_global
                        {"denoiser": "tv", "device": "cpu", "deterministic": False},
                        iterations=2)
     setup, iterations = result.host_peaks_bytes
-    assert operator_norm.PROBE_APPLICATIONS == NORM_APPLICATIONS  # the norm capped, uncached
+    assert process_settings() == ProcessSettings()
     assert result.host_method == (HOST_PEAK_SINCE_RESET if resettable else HOST_PEAK_LIFETIME)
     assert setup > 0 and iterations > 0
     # Below the process's high-water mark, the iterations' own peak is hidden.
@@ -362,34 +346,45 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(probe_global
 
 
 @pytest.mark.parametrize(("mapped", "whole"), [(False, False), (True, False), (True, True)])
-def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(probe_globals, mapped,
+def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypatch, mapped,
                                                                         whole):
     """Heap regime: the norm's 10 applications and TV's 50 inner iterations, whose repeats
     fragment the heap; mapped: 3 of each, whose repeats hold nothing more; a verification's
-    whole run: the norm to its tolerance and every TV iteration, as a run."""
+    whole run: the norm to its tolerance and every TV iteration, as a run. No profiled step
+    resets the peaks while the probe runs, and every setting ends with it."""
     from scalebench.denoisers import modules
     from scalebench.denoisers.kinds import tv
     from scalebench.experiment.capacity import probe
     from scalebench.rank import operator_norm
+    from scalebench.rank.settings import ProcessSettings, process_settings
 
-    monkeypatch = probe_globals
     monkeypatch.setattr(probe, "image_mapped", lambda values, device: mapped)
-    built = []
+    seen = []  # (what ran, the settings in force)
+    lanczos = operator_norm.lanczos
+
+    def recorded_lanczos(*args, **kwargs):
+        seen.append(("norm", process_settings()))
+        return lanczos(*args, **kwargs)
 
     class RecordedTV(modules.IndependentTV):
         def __init__(self, iterations: int) -> None:
             super().__init__(iterations)
-            built.append(iterations)
+            seen.append((f"tv {iterations}", process_settings()))
 
+    monkeypatch.setattr(operator_norm, "lanczos", recorded_lanczos)
     monkeypatch.setattr(modules, "IndependentTV", RecordedTV)
     probe.run_probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
                     {"denoiser": "tv", "device": "cpu", "deterministic": False}, iterations=1,
                     whole=whole)
     cut = mapped and not whole
-    assert operator_norm.PROBE_APPLICATIONS == (
-        probe.MAPPED_REPETITIONS if cut else
-        operator_norm.MAX_ITERATIONS if whole else probe.NORM_APPLICATIONS)
-    assert built == [probe.MAPPED_REPETITIONS if cut else tv.ITERATIONS]
+    applications = probe.MAPPED_REPETITIONS if cut else \
+        operator_norm.MAX_ITERATIONS if whole else probe.NORM_APPLICATIONS
+    assert sorted(what for what, _ in seen) == \
+        ["norm", f"tv {probe.MAPPED_REPETITIONS if cut else tv.ITERATIONS}"]
+    assert {settings for _, settings in seen} == {ProcessSettings(
+        step_peak_resets=False, norm_applications=applications,
+        tv_iterations=probe.MAPPED_REPETITIONS if cut else None)}
+    assert process_settings() == ProcessSettings()
 
 
 def test_an_image_is_mapped_from_its_margin_over_the_threshold_on_the_host_only():

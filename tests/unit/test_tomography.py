@@ -23,6 +23,7 @@ from scalebench.problems import tomography_2d as tomography
 from scalebench.rank import operator_norm
 from scalebench.rank.metrics import psnr
 from scalebench.rank.profiling import StepProfiler
+from scalebench.rank.settings import ProcessSettings, installed
 
 PROJECTORS = ["torch", "astra"]
 
@@ -90,10 +91,10 @@ def test_torch_projector_is_deterministic_and_chunking_changes_only_rounding(mon
         assert torch.equal(sinogram, op.A(image)) and torch.equal(back, op.A_adjoint(sinogram))
     finally:
         torch.use_deterministic_algorithms(previous)
-    monkeypatch.setattr(parallel_beam, "CHUNK_ELEMENTS", 1)  # one angle per chunk
     chunked = ParallelBeam2D(_angles(20), 24, "torch", device=device)
-    assert torch.equal(chunked.A(image), sinogram)
-    assert torch.allclose(chunked.A_adjoint(sinogram), back, rtol=1e-5, atol=1e-5)
+    with installed(ProcessSettings(chunk_elements=1)):  # one angle per chunk
+        assert torch.equal(chunked.A(image), sinogram)
+        assert torch.allclose(chunked.A_adjoint(sinogram), back, rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture
@@ -315,7 +316,7 @@ def test_lean_downsampling_is_deepinvs_operator(kernel_shape, factor):
 
 
 def test_a_memory_probes_operator_norm_is_capped_and_never_cached(tmp_path, monkeypatch):
-    """With PROBE_APPLICATIONS set (scalebench.experiment.capacity.probe), the estimate runs
+    """Under a probe's norm_applications (scalebench.experiment.capacity.probe), the estimate runs
     at most that many applications of each operator, reads no cached norm (it would skip
     their memory) and writes none (a capped estimate is not the norm)."""
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
@@ -324,10 +325,10 @@ def test_a_memory_probes_operator_norm_is_capped_and_never_cached(tmp_path, monk
     problem = build_problem("tomography_2d", image_size=32, num_angles=256, projector="torch")
     uncapped = operator_norm.lanczos(problem)
     assert uncapped[2] > 1  # the start operator's power iteration runs more than one
-    monkeypatch.setattr(operator_norm, "PROBE_APPLICATIONS", 1)
-    capped = operator_norm.estimate_operator_norm(_problem_with_norm())
+    with installed(ProcessSettings(norm_applications=1)):
+        capped = operator_norm.estimate_operator_norm(_problem_with_norm())
+        with_start = operator_norm.estimate_operator_norm(problem)
     assert capped.source == "probe" and capped.iterations == 1  # the cached one not read
-    with_start = operator_norm.estimate_operator_norm(problem)
     assert (with_start.iterations, with_start.start_iterations) == (1, 1)
     assert len(list((tmp_path / "operator_norms").glob("*.json"))) == 1  # the full one only
     assert 0 < capped.value <= full.value * (1 + 1e-5)  # a Ritz value of fewer steps

@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 from scalebench.denoisers.spec import DenoiserSpec
+from scalebench.rank.settings import process_settings
 
 ITERATIONS = 50  # exactly this many per call: every TV step costs the same
-# Set by a memory probe where more iterations hold nothing more (scalebench.experiment.
-# capacity.probe.MAPPED_REPETITIONS): the modules it builds run this many instead. The
-# tiling, hence the windows' memory, keeps ITERATIONS' radius.
-PROBE_ITERATIONS: int | None = None
 
 
 def build(channels: int, weights, device):
+    """A TV module of ITERATIONS inner iterations; a memory probe's settings
+    (``tv_iterations``) give fewer where more hold nothing more (scalebench.experiment.
+    capacity.probe.MAPPED_REPETITIONS). The tiling, hence the windows' memory, keeps
+    ITERATIONS' radius."""
     from scalebench.denoisers.modules import IndependentTV
 
-    return IndependentTV(PROBE_ITERATIONS or ITERATIONS).to(device)
+    return IndependentTV(process_settings().tv_iterations or ITERATIONS).to(device)
 
 
 # Each iteration reads one neighbour further (a forward and a backward difference): the

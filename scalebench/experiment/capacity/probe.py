@@ -7,14 +7,16 @@ estimate, ``iterations`` iterations, one evaluation of the result). The operator
 ``NORM_APPLICATIONS`` applications at most, computed whether cached or not: their memory is
 the whole estimate's, within the run's noise, their cost a fraction of it. Where the image's
 arrays are mapped, the norm and TV's inner iterations run ``MAPPED_REPETITIONS``. No step resets
-the peaks (``StepProfiler.reset_peaks``). The set-up's peak is read when the set-up ends,
-which hands back the memory it freed (``release_freed_memory``); the peaks are then reset
-and read again at the end: the iterations' peak. Each is the process's high-water mark on
-the host (VmHWM, the process baseline included) and on CUDA (the caching allocator's peak
-reserved memory, what the device gives the process). Where the host peak cannot be reset (no
-``/proc/self/clear_refs``: macOS, some sandboxes), the iterations' host peak is the
-process's lifetime peak, ``host_method`` says so: one above the set-up's is the iterations'
-own, one equal to it only says that the iterations' own is not larger.
+the peaks. All of this is the probe's ``ProcessSettings`` (scalebench.rank.settings),
+installed for the run and gone when it ends (``probe_settings``). The set-up's peak is read
+when the set-up ends, which hands back the memory it freed (``release_freed_memory``); the
+peaks are then reset and read again at the end: the iterations' peak. Each is the
+process's high-water mark on the host (VmHWM, the process baseline included) and on CUDA (the
+caching allocator's peak reserved memory, what the device gives the process). Where the
+host peak cannot be reset (no ``/proc/self/clear_refs``: macOS, some sandboxes), the
+iterations' host peak is the process's lifetime peak, ``host_method`` says so: one above the
+set-up's is the iterations' own, one equal to it only says that the iterations' own is not
+larger.
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
@@ -36,9 +38,10 @@ from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.experiment.capacity.allocator import image_mapped
 from scalebench.rank.devices import device_type
 from scalebench.rank.names import HOST_PEAK_LIFETIME
+from scalebench.rank.settings import ProcessSettings, installed
 
 # Applications of A^T A (and of a start operator's) the probe's operator norm runs at most
-# (rank.operator_norm.PROBE_APPLICATIONS). Below glibc's mmap threshold each application
+# (ProcessSettings.norm_applications). Below glibc's mmap threshold each application
 # leaves the heap a little more fragmented until it settles: super-resolution, 4 frames,
 # whose Lanczos runs all 30, measured at 1024 a high-water mark of 1392, 1416, 1437, 1461,
 # 1473 MiB after 1, 2, 4, 5, 6 applications, 1473 after 10 and 1480 from 17 to 30; at 2048
@@ -99,35 +102,52 @@ def _values(y: Any) -> int:
     return sum(_values(part) for part in y)
 
 
+def probe_settings(whole: bool, mapped: bool,
+                   chunk_elements: int | None = None) -> ProcessSettings:
+    """What a probe's process runs under: no step resets the peaks; the norm capped at
+    ``NORM_APPLICATIONS`` (a verification's ``whole`` run: at the norm's own limit), the norm
+    and TV cut to ``MAPPED_REPETITIONS`` where the image is ``mapped`` (never in a whole run);
+    ``chunk_elements``: the chunked operators' limit (None: their own)."""
+    from scalebench.rank.operator_norm import MAX_ITERATIONS
+
+    cut = mapped and not whole
+    return ProcessSettings(
+        step_peak_resets=False,
+        norm_applications=MAPPED_REPETITIONS if cut else
+        MAX_ITERATIONS if whole else NORM_APPLICATIONS,
+        tv_iterations=MAPPED_REPETITIONS if cut else None,
+        chunk_elements=chunk_elements)
+
+
 def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
               iterations: int, chunk_elements: int | None = None,
               whole: bool = False) -> ProbeResult:
-    """The experiment's short run in this process (a fresh one: peaks are the process's);
-    ``chunk_elements``: the chunk limit of the operators that work in chunks; ``whole``: no
-    repetition cut (a verification's run): the norm computed to its tolerance as a run
-    without a cached norm computes it, TV's every inner iteration."""
-    import torch
-
-    from scalebench.denoisers.kinds import tv
-    from scalebench.physics import parallel_beam
-    from scalebench.rank import operator_norm
-    from scalebench.rank.profiling import MIB, HostPeakMemory, StepProfiler
-
-    StepProfiler.reset_peaks = False
-    operator_norm.PROBE_APPLICATIONS = operator_norm.MAX_ITERATIONS if whole else \
-        NORM_APPLICATIONS
-    if chunk_elements is not None:
-        parallel_beam.CHUNK_ELEMENTS = chunk_elements
+    """The experiment's short run in this process (a fresh one: peaks are the process's)
+    under ``probe_settings``, which end with it; ``chunk_elements``: the chunk limit of the
+    operators that work in chunks; ``whole``: no repetition cut (a verification's run): the
+    norm computed to its tolerance as a run without a cached norm computes it, TV's every
+    inner iteration."""
     folder = REPO / INFERENCE_BENCHMARK
     data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
     solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
     objective = _benchmark_module(folder / "objective.py").Objective.get_instance()
-    objective.set_data(**data_class.get_instance(**dataset_params).get_data())
-    run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
-    device = device_type(run.params["device"])
-    if not whole and image_mapped(objective.problem.x_true.numel(), device):  # before the
-        # denoiser is built
-        operator_norm.PROBE_APPLICATIONS = tv.PROBE_ITERATIONS = MAPPED_REPETITIONS
+    # The data's measurements apply the chunked operators: their limit holds from the start.
+    with installed(probe_settings(whole, False, chunk_elements)):
+        objective.set_data(**data_class.get_instance(**dataset_params).get_data())
+        run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
+        mapped = image_mapped(objective.problem.x_true.numel(),
+                              device_type(run.params["device"]))
+        with installed(probe_settings(whole, mapped, chunk_elements)):  # before the
+            # denoiser is built
+            return _measured(objective, run, iterations)
+
+
+def _measured(objective: Any, run: Any, iterations: int) -> ProbeResult:
+    """The set-up's and the iterations' peaks of ``run`` on ``objective``."""
+    import torch
+
+    from scalebench.rank.profiling import MIB, HostPeakMemory
+
     run._set_objective(objective)
     run.pre_run_hook(iterations)  # the set-up ends here, its freed memory handed back
     cuda = run.device.type == "cuda"
