@@ -24,8 +24,8 @@ minutes.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -54,32 +54,19 @@ def gib(value: float) -> str:
     return f"{value / 2**30:.3f}"
 
 
-def children_cpu_seconds() -> float:
-    """User and system CPU time of the finished probe processes so far: the calibration's
-    work whatever the machine's load, where its wall time depends on the load."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def load_text() -> str:
     return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def timed_probes() -> None:
-    """Each probe of the calibrations prints its size, wall time and CPU time."""
-    from scalebench.experiment.capacity import calibration
+    """Each probe of the calibrations prints its parameters, wall time and CPU time (the
+    probe's own log lines)."""
+    from scalebench.experiment.capacity.probe import LOG
 
-    untimed = calibration.probe
-
-    def timed(dataset, dataset_params, *args, **kwargs):
-        started, cpu = time.monotonic(), children_cpu_seconds()
-        result = untimed(dataset, dataset_params, *args, **kwargs)
-        print(f"    probe image_size {dataset_params.get('image_size')}: "
-              f"{time.monotonic() - started:.0f} s wall, "
-              f"{children_cpu_seconds() - cpu:.0f} s CPU", flush=True)
-        return result
-
-    calibration.probe = timed
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("    %(message)s"))
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
 
 
 def main() -> int:
@@ -100,6 +87,7 @@ def main() -> int:
         usable_budget,
     )
     from scalebench.experiment.capacity.command import answer
+    from scalebench.experiment.capacity.probe import children_cpu_seconds
     from scalebench.experiment.capacity.refine import refined
     from scalebench.launch.slurm_requests import memory_bytes
 

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 # module and one entry here).
 DENOISERS: dict[str, DenoiserSpec] = {spec.name: spec for spec in (
     tv.SPEC, drunet.SPEC, dncnn.SPEC, wavelet.SPEC, bm3d.SPEC)}
+# The file each denoiser a benchmark folder defines came from (``register``): only this
+# module adds to the registry, and a file registered again (by the config check, then by a
+# benchopt process) replaces its own entry.
+_FILES: dict[str, Path] = {}
 
 # deepinv publishes weights per architecture for grey and colour images: the manifest's
 # entries "<architecture>_<gray|color>" (scalebench/data/manifest.toml).
@@ -32,6 +36,18 @@ HUB_CHANNELS = {1: "gray", 3: "color"}
 # deepinv's published file only; 'none': seeded random weights (cost-only runs). Any other
 # value is the path of a weights file.
 PRETRAINED_VALUES = ("auto", "bundled", "hub", "none")
+
+
+def register(spec: DenoiserSpec, path: Path) -> None:
+    """Add ``spec``, defined by the benchmark file ``path``, to ``DENOISERS``; a name that
+    scalebench or another file already defines is refused (ConfigError)."""
+    owner = _FILES.get(spec.name)
+    if spec.name in DENOISERS and owner != path.resolve():
+        where = f"the file {owner}" if owner else "scalebench"
+        raise ConfigError(f"denoiser file {path}: the name '{spec.name}' is already "
+                          f"defined by {where}; give it another name")
+    DENOISERS[spec.name] = spec
+    _FILES[spec.name] = path.resolve()
 
 
 def denoiser_spec(name: str) -> DenoiserSpec:

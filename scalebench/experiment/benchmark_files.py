@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from scalebench.denoisers.catalog import DENOISERS
+from scalebench.denoisers.catalog import register
 from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError
 from scalebench.loops.spec import SolverSpec
@@ -122,15 +122,11 @@ def benchmark_problems(folder: Path | None,
     return problems
 
 
-# Denoisers registered from benchmark files: name -> the file (a file imported again, by the
-# config check and then by a benchopt process, replaces its own entry).
-_DENOISER_FILES: dict[str, Path] = {}
-
-
 def register_benchmark_denoisers(folder: Path | None) -> list[str]:
-    """Adds the ``SPEC`` of each of ``folder``'s ``denoisers/*.py`` files to ``DENOISERS``;
-    the names added. A file without a DenoiserSpec, or one naming a denoiser scalebench or
-    another file already defines, is refused (ConfigError)."""
+    """Adds the ``SPEC`` of each of ``folder``'s ``denoisers/*.py`` files to ``DENOISERS``
+    (scalebench.denoisers.catalog.register); the names added. A file without a
+    DenoiserSpec, or one naming a denoiser scalebench or another file already defines, is
+    refused (ConfigError)."""
     if folder is None or not (folder / "denoisers").is_dir():
         return []
     names = []
@@ -139,13 +135,7 @@ def register_benchmark_denoisers(folder: Path | None) -> list[str]:
         if not isinstance(spec, DenoiserSpec):
             raise ConfigError(f"denoiser file {path} has no SPEC (a "
                               f"scalebench.denoisers.spec.DenoiserSpec)")
-        owner = _DENOISER_FILES.get(spec.name)
-        if spec.name in DENOISERS and owner != path.resolve():
-            where = f"the file {owner}" if owner else "scalebench"
-            raise ConfigError(f"denoiser file {path}: the name '{spec.name}' is already "
-                              f"defined by {where}; give it another name")
-        DENOISERS[spec.name] = spec
-        _DENOISER_FILES[spec.name] = path.resolve()
+        register(spec, path)
         names.append(spec.name)
     return names
 

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
+import resource
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -56,6 +59,7 @@ NORM_APPLICATIONS = 10
 # cut, it measured (set-up, iterations) peaks of 1298 and 1440 MiB in 165 s on the idle
 # machine, uncut 1338 and 1445 MiB. A verification runs whole (``run_probe``).
 MAPPED_REPETITIONS = 3
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -171,20 +175,31 @@ def _measured(objective: Any, run: Any, iterations: int) -> ProbeResult:
                        objective.problem.x_true.numel(), measurements, host.method)
 
 
+def children_cpu_seconds() -> float:
+    """User and system CPU time of this process's finished children so far: a probe's work
+    whatever the machine's load, where its wall time depends on the load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
           iterations: int = 2, timeout_s: float = 3600,
           chunk_elements: int | None = None, whole: bool = False) -> ProbeResult:
     """``run_probe`` in a fresh process on one rank; a failure is a ScalebenchError naming
-    the run and the last line the process printed."""
+    the run and the last line the process printed. Each probe's wall and CPU time go to this
+    module's logger (INFO), for whoever times calibrations (tools/capacity_check.py)."""
     request = json.dumps({"dataset": dataset, "dataset_params": dataset_params,
                           "solver": solver, "solver_params": solver_params,
                           "iterations": iterations, "chunk_elements": chunk_elements,
                           "whole": whole})
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}
+    started, cpu_started = time.monotonic(), children_cpu_seconds()
     done = subprocess.run([sys.executable, "-m", "scalebench.experiment.capacity.probe", request],
                           capture_output=True, text=True, env=environment, timeout=timeout_s,
                           check=False)
+    LOG.info("probe of %s %s x %s: %.0f s wall, %.0f s CPU", dataset, dataset_params, solver,
+             time.monotonic() - started, children_cpu_seconds() - cpu_started)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise CommandFailed(f"the memory probe of {dataset} {dataset_params} x {solver} "
