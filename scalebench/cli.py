@@ -23,6 +23,7 @@ from scalebench.errors import (
     ScalebenchError,
     reported,
     unreadable_file_error,
+    warn,
 )
 from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
 
@@ -269,7 +270,7 @@ def _plan(args: argparse.Namespace) -> int:
         raise ConfigError("\n".join(plan.errors))
     print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
     for warning in plan.warnings():
-        print(f"scalebench: warning: {warning}", file=sys.stderr)
+        warn(warning)
     return EXIT_OK
 
 

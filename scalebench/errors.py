@@ -1,10 +1,11 @@
-"""Errors the user sees, and the exit statuses of every scalebench command.
+"""Errors and warnings the user sees, and the exit statuses of every scalebench command.
 
 A ``ScalebenchError`` is bad input (exit 2): the message names what is wrong and what is
 allowed. A ``CommandFailed`` is work that failed on good input (exit 1): a run with a failed
 experiment, a download that does not match its manifest, an image that is another one. The
 CLI, the launcher's steps and the container helpers print either as ``scalebench: error:``
-lines (``error_lines``) and exit with ``exit_status``.
+lines (``error_lines``) and exit with ``exit_status``. Warnings are ``scalebench: warning:``
+lines on stderr, some of them once per process (``warn_once``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+WARNING_PREFIX = "scalebench: warning: "
+# What this process has warned about once (warn_once): only warn_once adds to it.
+_WARNED: set[tuple] = set()
 
 
 class ScalebenchError(Exception):
@@ -36,6 +40,18 @@ class ConfigError(ScalebenchError):
 
 class MissingFileError(ScalebenchError):
     """A file the run needs (weights, data) is not where it was asked for."""
+
+
+def warn(message: str) -> None:
+    """``message`` as a warning line on stderr."""
+    print(WARNING_PREFIX + message, file=sys.stderr, flush=True)
+
+
+def warn_once(key: tuple, message: str) -> None:
+    """``warn(message)`` the first time this process meets ``key``, nothing after."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warn(message)
 
 
 def error_lines(error: Exception) -> list[str]:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, warn_once
 
 _KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
 
@@ -94,24 +94,18 @@ def validate_parameters(owner: str, values: dict, specs: dict[str, Param]) -> di
     return {key: check_value(owner, key, value, specs[key]) for key, value in values.items()}
 
 
-_warned_renames: set[tuple[str, str]] = set()
-
-
 def renamed_parameters(owner: str, values: dict, renamed: dict[str, str]) -> dict:
     """``values`` with each old name of ``renamed`` (old -> new) given its new one; one
     warning per process, owner and old name, on stderr. A value under both names is an error.
     Keys of benchopt's zipped form ("a, b") are renamed part by part."""
-    import sys
-
     result = {}
     for key, value in values.items():
         parts = [part.strip() for part in key.split(",")]
         new_parts = [renamed.get(part, part) for part in parts]
         for old, new in zip(parts, new_parts, strict=True):
-            if old != new and (owner, old) not in _warned_renames:
-                _warned_renames.add((owner, old))
-                print(f"scalebench: warning: {owner}: parameter '{old}' is now '{new}'; the "
-                      f"old name still works for now", file=sys.stderr, flush=True)
+            if old != new:
+                warn_once(("renamed", owner, old), f"{owner}: parameter '{old}' is now "
+                          f"'{new}'; the old name still works for now")
         new_key = ", ".join(new_parts) if len(parts) > 1 else new_parts[0]
         if new_key in result:
             raise ConfigError(f"{owner}: parameter '{new_key}' is given twice (once under its "

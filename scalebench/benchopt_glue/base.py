@@ -183,7 +183,8 @@ class LoopSolver(BaseSolver):
     def run(self, callback) -> None:
         failing_rank, max_iter = os.environ.get(FAULT_VARIABLE), self.params["max_iter"]
         initial = self.estimate()  # the estimate of the first row
-        progress.iteration(0, max_iter)
+        reports = progress.IterationReports(max_iter)
+        reports.iteration(0)
         with self.profiler:
             try:
                 for iteration in range(max_iter):
@@ -193,11 +194,11 @@ class LoopSolver(BaseSolver):
                         raise RuntimeError(f"injected failure on rank {failing_rank} "
                                            f"({FAULT_VARIABLE})")
                     self.loop.iterate()
-                    progress.iteration(iteration + 1, max_iter)
+                    reports.iteration(iteration + 1)
                 else:
                     callback()
             finally:
-                progress.flush()  # a failure names the iteration it happened after
+                reports.flush()  # a failure names the iteration it happened after
         if initial is not None:
             save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
                            self.ground_truth, initial, self.estimate(), self.data_sha256)

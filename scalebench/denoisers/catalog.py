@@ -6,14 +6,13 @@ checks of a config (scalebench.experiment.config) read it before anything runs."
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scalebench.denoisers.kinds import bm3d, dncnn, drunet, tv, wavelet
 from scalebench.denoisers.spec import DenoiserSpec
-from scalebench.errors import ConfigError, MissingFileError
+from scalebench.errors import ConfigError, MissingFileError, warn_once
 
 if TYPE_CHECKING:
     from scalebench.data.manifest import Entry
@@ -142,18 +141,12 @@ def resolve_weights(name: str, channels: int, pretrained: str) -> Weights:
     return Weights("file", path)
 
 
-_warned_random: set[str] = set()
-
-
 def warn_random_weights(name: str) -> None:
     """One warning per process and denoiser: quality figures of random weights mean nothing."""
-    if name in _warned_random:
-        return
-    _warned_random.add(name)
-    print(f"scalebench: warning: denoiser '{name}' runs with random weights (pretrained: "
-          f"none): its quality figures (PSNR, SSIM) are meaningless, its cost figures are "
-          f"not; use pretrained auto, bundled, hub or a weights file for quality",
-          file=sys.stderr, flush=True)
+    warn_once(("random weights", name),
+              f"denoiser '{name}' runs with random weights (pretrained: none): its quality "
+              f"figures (PSNR, SSIM) are meaningless, its cost figures are not; use pretrained "
+              f"auto, bundled, hub or a weights file for quality")
 
 
 def bundled_record(weights: Path) -> dict:

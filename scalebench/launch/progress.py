@@ -13,6 +13,7 @@ once a minute. Nothing it writes holds terminal colour codes. Standard library o
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -27,9 +28,6 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 REPORT_INTERVAL_S = 0.2  # iteration reports at most this often (the last one always)
 PLAIN_FRACTION = 0.1  # plain lines: every tenth of max_iter ...
 PLAIN_INTERVAL_S = 60.0  # ... or this long after the previous one
-
-_last_report = 0.0
-_held: dict | None = None  # the newest iteration report left out by the spacing
 
 
 def enabled() -> bool:
@@ -49,25 +47,32 @@ def stage(name: str) -> None:
         _report({"stage": name})
 
 
-def iteration(done: int, max_iter: int) -> None:
-    """``done`` of ``max_iter`` iterations are finished; reports are spaced out in time (the
-    newest one left out is held until ``flush``)."""
-    global _last_report, _held
-    if not enabled():
-        return
-    now = time.monotonic()
-    _held = {"iteration": done, "max_iter": max_iter}
-    if done in (0, max_iter) or now - _last_report >= REPORT_INTERVAL_S:
-        _last_report = now
-        flush()
+class IterationReports:
+    """A run's iteration reports, spaced out in time: at most one each ``interval_s`` (the
+    first and the last always), the newest one left out held until ``flush``. One per run,
+    made where its loop runs (scalebench.benchopt_glue.base)."""
 
+    def __init__(self, max_iter: int, interval_s: float = REPORT_INTERVAL_S) -> None:
+        self.max_iter, self.interval_s = max_iter, interval_s
+        self.enabled = enabled()
+        self.last_sent = -math.inf
+        self.held: dict | None = None
 
-def flush() -> None:
-    """Send the held iteration report: where a run that stops now really was."""
-    global _held
-    if _held is not None:
-        _report(_held)
-        _held = None
+    def iteration(self, done: int) -> None:
+        """``done`` of ``max_iter`` iterations are finished."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        self.held = {"iteration": done, "max_iter": self.max_iter}
+        if done in (0, self.max_iter) or now - self.last_sent >= self.interval_s:
+            self.last_sent = now
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the held report: where a run that stops now really was."""
+        if self.held is not None:
+            _report(self.held)
+            self.held = None
 
 
 def parse(line: str) -> dict | None:

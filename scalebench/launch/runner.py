@@ -30,7 +30,14 @@ from datetime import datetime
 from pathlib import Path
 
 from scalebench.benchmarks import choose_benchmark
-from scalebench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandFailed, ScalebenchError
+from scalebench.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    WARNING_PREFIX,
+    CommandFailed,
+    ScalebenchError,
+)
 from scalebench.launch import processes
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
@@ -45,8 +52,6 @@ RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
 LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
                        r"communicator was aborted|Broken pipe")
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
-# How a child warns (scalebench.param_spec.renamed_parameters).
-WARNING_PREFIX = "scalebench: warning: "
 
 
 class LaunchFailed(CommandFailed):

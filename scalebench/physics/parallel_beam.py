@@ -21,6 +21,7 @@ tests/test_tomography.py bounds.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -185,14 +186,11 @@ def angle_blocks(num_angles: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
+@functools.cache
 def thread_pool(threads: int) -> ThreadPoolExecutor:
-    """A pool of ``threads`` workers, shared by every projector of the process."""
-    if threads not in _POOLS:
-        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="scalebench-astra")
-    return _POOLS[threads]
-
-
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+    """A pool of ``threads`` workers, shared by every projector of the process (made on
+    first use, kept for the process's life)."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="scalebench-astra")
 
 
 class AstraParallelBeam:

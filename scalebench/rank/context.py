@@ -38,28 +38,32 @@ def _init_process_group() -> None:
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)))
     backend = "cpu:gloo,cuda:nccl" if cuda_available() else "gloo"
     dist.init_process_group(backend=backend, timeout=timeout)
-    previous_hook = sys.excepthook
-
-    def remember_failure(*exc_info) -> None:
-        _FAILED.append(exc_info[0])
-        previous_hook(*exc_info)
-
-    sys.excepthook = remember_failure
-    atexit.register(_leave_process_group)
+    group_exit = _GroupExit(sys.excepthook)
+    sys.excepthook = group_exit.remember_failure
+    atexit.register(group_exit.leave)
 
 
-_FAILED: list = []
+class _GroupExit:
+    """How the process leaves its group at exit: whether an uncaught error ended it, noted by
+    the interpreter's exception hook (``previous_hook`` still prints it)."""
 
+    def __init__(self, previous_hook) -> None:
+        self.previous_hook = previous_hook
+        self.failed = False
 
-def _leave_process_group() -> None:
-    """Destroy the group on a normal exit (tearing it down at exit aborts the process). After
-    an error, peers may be blocked in a collective: leave at once with status 1."""
-    if _FAILED:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    def remember_failure(self, *exc_info) -> None:
+        self.failed = True
+        self.previous_hook(*exc_info)
+
+    def leave(self) -> None:
+        """Destroy the group on a normal exit (tearing it down at exit aborts the process).
+        After an error, peers may be blocked in a collective: leave at once with status 1."""
+        if self.failed:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 class TimedContext(DistributedContext):
@@ -111,6 +115,8 @@ class TimedContext(DistributedContext):
         return bool(self.all_reduce(value, op=dist.ReduceOp.MAX).item() > 0)
 
 
+# The process's context per device type, made on first use (run_context) and kept for every
+# later run of the process, as its process group is: only run_context adds to it.
 _CONTEXTS: dict[str, TimedContext] = {}
 
 

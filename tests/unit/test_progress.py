@@ -32,13 +32,13 @@ def test_an_iteration_report_left_out_by_the_spacing_is_sent_on_flush(monkeypatc
 
     monkeypatch.setenv(progress.ENABLE_VARIABLE, "1")
     monkeypatch.setattr(sys, "__stdout__", sys.stdout)
-    monkeypatch.setattr(progress, "REPORT_INTERVAL_S", 600.0)
-    progress.iteration(0, 4)
-    progress.iteration(1, 4)  # within REPORT_INTERVAL_S of the first: held
+    reports = progress.IterationReports(4, interval_s=600.0)
+    reports.iteration(0)
+    reports.iteration(1)  # within interval_s of the first: held
     held = [progress.parse(line) for line in capsys.readouterr().out.splitlines()]
-    progress.flush()
+    reports.flush()
     flushed = [progress.parse(line) for line in capsys.readouterr().out.splitlines()]
-    progress.flush()  # nothing held any more
+    reports.flush()  # nothing held any more
     assert held == [{"iteration": 0, "max_iter": 4}]
     assert flushed == [{"iteration": 1, "max_iter": 4}]
     assert capsys.readouterr().out == ""
