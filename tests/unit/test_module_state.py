@@ -149,3 +149,18 @@ def test_every_documented_switch_is_still_set_somewhere():
     """An exception nothing uses any more is taken off the list."""
     text = "\n".join(path.read_text() for path in FILES)
     assert [switch for switch in sorted(DOCUMENTED) if switch not in text] == []
+
+
+def test_installed_settings_end_with_their_block_even_when_it_fails():
+    """Nested blocks see their own settings; each end, by error too, brings the previous
+    ones back, down to a run's defaults."""
+    from scalebench.rank.settings import ProcessSettings, installed, process_settings
+
+    probe = ProcessSettings(step_peak_resets=False, norm_applications=10)
+    cut = ProcessSettings(step_peak_resets=False, norm_applications=3, tv_iterations=3)
+    with installed(probe):
+        with pytest.raises(RuntimeError), installed(cut):
+            assert process_settings() == cut
+            raise RuntimeError("the probe's run failed")
+        assert process_settings() == probe
+    assert process_settings() == ProcessSettings()
