@@ -93,13 +93,13 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
     from scalebench.experiment.capacity.calibration import (
-        Configuration,
         calibrate,
         probe_point,
         probe_sizes,
         usable_budget,
     )
     from scalebench.experiment.capacity.command import answer
+    from scalebench.experiment.capacity.configuration import Configuration
     from scalebench.experiment.capacity.refine import refined
     from scalebench.launch.slurm_requests import memory_bytes
 
