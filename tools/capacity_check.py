@@ -80,7 +80,6 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
     from scalebench.experiment.capacity.calibration import (
-        Configuration,
         calibrate,
         probe_point,
         probe_sizes,
@@ -88,6 +87,7 @@ def main() -> int:
     )
     from scalebench.experiment.capacity.command import answer
     from scalebench.experiment.capacity.probe import children_cpu_seconds
+    from scalebench.experiment.capacity.configuration import Configuration
     from scalebench.experiment.capacity.refine import refined
     from scalebench.launch.slurm_requests import memory_bytes
 

@@ -47,7 +47,7 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
                          solver_params: dict, ranks: int) -> MemoryEstimate | None:
     """One of ``ranks`` ranks' memory (MemoryEstimate); None when the dataset or the solver
     (training) has no size model."""
-    from scalebench.experiment.capacity.calibration import calibrated_peak
+    from scalebench.experiment.capacity.calibration_cache import calibrated_peak
     from scalebench.loops import SOLVERS
     from scalebench.param_spec import resolved_parameters
     from scalebench.problems import PROBLEMS

@@ -3,6 +3,8 @@ holds no torch, deepinv or problem data, and the batch templates run it with any
 
 - ``runner``: ``scalebench run``: one experiment after the other, each on its ranks, results
   published after each, resumable, stopped cleanly by SIGTERM / SIGINT.
+- ``failures``: what went wrong with a failed experiment: the rank that failed first, how,
+  and the line printed and recorded for it.
 - ``processes``: starting the rank processes of one experiment, locally or with ``srun``.
 - ``rank_entry``: what each rank runs: benchopt on the experiment, its log, its failure note.
 - ``rank_env``: RANK & co. from SLURM's task variables, the job's MASTER_ADDR and MASTER_PORT.

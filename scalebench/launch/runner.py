@@ -5,9 +5,10 @@ deepinv or problem data; everything that needs them runs in short-lived children
 or in the ranks (``rank_entry``). For each experiment of the config (one dataset x solver
 parameter combination) in turn, it starts the ranks in a staging folder, then publishes the
 results file with every experiment finished so far (atomically, marked partial until the
-last one). A failing experiment is recorded (experiment, rank, error) and the others still
-run. SIGTERM / SIGINT stop the running experiment, keep what finished (marked partial) and
-remove the staging folder; ``--resume`` runs only the experiments a partial file lacks.
+last one). A failing experiment is recorded (experiment, rank, error: ``failures`` tells
+which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
+running experiment, keep what finished (marked partial) and remove the staging folder;
+``--resume`` runs only the experiments a partial file lacks.
 
 Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
 written when none finished); 2 bad input; 128 + signal number when stopped by a signal.
@@ -16,12 +17,9 @@ written when none finished); 2 bad input; 128 + signal number when stopped by a 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,7 @@ from scalebench.errors import (
     ScalebenchError,
 )
 from scalebench.launch import processes
+from scalebench.launch.failures import experiment_failure, failure_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
     experiment_ranks,
@@ -46,11 +45,6 @@ from scalebench.launch.resources import (
     srun_resources,
 )
 
-EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
-RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
-# Errors of a rank whose peer died first (gloo, NCCL): consequences, not causes.
-LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
-                       r"communicator was aborted|Broken pipe")
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
 
 
@@ -251,15 +245,13 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         _publish(request, state, _run_status(state) if last else "partial")
         state.finished += 1
     elif state.stopped_by is None:
-        failure = _failure(folder, experiment, group, request.launcher == "local")
+        failure = experiment_failure(folder, experiment, group, request.launcher == "local")
         state.failures.append(failure)
         rank = "*" if failure["rank"] is None else failure["rank"]
         log = logs / f"{experiment['id']}.rank{rank}.log"
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
             print(flush=True)  # rank 0 was killed before it could end its progress line
-        print(f"[scalebench] FAILED experiment {position} {experiment['label']} "
-              f"(rank {failure['rank']}): {failure['error']}; log: {log}", file=sys.stderr,
-              flush=True)
+        print(failure_message(failure, position, log), file=sys.stderr, flush=True)
 
 
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
@@ -270,61 +262,6 @@ def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
         if request.launcher == "srun" and needed > available:
             raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
                                   f"the allocation has {available} tasks")
-
-
-def _failure(folder: Path, experiment: dict, group: processes.RankGroup,
-             per_rank: bool) -> dict:
-    """The rank that failed first, its host and how (``error``): from the ranks' notes and,
-    when ``per_rank`` (local ranks: process r is rank r), from the processes that ended
-    without a note (killed with their wrapper). A rank that lost a peer, or that ended once
-    the launcher had stopped the ranks, failed in consequence and comes after the others."""
-    failure = {"experiment": experiment["id"], "label": experiment["label"]}
-    candidates = []  # (consequence, time, rank, host, how)
-    notes = [json.loads(p.read_text()) for p in folder.glob("rank*.failed")]
-    for note in notes:
-        error = error_line(note["log_tail"])
-        consequence = note.get("signalled", False) or bool(LOST_PEER.search(error)) \
-            or note["failed_at"] >= group.signalled_at
-        candidates.append((consequence, note["failed_at"], note["rank"], note["host"],
-                           _how(note, error)))
-    noted = {note["rank"] for note in notes}
-    statuses = [process.returncode for process in group.processes]
-    for rank, (status, ended) in enumerate(zip(statuses, group.ended_at, strict=True)):
-        if per_rank and status != 0 and rank not in noted:
-            ended = math.inf if ended is None else ended
-            candidates.append((ended >= group.signalled_at, ended, rank,
-                               socket.gethostname(), exit_how(status)))
-    if not candidates:
-        return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
-    _, _, rank, host, how = min(candidates)
-    return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
-
-
-def exit_how(status: int) -> str:
-    """``killed by SIGKILL`` or ``exited with status 3``."""
-    if status < 0:
-        return f"killed by {signal.Signals(-status).name}"
-    return f"exited with status {status}"
-
-
-def _how(note: dict, error: str) -> str:
-    """How a rank with a failure note ended: its signal or exit status, where its run was,
-    and the exception it raised."""
-    where = note.get("progress", "")
-    if note["exit_status"] == 0:
-        return f"ended {where} without writing its result file".replace("  ", " ")
-    how = exit_how(note["exit_status"]) + (f" {where}" if where else "")
-    return f"{how}: {error}" if error and note["exit_status"] > 0 else how
-
-
-def error_line(lines: list[str]) -> str:
-    """The last exception line of a traceback (``SomeError: message``), else the last line;
-    without the ``[rank<r>]:`` that torch puts before the lines of a distributed process."""
-    lines = [RANK_PREFIX.sub("", line).strip() for line in lines]
-    for line in reversed(lines):
-        if EXCEPTION_LINE.match(line):
-            return line
-    return next((line for line in reversed(lines) if line), "")
 
 
 def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:

@@ -1,4 +1,7 @@
-"""3D cone-beam projectors on per-view scanner geometry vectors (ASTRA's ``cone_vec`` layout).
+"""One job: the 3D cone-beam operator, three projectors (torch, ITK-RTK, ASTRA) of one geometry.
+
+The geometry is per-view scanner vectors (ASTRA's ``cone_vec`` layout); the projectors share
+it, its conventions and ``make_projector``, so they stay together in one module.
 
 Each view is 12 numbers: source position, detector centre, the vector from one detector pixel
 to the next along a row (u, along the columns) and the vector from one row to the next (v),

@@ -24,8 +24,9 @@ from tests.support.paths import REPO
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 
 
-LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.processes",
-                 "scalebench.launch.rank_entry", "scalebench.launch.progress",
+LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.failures",
+                 "scalebench.launch.processes", "scalebench.launch.rank_entry",
+                 "scalebench.launch.progress",
                  "scalebench.launch.containers", "scalebench.launch.rank_env",
                  "scalebench.launch.resources", "scalebench.errors", "provenance",
                  "provenance.environment", "provenance.sif")

@@ -12,11 +12,11 @@ from scalebench.errors import ConfigError
 from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX
 from scalebench.experiment.capacity.calibration import (
     REGIME_MARGIN,
-    Configuration,
     largest_fitting,
     probe_sizes,
     regime_size,
 )
+from scalebench.experiment.capacity.configuration import Configuration
 from scalebench.experiment.capacity.model import (
     GROWTH_FLOOR_BYTES,
     CalibrationPoint,
@@ -606,7 +606,7 @@ def test_refinement_rounds_are_bounded(monkeypatch, tmp_path):
 
 
 def test_the_refined_calibration_is_cached_apart_from_the_quick_one(monkeypatch, tmp_path):
-    from scalebench.experiment.capacity.calibration import cache_path, cached_model
+    from scalebench.experiment.capacity.calibration_cache import cache_path, cached_model
     from scalebench.experiment.capacity.refine import refined, refined_path
 
     configuration, sizes = superres(), [32, 64, 96, 128]

@@ -1,6 +1,7 @@
 """The package's layering, read from the source: no import cycle, each package imports only
-those below it, and the rules the design rests on (the launcher holds no stack, provenance
-depends on nothing of scalebench, results never reach back into the launcher)."""
+those below it, the rules the design rests on (the launcher holds no stack, provenance
+depends on nothing of scalebench, results never reach back into the launcher), and a long
+module says that it holds one job."""
 
 from __future__ import annotations
 
@@ -183,3 +184,37 @@ def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path)
     assert import_cycle(graph) == ["pkg.expand", "pkg.plan", "pkg.expand"]
     graph["pkg.plan"] = imported(plan, module_level=True) & {"pkg.expand"}
     assert import_cycle(graph) is None
+
+
+# A module longer than this holds one job and says which in its docstring's first sentence
+# ("One job: ..."); a longer one doing two is split by job.
+LONG_MODULE_LINES = 350
+# Long modules whose split (or one-job docstring) is made on other branches of the same
+# change; each leaves this list when it lands.
+SPLITS_ELSEWHERE = ("scalebench.cli", "scalebench.experiment.config",
+                    "scalebench.results.replay", "scalebench.results.report.views")
+
+
+def one_job_or_short(path: Path) -> bool:
+    """Whether ``path`` is at most LONG_MODULE_LINES long or its docstring opens "One job:"."""
+    text = path.read_text()
+    docstring = ast.get_docstring(ast.parse(text)) or ""
+    return len(text.splitlines()) <= LONG_MODULE_LINES or docstring.startswith("One job:")
+
+
+def test_a_long_module_says_its_one_job():
+    long = [module for module, path in MODULES.items()
+            if module not in SPLITS_ELSEWHERE and not one_job_or_short(path)]
+    assert long == [], f"{long} exceed {LONG_MODULE_LINES} lines without a 'One job:' docstring"
+    settled = [module for module in SPLITS_ELSEWHERE if one_job_or_short(MODULES[module])]
+    assert settled == [], f"{settled} are short or one job now: remove them from SPLITS_ELSEWHERE"
+
+
+def test_the_length_rule_reads_lines_and_the_docstring(tmp_path):
+    long = tmp_path / "long.py"
+    long.write_text('"""Two jobs."""\n' + "x = 1\n" * LONG_MODULE_LINES)
+    assert not one_job_or_short(long)
+    long.write_text('"""One job: a table."""\n' + "x = 1\n" * LONG_MODULE_LINES)
+    assert one_job_or_short(long)
+    long.write_text('"""Two jobs."""\n' + "x = 1\n" * (LONG_MODULE_LINES - 1))
+    assert one_job_or_short(long)

@@ -197,7 +197,9 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
 def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypatch):
     """A calibration in the cache (the file `scalebench capacity` writes) gives the job its
     predicted peak, which refuses what the model says cannot fit."""
-    from scalebench.experiment.capacity.calibration import Configuration, cache_path, probe_sizes
+    from scalebench.experiment.capacity.calibration import probe_sizes
+    from scalebench.experiment.capacity.calibration_cache import cache_path
+    from scalebench.experiment.capacity.configuration import Configuration
     from scalebench.experiment.capacity.model import MemoryModel
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from scalebench.errors import ScalebenchError
 from scalebench.experiment.capacity.calibration import (
-    Configuration,
     calibrate,
     largest_fitting,
     probe_point,
     probe_sizes,
     usable_budget,
 )
+from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import MemoryModel
 from scalebench.experiment.capacity.refine import Round, refined
 from scalebench.rank.devices import cuda_available
@@ -155,8 +155,6 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
           largest: int | None) -> list[list]:
     """[size, predicted peak] from the smallest probe to half again past the largest fitting
     size (or four times the largest probe), at valid sizes."""
-    from scalebench.experiment.capacity.calibration import valid_at_most
-
     low = min(point.size for point in model.points)
     high = max(largest or 0, 4 * max(point.size for point in model.points)) * 3 // 2
     sizes = sorted({valid_at_most(configuration, round(low * (high / low) ** (k / (

@@ -29,16 +29,13 @@ from pathlib import Path
 from scalebench.experiment.capacity import calibration
 from scalebench.experiment.capacity.allocator import glibc_host, mapped_values
 from scalebench.experiment.capacity.calibration import (
-    Configuration,
-    cache_path,
     calibrate,
     largest_fitting,
     last_true,
-    read_entry,
     usable_budget,
-    valid_at_most,
-    write_entry,
 )
+from scalebench.experiment.capacity.calibration_cache import cache_path, read_entry, write_entry
+from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, fit
 
 # Each round probes at these fractions of the answer's unknowns: near enough that the answer

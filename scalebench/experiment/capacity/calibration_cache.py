@@ -1,0 +1,82 @@
+"""The calibration cache: each calibration on disk, found again by its configuration's key.
+
+A calibration is cached under ``<scalebench cache>/capacity/<configuration key>/`` (the key:
+``configuration.configuration_key``), one JSON entry per set of probed sizes, refined ones
+beside the first (``refine.refined_path``): a change to what the key covers finds no entry,
+so the configuration calibrates again. Entries are written whole or not at all, and one that
+cannot be read counts as none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalebench.data.cache import cache_root
+from scalebench.experiment.capacity.configuration import Configuration, configuration_key
+from scalebench.experiment.capacity.model import MemoryModel
+
+
+def cache_path(configuration: Configuration, sizes: list[int], variant: str = "") -> Path:
+    """``capacity/<configuration key>/<sizes><variant>.json`` in the scalebench cache; the
+    first calibration has no ``variant``, a refined one names what it was refined for
+    (refine.refined_path)."""
+    return entries_folder(configuration) / f"{'-'.join(map(str, sorted(sizes)))}{variant}.json"
+
+
+def entries_folder(configuration: Configuration) -> Path:
+    """Where every calibration of ``configuration`` is kept, whatever its probed sizes."""
+    return cache_root() / "capacity" / configuration_key(configuration)
+
+
+def read_entry(path: Path) -> tuple[MemoryModel, dict] | None:
+    """A cache entry's model and its whole record (a refined one also holds its rounds);
+    None when it cannot be read."""
+    try:
+        record = json.loads(path.read_text())
+        return MemoryModel.from_json(record), record
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_entry(path: Path, record: dict) -> None:
+    """``record`` at ``path``, whole or not at all (a parallel reader sees the old entry or
+    the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record))
+    partial.replace(path)
+
+
+def cached_model(configuration: Configuration, sizes: list[int] | None = None
+                 ) -> MemoryModel | None:
+    """The cached calibration of ``configuration`` at ``sizes`` (None: of every cached one,
+    the one whose probes reach the largest size, a refined one among them), None when there
+    is none. An unreadable entry counts as none."""
+    if sizes is not None:
+        entry = read_entry(cache_path(configuration, sizes))
+        return None if entry is None else entry[0]
+    models = [entry[0] for entry in map(read_entry,
+                                        sorted(entries_folder(configuration).glob("*.json")))
+              if entry is not None]
+    if not models:
+        return None
+    return max(models, key=lambda model: max((point.size for point in model.points),
+                                             default=0))
+
+
+def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
+                    ranks: int, size_parameter: str = "image_size") -> float | None:
+    """One rank's peak as the cached calibration of this configuration predicts it; None
+    without a calibration (``scalebench capacity`` makes them)."""
+    from scalebench.problems import PROBLEMS
+
+    if size_parameter not in PROBLEMS[dataset].params:
+        return None
+    configuration = Configuration(dataset, dataset_params, solver, solver_params,
+                                  size_parameter)
+    model = cached_model(configuration)
+    if model is None:
+        return None
+    size = configuration.resolved_dataset()[size_parameter]
+    return model.predict(configuration.sizes(size, ranks, model))

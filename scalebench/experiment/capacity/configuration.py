@@ -1,0 +1,176 @@
+"""Configurations: what a calibration is of, and the key that tells one calibration from another.
+
+A configuration is an experiment of the inference benchmark with its size parameter left out:
+its dataset and solver with their parameters, the device type it runs on. It answers what a
+calibration needs of it at any size: whether the size is valid, the term counts of one rank
+there (``Sizes``), its feature maps and its operator's workspace. Its key covers the
+configuration with every parameter resolved (but those that change no rank's peak), the
+number of probe iterations, the code (commit and uncommitted changes) and the numerical
+packages, so that a change to any of them calibrates again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from scalebench.errors import ConfigError
+from scalebench.experiment.capacity.allocator import FLOAT32_BYTES
+from scalebench.experiment.capacity.model import MemoryModel, Sizes, operator_share
+from scalebench.rank.devices import device_type
+
+# Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
+# Part of the key: probes of another count are another calibration.
+PROBE_ITERATIONS = 2
+# Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
+# the model's): calibrations are shared across them.
+NOT_MEMORY = ("max_iter", "eval_every")
+# Provenance fields (provenance.collect) that decide a calibration besides the configuration.
+ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """An inference experiment whose ``size_parameter`` varies: its dataset and solver with
+    their given parameters (the size among them or not) and the device it runs on."""
+
+    dataset: str
+    dataset_params: dict
+    solver: str
+    solver_params: dict
+    size_parameter: str
+
+    def at(self, size: int) -> Configuration:
+        return replace(self, dataset_params={**self.dataset_params,
+                                             self.size_parameter: size})
+
+    @property
+    def device(self) -> str:
+        """The device type the runs take ('auto': CUDA where there is one)."""
+        return device_type(self.resolved_solver()["device"])
+
+    def key_record(self) -> dict:
+        """What identifies the configuration: every parameter resolved (defaults filled, the
+        device by its type), the size left out."""
+        dataset = self.resolved_dataset()
+        dataset.pop(self.size_parameter)
+        return {"dataset": self.dataset, "solver": self.solver,
+                "size_parameter": self.size_parameter, "dataset_params": dataset,
+                "solver_params": {**{key: value for key, value in self.resolved_solver().items()
+                                     if key not in NOT_MEMORY and not key.startswith("slurm_")},
+                                  "device": self.device}}
+
+    def without_size(self) -> dict:
+        return {"dataset": self.dataset, "solver": self.solver,
+                "size_parameter": self.size_parameter,
+                "dataset_params": {key: value for key, value in self.dataset_params.items()
+                                   if key != self.size_parameter},
+                "solver_params": self.solver_params}
+
+    def resolved_dataset(self) -> dict:
+        from scalebench.param_spec import resolved_parameters
+        from scalebench.problems import PROBLEMS
+
+        return resolved_parameters(self.dataset_params, PROBLEMS[self.dataset].params)
+
+    @property
+    def spec(self):
+        """The solver's registered spec (scalebench.loops.SOLVERS)."""
+        from scalebench.loops import SOLVERS
+
+        return SOLVERS[self.solver]
+
+    def resolved_solver(self) -> dict:
+        from scalebench.loops import SOLVERS
+        from scalebench.param_spec import resolved_parameters
+
+        return resolved_parameters(self.solver_params, SOLVERS[self.solver].params)
+
+    def valid(self, size: int) -> bool:
+        """Whether the problem accepts ``size`` for the size parameter, and the denoiser the
+        image it makes (DRUNet: sides a multiple of 8)."""
+        from scalebench.denoisers.tiles import check_denoiser_fits
+        from scalebench.param_spec import validate_parameters
+        from scalebench.problems import PROBLEMS
+
+        spec, sized = PROBLEMS[self.dataset], self.at(size)
+        try:
+            validate_parameters(f"dataset '{self.dataset}'", sized.dataset_params, spec.params)
+            check_denoiser_fits(self.resolved_solver(),
+                                spec.image_shape(**sized.resolved_dataset()))
+        except (ConfigError, ValueError):
+            return False
+        return True
+
+    def sizes(self, size: int, ranks: int, model: MemoryModel | None) -> Sizes:
+        """The term counts of one of ``ranks`` ranks at ``size`` (measurements by the model's
+        law; without a model, none)."""
+        from scalebench.denoisers.tiles import denoised_pixels
+        from scalebench.problems import PROBLEMS
+
+        spec, values = PROBLEMS[self.dataset], self.at(size).resolved_dataset()
+        shape = spec.image_shape(**values)
+        solver = self.resolved_solver()
+        measurements = 0.0
+        if model is not None and self.spec.uses_operator:
+            share = operator_share(spec.num_operators(**values), ranks,
+                                   solver["distribute_physics"])
+            measurements = model.measurements(size) * share
+        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
+                     self.workspace(size))
+
+    @cached_property
+    def feature_channels(self) -> int:
+        """Channels of the denoiser's full-resolution feature maps with the weights it runs
+        (0: TV, which has none)."""
+        from scalebench.denoisers.catalog import feature_channels, resolve_weights
+        from scalebench.problems import PROBLEMS
+
+        solver = self.resolved_solver()
+        if not self.spec.uses_denoiser:
+            return 0
+        channels = PROBLEMS[self.dataset].image_shape(**self.resolved_dataset())[0]
+        weights = resolve_weights(solver["denoiser"], channels, solver["pretrained"])
+        return feature_channels(solver["denoiser"], weights.widths)
+
+    def feature_map_bytes(self, size: int) -> int:
+        """Bytes of one full-resolution feature map of a denoiser call at ``size`` on one rank
+        (the image, or its batch of tiles); 0 for TV."""
+        from scalebench.denoisers.tiles import denoised_pixels
+        from scalebench.problems import PROBLEMS
+
+        if self.feature_channels == 0:
+            return 0
+        shape = PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
+        return FLOAT32_BYTES * self.feature_channels * \
+            denoised_pixels(self.resolved_solver(), shape, 1)
+
+    def workspace(self, size: int, chunk_elements: int | None = None) -> int:
+        """Elements of an operator's largest chunk at ``size`` (0: no chunked operator; the
+        denoiser solver builds none)."""
+        from scalebench.problems import PROBLEMS
+
+        if not self.spec.uses_operator:
+            return 0
+        return PROBLEMS[self.dataset].workspace(self.at(size).resolved_dataset(),
+                                                chunk_elements)
+
+
+def configuration_key(configuration: Configuration) -> str:
+    """The configuration and what else decides its calibration, the probed sizes aside."""
+    from provenance import canonical_json, collect
+
+    environment = collect()
+    record = {"configuration": configuration.key_record(), "iterations": PROBE_ITERATIONS,
+              "environment": {field: environment.get(field) for field in ENVIRONMENT}}
+    return hashlib.sha256(canonical_json(record).encode()).hexdigest()[:24]
+
+
+def valid_at_most(configuration: Configuration, size: int, search: int = 256) -> int | None:
+    """The largest valid size <= ``size`` (within ``search`` steps), None when there is none."""
+    for candidate in range(size, max(size - search, 0), -1):
+        if configuration.valid(candidate):
+            return candidate
+    return None

@@ -1,0 +1,88 @@
+"""What went wrong with a failed experiment: the rank that failed first, how it ended, and the
+one line the launcher prints and records for it.
+
+A rank that fails leaves a note (``<folder>/rank<r>.failed``, written by ``rank_entry``: its
+exit status, when benchopt ended, whether it was signalled, where its run was, its log's tail);
+a local rank killed with its wrapper leaves none, only its process's exit status. Of all these,
+the cause is the earliest failure that is not a consequence of another: a rank whose peer died
+(gloo, NCCL) or that ended once the launcher had stopped the ranks failed because of the first.
+Standard library only, as the whole launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+import socket
+from pathlib import Path
+
+from scalebench.launch.processes import RankGroup
+
+EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
+RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
+# Errors of a rank whose peer died first (gloo, NCCL): consequences, not causes.
+LOST_PEER = re.compile(r"Connection (closed|reset) by peer|remote process exited|"
+                       r"communicator was aborted|Broken pipe")
+
+
+def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
+                       per_rank: bool) -> dict:
+    """The rank that failed first, its host and how (``error``): from the ranks' notes and,
+    when ``per_rank`` (local ranks: process r is rank r), from the processes that ended
+    without a note (killed with their wrapper). A rank that lost a peer, or that ended once
+    the launcher had stopped the ranks, failed in consequence and comes after the others."""
+    failure = {"experiment": experiment["id"], "label": experiment["label"]}
+    candidates = []  # (consequence, time, rank, host, how)
+    notes = [json.loads(p.read_text()) for p in folder.glob("rank*.failed")]
+    for note in notes:
+        error = error_line(note["log_tail"])
+        consequence = note.get("signalled", False) or bool(LOST_PEER.search(error)) \
+            or note["failed_at"] >= group.signalled_at
+        candidates.append((consequence, note["failed_at"], note["rank"], note["host"],
+                           noted_how(note, error)))
+    noted = {note["rank"] for note in notes}
+    statuses = [process.returncode for process in group.processes]
+    for rank, (status, ended) in enumerate(zip(statuses, group.ended_at, strict=True)):
+        if per_rank and status != 0 and rank not in noted:
+            ended = math.inf if ended is None else ended
+            candidates.append((ended >= group.signalled_at, ended, rank,
+                               socket.gethostname(), exit_how(status)))
+    if not candidates:
+        return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
+    _, _, rank, host, how = min(candidates)
+    return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
+
+
+def failure_message(failure: dict, position: str, log: Path) -> str:
+    """The line the launcher prints when experiment ``position`` (k/N) fails."""
+    return (f"[scalebench] FAILED experiment {position} {failure['label']} "
+            f"(rank {failure['rank']}): {failure['error']}; log: {log}")
+
+
+def exit_how(status: int) -> str:
+    """``killed by SIGKILL`` or ``exited with status 3``."""
+    if status < 0:
+        return f"killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+def noted_how(note: dict, error: str) -> str:
+    """How a rank with a failure note ended: its signal or exit status, where its run was,
+    and the exception it raised."""
+    where = note.get("progress", "")
+    if note["exit_status"] == 0:
+        return f"ended {where} without writing its result file".replace("  ", " ")
+    how = exit_how(note["exit_status"]) + (f" {where}" if where else "")
+    return f"{how}: {error}" if error and note["exit_status"] > 0 else how
+
+
+def error_line(lines: list[str]) -> str:
+    """The last exception line of a traceback (``SomeError: message``), else the last line;
+    without the ``[rank<r>]:`` that torch puts before the lines of a distributed process."""
+    lines = [RANK_PREFIX.sub("", line).strip() for line in lines]
+    for line in reversed(lines):
+        if EXCEPTION_LINE.match(line):
+            return line
+    return next((line for line in reversed(lines) if line), "")
