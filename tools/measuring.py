@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, TextIO, TypeVar
 
 import yaml
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE, REPO
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -260,6 +260,14 @@ def private_benchmark(folder: Path) -> Path:
 def write_config(path: Path, document: dict) -> Path:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def pnp_config(dataset: dict, solver: dict, iterations: int, timeout: str) -> dict:
+    """A config of one PnP experiment on ``dataset``: ``iterations`` iterations, each one
+    evaluated."""
+    return {"objective": [INFERENCE_OBJECTIVE], "dataset": [dataset],
+            "solver": [{"pnp": {**solver, "max_iter": iterations}}],
+            "max-runs": iterations + 1, "timeout": timeout}
 
 
 def scalebench_command(*args: object) -> list[str]:
