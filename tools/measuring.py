@@ -149,6 +149,13 @@ class Table:
         print(line, file=self.stream or sys.stdout, flush=True)
 
 
+def print_targets(targets: Sequence[tuple[str, bool, str]]) -> int:
+    """One line a (name, met, detail) target; the exit status: 1 when one is missed."""
+    for name, met, detail in targets:
+        print(f"{'met' if met else 'MISSED'}: {name}: {detail}")
+    return 0 if all(met for _, met, _ in targets) else 1
+
+
 # --- command-line arguments -----------------------------------------------------------------
 
 def tool_parser(doc: str, file: str) -> argparse.ArgumentParser:
