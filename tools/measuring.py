@@ -188,6 +188,7 @@ class _Sizes(argparse.Action):
 def add_sizes(parser: argparse.ArgumentParser, default: list[int], what: str = "image sides"
               ) -> None:
     parser.add_argument("--sizes", nargs="+", type=_size_list, action=_Sizes, default=default,
+                        metavar="SIZE",
                         help=f"{what}, space- or comma-separated (default: "
                              f"{' '.join(map(str, default))})")
 
