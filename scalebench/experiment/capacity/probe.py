@@ -21,18 +21,16 @@ own, one equal to it only says that the iterations' own is not larger.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
 from scalebench.errors import CommandFailed, ScalebenchError
+from scalebench.experiment.benchmark_files import imported_class
 from scalebench.experiment.capacity.allocator import image_mapped
 from scalebench.rank.devices import device_type
 from scalebench.rank.names import HOST_PEAK_LIFETIME
@@ -83,13 +81,6 @@ class ProbeResult:
         return self.host_peaks_bytes
 
 
-def _benchmark_module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"scalebench_probe_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _values(y: Any) -> int:
     """Number of values of a tensor or of a (nested) list of tensors."""
     import torch
@@ -119,9 +110,9 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     if chunk_elements is not None:
         parallel_beam.CHUNK_ELEMENTS = chunk_elements
     folder = REPO / INFERENCE_BENCHMARK
-    data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
-    solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
-    objective = _benchmark_module(folder / "objective.py").Objective.get_instance()
+    data_class = imported_class(folder / "datasets" / f"{dataset}.py", "Dataset")
+    solver_class = imported_class(folder / "solvers" / f"{solver}.py", "Solver")
+    objective = imported_class(folder / "objective.py", "Objective").get_instance()
     objective.set_data(**data_class.get_instance(**dataset_params).get_data())
     run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
     device = device_type(run.params["device"])
