@@ -62,13 +62,11 @@ from tools.measuring import (
     add_sizes,
     add_threads,
     apply_threads,
+    example_settings,
     print_targets,
     timed,
     tool_parser,
 )
-
-# methods.yml's problems and pnp settings, read as the methods comparison reads them
-from tools.methods_comparison import example
 
 CPU = torch.device("cpu")
 PARTS = ("timing", "pnp", "radio", "clean")
@@ -169,7 +167,8 @@ def sweep_text(grid: list[dict], bests: list[float], norm_squared: float) -> str
 
 
 def compare_pnp(args, targets: list[tuple[str, bool, str]]) -> None:
-    datasets, solver = example()
+    datasets, solvers = example_settings("methods.yml")
+    solver = solvers["pnp"]
     example_sigma = solver["denoiser_sigma"]
     for key, name, size, iterations in (
             ("ct", "tomography_2d", args.ct_size, args.ct_iterations),
@@ -230,7 +229,7 @@ def run_clean(problem, label: str, iterations: int) -> list[float]:
 
 
 def compare_radio(args, targets: list[tuple[str, bool, str]]) -> None:
-    _, solver = example()
+    solver = example_settings("methods.yml")[1]["pnp"]
     solver = {**solver, "denoiser_sigma": RADIO_SIGMA, "init": "dirty"}
     for weighting in ("uniform", "natural"):
         problem = build_problem("radio_interferometry", image_size=args.radio_size,

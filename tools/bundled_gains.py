@@ -18,9 +18,7 @@ from __future__ import annotations
 import sys
 
 import torch
-import yaml
 
-from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.loops import SOLVERS
 from scalebench.loops.denoising import noisy_copy
@@ -29,7 +27,7 @@ from scalebench.param_spec import resolved_parameters
 from scalebench.problems import build_problem
 from scalebench.rank.metrics import psnr
 from scalebench.rank.profiling import StepProfiler
-from tools.measuring import Stopwatch, Table, tool_parser
+from tools.measuring import Stopwatch, Table, example_settings, tool_parser
 
 CPU = torch.device("cpu")
 # (label, example file, solver of the example, dataset and solver overrides). Synthetic
@@ -47,15 +45,11 @@ DENOISERS = {"tv": ("tv", "auto"), "drunet": ("drunet", "bundled"),
              "dncnn-random": ("dncnn", "none")}
 
 
-def _first(values: dict) -> dict:
-    return {k: v[0] if isinstance(v, list) else v for k, v in values.items()}
-
-
 def example(file: str, solver: str) -> tuple[str, dict, dict]:
-    raw = yaml.safe_load((REPO / "configs" / "examples" / file).read_text())
-    (dataset, dataset_values), = raw["dataset"][0].items()
-    solvers = {name: values for entry in raw["solver"] for name, values in entry.items()}
-    return dataset, _first(dataset_values), _first(solvers[solver] or {})
+    """The example's first dataset, its parameters and ``solver``'s."""
+    datasets, solvers = example_settings(file)
+    dataset = next(iter(datasets))
+    return dataset, datasets[dataset], solvers[solver]
 
 
 @torch.no_grad()

@@ -265,6 +265,22 @@ def private_benchmark(folder: Path) -> Path:
                                 ignore=shutil.ignore_patterns("outputs", "__pycache__")))
 
 
+def example_settings(file: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """A shipped example's (configs/examples/FILE) datasets and solvers by name, in its order:
+    each name's first entry, each parameter at its first value where the example lists
+    several."""
+    raw = yaml.safe_load((REPO / "configs" / "examples" / file).read_text())
+
+    def first(entries: list[dict]) -> dict[str, dict]:
+        found: dict[str, dict] = {}
+        for name, values in (item for entry in entries for item in entry.items()):
+            found.setdefault(name, {key: value[0] if isinstance(value, list) else value
+                                    for key, value in (values or {}).items()})
+        return found
+
+    return first(raw["dataset"]), first(raw["solver"])
+
+
 def write_config(path: Path, document: dict) -> Path:
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path

@@ -22,9 +22,7 @@ from __future__ import annotations
 import sys
 
 import torch
-import yaml
 
-from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.loops.inference_parameters import pnp_parameters
@@ -39,6 +37,7 @@ from tools.measuring import (
     add_iterations,
     add_threads,
     apply_threads,
+    example_settings,
     tool_parser,
 )
 
@@ -46,14 +45,6 @@ CPU = torch.device("cpu")
 TARGET_MARGIN_DB = 0.5
 PROBLEMS = {"ct": ("tomography_2d", "ct_size"), "superres": ("multiframe_superres", "sr_size")}
 WEIGHTS = {"tv": "auto", "drunet": "bundled", "dncnn": "bundled"}
-
-
-def example() -> tuple[dict[str, dict], dict]:
-    raw = yaml.safe_load((REPO / "configs" / "examples" / "methods.yml").read_text())
-    datasets = {name: values for entry in raw["dataset"] for name, values in entry.items()}
-    (solver,), = (entry.values() for entry in raw["solver"] if "pnp" in entry)
-    first = {k: v[0] if isinstance(v, list) else v for k, v in solver.items()}
-    return datasets, first
 
 
 @torch.no_grad()
@@ -99,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     add_threads(parser)
     args = parser.parse_args(argv)
     apply_threads(args.threads)
-    datasets, solver = example()
+    datasets, solvers = example_settings("methods.yml")
+    solver = solvers["pnp"]
     table = Table("problem", "denoiser", "algorithm", "iterations", "final PSNR (dB)",
                   "best PSNR (dB)", "grad s/it", "prox s/it", "denoise s/it",
                   "CG its (first, max after 3)", "to PGD best - 0.5 dB: its", "s")

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import yaml
+
 from tests.support.paths import REPO
 
 TOOLS = sorted(path.stem for path in (REPO / "tools").glob("*.py")
@@ -33,7 +35,8 @@ def run_tool(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def table_rows(text: str) -> list[list[str]]:
-    """The cells of the markdown rows of ``text`` (header and separator included)."""
+    """The cells of the markdown rows of ``text``: the header's, then the rows' (not the
+    separator line's)."""
     return [[cell.strip() for cell in line.strip()[1:-1].split(" | ")]
             for line in text.splitlines() if line.startswith("| ")]
 
@@ -87,3 +90,26 @@ def test_test_process_cost_logs_each_process_with_its_test_and_the_import_floor(
     assert tests[0][0] == "1" and tests[0][2].endswith("::test_starts_a_torch_process")
     floor = next(line for line in done.stdout.splitlines() if line.startswith("import floor"))
     assert floor.startswith("import floor: 1 process(es) imported torch x ")
+
+
+def test_superres_scaling_measures_each_size_in_a_child_process():
+    done = run_tool("superres_scaling", "--sizes", "64", "--frames", "2",
+                    "--deepinv-max-size", "64")
+    assert done.returncode == 0, done.stderr[-2000:]
+    header, row = table_rows(done.stdout)
+    assert header[0] == "size" and row[0] == "64²" and len(row) == len(header)
+    assert float(row[4]) > 0 and float(row[7]) > float(row[6])  # deepinv stores more
+
+
+def test_replay_overhead_launches_a_config_and_replays_its_rows(tmp_path):
+    config = tmp_path / "tiny.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"image_size": 32, "task": "denoising"}}],
+        "solver": [{"pnp": {"denoiser": "tv", "max_iter": 2, "device": "cpu"}}],
+        "max-runs": 3, "timeout": "10m"}))
+    done = run_tool("replay_overhead", "--config", str(config))
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = yaml.safe_load(done.stdout)
+    assert report["run_wall_s"] > 0 and report["replay_wall_s"] > 0
+    assert [verdict.split()[0] for verdict in report["verdicts"]] == ["MATCH"]

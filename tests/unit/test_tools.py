@@ -187,3 +187,21 @@ def test_baselines_comparison_keeps_each_method_at_its_best_setting():
                                  3, tool.psnr)) for sigma in sigmas]
     assert bests == separate and len(set(separate)) == 3
     assert chosen == separate.index(max(separate)) and max(values) == max(separate)
+
+
+def test_an_example_gives_each_name_its_first_entry_and_each_parameter_its_first_value():
+    datasets, solvers = measuring.example_settings("methods.yml")
+    assert list(datasets) == ["tomography_2d", "multiframe_superres"]
+    assert datasets["tomography_2d"] == {"image_size": 256, "num_angles": 60,
+                                         "noise_level": 0.05}
+    assert solvers["pnp"]["algorithm"] == "pgd" and solvers["pnp"]["denoiser"] == "tv"
+    assert solvers["fbp"] == {"filter": "ram-lak", "device": "cpu"}
+
+
+def test_a_pnp_config_evaluates_every_iteration():
+    config = measuring.pnp_config({"synthetic": {"image_size": 32}}, {"denoiser": "tv"}, 4,
+                                  "1h")
+    assert config == {"objective": ["imaging_inverse_problem"],
+                      "dataset": [{"synthetic": {"image_size": 32}}],
+                      "solver": [{"pnp": {"denoiser": "tv", "max_iter": 4}}],
+                      "max-runs": 5, "timeout": "1h"}
