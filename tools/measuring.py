@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Generic, TextIO, TypeVar
 import yaml
 
 from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE, REPO
+from scalebench.cli import positive_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,16 +163,6 @@ def tool_parser(doc: str, file: str) -> argparse.ArgumentParser:
     """A script's parser: its ``python -m tools.NAME`` command and its docstring as help."""
     return argparse.ArgumentParser(prog=f"python -m tools.{Path(file).stem}", description=doc,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1")
-    return value
 
 
 def _size_list(text: str) -> list[int]:

@@ -99,7 +99,7 @@ def test_the_common_arguments_parse_sizes_either_way_and_refuse_a_bad_one(capsys
             parser.parse_args(bad)
         assert exit.value.code == 2
     errors = capsys.readouterr().err
-    assert "argument --sizes: '6x' is not a whole number of at least 1" in errors
+    assert "argument --sizes: must be a positive integer, got '6x'" in errors
 
 
 def test_threads_zero_leaves_torch_as_it_is(monkeypatch):
