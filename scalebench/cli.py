@@ -28,7 +28,8 @@ from scalebench.errors import (
 from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argument that counts something (ranks, repeats): a whole number of at least 1."""
     try:
         value = int(text)
     except ValueError:
@@ -84,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--outputs", type=Path, default=None,
                             help="results folder (default: <benchmark>/outputs)")
     run_parser.add_argument("--no-html", action="store_true", help="skip the HTML report")
-    run_parser.add_argument("--nproc", type=_positive, default=1,
+    run_parser.add_argument("--nproc", type=positive_int, default=1,
                             help="ranks on this machine (default 1)")
     run_parser.add_argument("--launcher", choices=("local", "srun"), default="local",
                             help="local processes, or one srun step per experiment inside a "
@@ -106,14 +107,14 @@ def _parser() -> argparse.ArgumentParser:
                             help="extra srun options for every experiment's step")
     validate = command("validate", "check an experiment file and exit")
     validate.add_argument("config", type=Path, help="experiment YAML file")
-    validate.add_argument("--nproc", type=_positive, default=1, help="ranks to check for")
+    validate.add_argument("--nproc", type=positive_int, default=1, help="ranks to check for")
     plan = command("plan", "list and check every job of an experiment "
                                "before submitting it")
     plan.add_argument("config", type=Path, help="experiment YAML file")
     plan.add_argument("--parallel-config", type=Path, default=None,
                       help="benchopt submitit parallel config (e.g. configs/scaling/"
                       "submitit.yml): jobs are planned as benchopt would submit them")
-    plan.add_argument("--nproc", type=_positive, default=1,
+    plan.add_argument("--nproc", type=positive_int, default=1,
                       help="ranks of a local run for experiments that set none (default 1)")
     plan.add_argument("--format", choices=("text", "json"), default="text",
                       help="a table (default) or JSON")
@@ -131,14 +132,14 @@ def _parser() -> argparse.ArgumentParser:
     capacity.add_argument("--device", choices=("cpu", "cuda"), default=None,
                           help="device of the runs (default: each solver's own)")
     ranks = capacity.add_mutually_exclusive_group()
-    ranks.add_argument("--nproc", type=_positive, default=1,
+    ranks.add_argument("--nproc", type=positive_int, default=1,
                        help="ranks of experiments that set none (default 1)")
     ranks.add_argument("--parallel-config", type=Path, default=None,
                        help="benchopt submitit parallel config: ranks as the jobs would ask "
                        "for them (its slurm_nodes x slurm_ntasks_per_node under the solver's)")
     capacity.add_argument("--size-parameter", default="image_size",
                           help="the dataset parameter that sets the size (default image_size)")
-    capacity.add_argument("--calibration-size", type=_positive, default=128,
+    capacity.add_argument("--calibration-size", type=positive_int, default=128,
                           help="largest size probed to calibrate (default 128; probes at a "
                           "quarter, half, three quarters of it and at it)")
     capacity.add_argument("--format", choices=("text", "json"), default="text",

@@ -1,7 +1,7 @@
 """PSNR gains of PnP and of the standalone denoiser with bundled, TV and random denoisers, on
 the shipped examples' problems at their sizes.
 
-    python tools/bundled_gains.py [--random-iterations 3]
+    python -m tools.bundled_gains [--random-iterations 3] [--only CASE ...] [--denoisers NAME ...]
 
 Each case takes its dataset and solver parameters from a shipped example (configs/examples/;
 the first value of a list), swaps the denoiser and ``pretrained``, runs the example's
@@ -15,25 +15,19 @@ seconds per iteration here), which is enough to show what they do to an image.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-from pathlib import Path
 
 import torch
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scalebench.denoisers.build import make_denoiser  # noqa: E402
-from scalebench.loops import SOLVERS  # noqa: E402
-from scalebench.loops.denoising import noisy_copy  # noqa: E402
-from scalebench.loops.pnp import PnPLoop  # noqa: E402
-from scalebench.param_spec import resolved_parameters  # noqa: E402
-from scalebench.problems import build_problem  # noqa: E402
-from scalebench.rank.metrics import psnr  # noqa: E402
-from scalebench.rank.profiling import StepProfiler  # noqa: E402
+from scalebench.denoisers.build import make_denoiser
+from scalebench.loops import SOLVERS
+from scalebench.loops.denoising import noisy_copy
+from scalebench.loops.pnp import PnPLoop
+from scalebench.param_spec import resolved_parameters
+from scalebench.problems import build_problem
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
+from tools.measuring import Stopwatch, Table, example_settings, tool_parser
 
 CPU = torch.device("cpu")
 # (label, example file, solver of the example, dataset and solver overrides). Synthetic
@@ -51,15 +45,11 @@ DENOISERS = {"tv": ("tv", "auto"), "drunet": ("drunet", "bundled"),
              "dncnn-random": ("dncnn", "none")}
 
 
-def _first(values: dict) -> dict:
-    return {k: v[0] if isinstance(v, list) else v for k, v in values.items()}
-
-
 def example(file: str, solver: str) -> tuple[str, dict, dict]:
-    raw = yaml.safe_load((ROOT / "configs" / "examples" / file).read_text())
-    (dataset, dataset_values), = raw["dataset"][0].items()
-    solvers = {name: values for entry in raw["solver"] for name, values in entry.items()}
-    return dataset, _first(dataset_values), _first(solvers[solver] or {})
+    """The example's first dataset, its parameters and ``solver``'s."""
+    datasets, solvers = example_settings(file)
+    dataset = next(iter(datasets))
+    return dataset, datasets[dataset], solvers[solver]
 
 
 @torch.no_grad()
@@ -75,30 +65,30 @@ def run_case(file: str, solver: str, overrides: dict, solver_overrides: dict, de
     network = make_denoiser(params, shape, CPU)
     iterations = params["max_iter"] if pretrained != "none" else min(random_iterations,
                                                                       params["max_iter"])
-    start = time.perf_counter()
     if solver == "denoiser":
-        noisy = noisy_copy(problem.x_true, params["denoiser_sigma"], params["seed"])
-        result = network(noisy, params["denoiser_sigma"])
-        return psnr(noisy, problem.x_true), psnr(result, problem.x_true), 1, \
-            time.perf_counter() - start
-    loop = PnPLoop(problem, network, params, StepProfiler(CPU))
-    initial = psnr(loop.x, problem.x_true)
-    for _ in range(iterations):
-        loop.iterate()
-    return initial, psnr(loop.x, problem.x_true), iterations, time.perf_counter() - start
+        with Stopwatch() as watch:
+            noisy = noisy_copy(problem.x_true, params["denoiser_sigma"], params["seed"])
+            result = network(noisy, params["denoiser_sigma"])
+        return psnr(noisy, problem.x_true), psnr(result, problem.x_true), 1, watch.seconds
+    with Stopwatch() as watch:
+        loop = PnPLoop(problem, network, params, StepProfiler(CPU))
+        initial = psnr(loop.x, problem.x_true)
+        for _ in range(iterations):
+            loop.iterate()
+    return initial, psnr(loop.x, problem.x_true), iterations, watch.seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--random-iterations", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=[c[0] for c in CASES],
                         default=[c[0] for c in CASES])
     parser.add_argument("--denoisers", nargs="+", choices=list(DENOISERS),
                         default=list(DENOISERS))
     args = parser.parse_args(argv)
-    print("| case | denoiser | weights | iterations | initial PSNR (dB) | final PSNR (dB) "
-          "| gain (dB) | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+    table = Table("case", "denoiser", "weights", "iterations", "initial PSNR (dB)",
+                  "final PSNR (dB)", "gain (dB)", "seconds")
+    table.header()
     for label, file, solver, overrides, solver_overrides in CASES:
         if label not in args.only:
             continue
@@ -108,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             initial, final, iterations, seconds = run_case(
                 file, solver, overrides, solver_overrides, denoiser, pretrained,
                 args.random_iterations)
-            print(f"| {label} | {denoiser} | {weights} | {iterations} | {initial:.2f} | "
-                  f"{final:.2f} | {final - initial:+.2f} | {seconds:.0f} |", flush=True)
+            table.row(label, denoiser, weights, iterations, f"{initial:.2f}", f"{final:.2f}",
+                      f"{final - initial:+.2f}", f"{seconds:.0f}")
     return 0
 
 

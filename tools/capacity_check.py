@@ -17,18 +17,18 @@ Targets: predicted / measured at the answer within 0.85-1.15; the measured peak 
 budget; the next size predicted above the budget less the headroom; the calibration under 5
 minutes.
 
-    python tools/capacity_check.py [--only NAME ...] [--budget 3GiB] [--quick]
+    python -m tools.capacity_check [--only NAME ...] [--budget 3GiB] [--quick]
         [--calibration-size 128]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import tempfile
-import time
+
+from tools.measuring import Stopwatch, print_targets, tool_parser
 
 RATIO_LOW, RATIO_HIGH = 0.85, 1.15
 CALIBRATION_TARGET_S = 300
@@ -69,15 +69,15 @@ def timed_probes() -> None:
     LOG.setLevel(logging.INFO)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--only", choices=tuple(CASES), nargs="*", default=None)
     parser.add_argument("--budget", default=None, help="every case's budget (default: each "
                         "case's own)")
     parser.add_argument("--quick", action="store_true",
                         help="the first calibration only (scalebench capacity --quick)")
     parser.add_argument("--calibration-size", type=int, default=128)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
     from scalebench.experiment.capacity.calibration import (
         calibrate,
@@ -100,15 +100,15 @@ def main() -> int:
         configuration = Configuration(dataset, dataset_params, solver, solver_params,
                                       "image_size")
         sizes = probe_sizes(configuration, args.calibration_size)
-        started, cpu_started, load_started = time.monotonic(), children_cpu_seconds(), \
-            load_text()
-        if args.quick:
-            model, _ = calibrate(configuration, sizes)
-            rounds = None
-        else:
-            done = refined(configuration, sizes, 1, budget)
-            model, rounds = done.model, done.rounds
-        wall, cpu = time.monotonic() - started, children_cpu_seconds() - cpu_started
+        cpu_started, load_started = children_cpu_seconds(), load_text()
+        with Stopwatch() as watch:
+            if args.quick:
+                model, _ = calibrate(configuration, sizes)
+                rounds = None
+            else:
+                done = refined(configuration, sizes, 1, budget)
+                model, rounds = done.model, done.rounds
+        wall, cpu = watch.seconds, children_cpu_seconds() - cpu_started
         line = answer(configuration, name, 1, budget, model, False, rounds)
         print(f"{name}: {line.calibration_text()}; wall {wall:.0f} s, probes' CPU time "
               f"{cpu:.0f} s, load average {load_started} at the start, {load_text()} at the "
@@ -117,10 +117,10 @@ def main() -> int:
             print(f"  round {index}: probed {item.sizes}; at {item.newest} predicted "
                   f"{gib(item.predicted_bytes)} GiB, measured {gib(item.measured_bytes)} GiB "
                   f"(ratio {item.ratio:.3f})", flush=True)
-        verdicts.append((f"{name} calibration wall time (s)", wall,
-                         wall < CALIBRATION_TARGET_S))
+        verdicts.append((f"{name} calibration wall time (s)", wall < CALIBRATION_TARGET_S,
+                         f"{wall:.3f}"))
         if line.largest_size is None:
-            verdicts.append((f"{name}: {line.reason}", 0.0, False))
+            verdicts.append((f"{name}: {line.reason}", False, "no answer"))
             continue
         largest = line.largest_size
         measured = probe_point(configuration, largest, whole=True).peak_bytes
@@ -133,15 +133,13 @@ def main() -> int:
               f"{gib(line.predicted_peak_bytes)} GiB, measured {gib(measured)} GiB, ratio "
               f"{ratio:.3f}; next size {step} predicted {gib(above)} GiB (the answer may "
               f"predict {gib(usable)} GiB)", flush=True)
-        verdicts.append((f"{name} predicted / measured at {largest}", ratio,
-                         RATIO_LOW <= ratio <= RATIO_HIGH))
+        verdicts.append((f"{name} predicted / measured at {largest}",
+                         RATIO_LOW <= ratio <= RATIO_HIGH, f"{ratio:.3f}"))
         verdicts.append((f"{name} measured at {largest} / budget {budget_text}",
-                         measured / budget, measured <= budget))
+                         measured <= budget, f"{measured / budget:.3f}"))
         verdicts.append((f"{name} next size {step} predicted / budget less the headroom",
-                         above / usable, above > usable))
-    for label, value, met in verdicts:
-        print(f"target {label}: {value:.3f} {'met' if met else 'NOT met'}")
-    return 0 if all(met for _, _, met in verdicts) else 1
+                         above > usable, f"{above / usable:.3f}"))
+    return print_targets(verdicts)
 
 
 if __name__ == "__main__":

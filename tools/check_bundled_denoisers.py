@@ -1,6 +1,6 @@
 """Re-run the bundled denoisers' recipes and compare them with the shipped files.
 
-    python tools/check_bundled_denoisers.py [--only NAME ...] [--tolerance-db 0.2]
+    python -m tools.check_bundled_denoisers [--only NAME ...] [--tolerance-db 0.2] [--rerun DIR]
 
 Retrains each recipe (scalebench.denoisers.bundled.RECIPES) into a temporary folder, then
 denoises the held-out astronaut photograph at each noise level of
@@ -17,10 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scalebench.data.fetch import BUNDLED_WEIGHTS  # noqa: E402
-from scalebench.denoisers.bundled import (  # noqa: E402
+from scalebench.data.fetch import BUNDLED_WEIGHTS
+from scalebench.denoisers.bundled import (
     EVAL_SIGMAS,
     RECIPES,
     held_out_figures,
@@ -28,21 +26,23 @@ from scalebench.denoisers.bundled import (  # noqa: E402
     load_record,
     train_and_save,
 )
+from tools.measuring import Table, tool_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--only", nargs="+", choices=sorted(RECIPES), default=sorted(RECIPES))
     parser.add_argument("--tolerance-db", type=float, default=0.2)
     parser.add_argument("--shipped", type=Path, default=BUNDLED_WEIGHTS, help=argparse.SUPPRESS)
     parser.add_argument("--rerun", type=Path, default=None,
                         help="compare with the files a separate run of "
-                             "tools/train_bundled_denoisers.py --out DIR wrote, "
+                             "python -m tools.train_bundled_denoisers --out DIR wrote, "
                              "instead of training again")
     args = parser.parse_args(argv)
     worst = 0.0
-    print(f"{'model':<14} {'sigma':>6} {'noisy':>8} {'shipped':>8} {'re-run':>8} {'diff':>7}"
-          f"  (PSNR dB on the held-out astronaut)")
+    print("PSNR (dB) on the held-out astronaut")
+    table = Table("model", "sigma", "noisy", "shipped", "re-run", "diff", "re-run file")
+    table.header()
     with tempfile.TemporaryDirectory() as temporary:
         folder = args.rerun or Path(temporary)
         for name in args.only:
@@ -54,12 +54,12 @@ def main(argv: list[str] | None = None) -> int:
             for sigma in map(str, EVAL_SIGMAS):
                 difference = rerun[sigma]["denoised_psnr_db"] - shipped[sigma]["denoised_psnr_db"]
                 worst = max(worst, abs(difference))
-                print(f"{name:<14} {sigma:>6} {shipped[sigma]['noisy_psnr_db']:>8.2f} "
-                      f"{shipped[sigma]['denoised_psnr_db']:>8.2f} "
-                      f"{rerun[sigma]['denoised_psnr_db']:>8.2f} {difference:>+7.3f}")
+                table.row(name, sigma, f"{shipped[sigma]['noisy_psnr_db']:.2f}",
+                          f"{shipped[sigma]['denoised_psnr_db']:.2f}",
+                          f"{rerun[sigma]['denoised_psnr_db']:.2f}", f"{difference:+.3f}")
             same = again["sha256"] == load_record(name, args.shipped)["sha256"]
-            print(f"{name:<14} re-run file {'identical to' if same else 'differs from'} the "
-                  f"shipped one; {again['training_seconds']} s", flush=True)
+            table.row(name, "", "", "", "", "", f"{'identical to' if same else 'differs from'}"
+                      f" the shipped one; {again['training_seconds']} s")
     verdict = "within" if worst <= args.tolerance_db else "OUTSIDE"
     print(f"largest difference {worst:.3f} dB: {verdict} the {args.tolerance_db} dB tolerance")
     return 0 if worst <= args.tolerance_db else 1

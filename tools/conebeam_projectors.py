@@ -8,11 +8,11 @@ RTK takes each view's vectors (AddProjection with source, detector and its axes)
 describes a circular or helical orbit by angles and two distances only, so it is measured on
 the unperturbed orbit and cannot reproduce per-view vectors.
 
-    python tools/conebeam_projectors.py [--sizes 64,128] [--views 60]
+    python -m tools.conebeam_projectors [--sizes 64,128] [--views 60]
     # with RTK/mbirjax from another environment appended to the path:
-    PYTHONPATH=.../site-packages python tools/conebeam_projectors.py
+    PYTHONPATH=.../site-packages python -m tools.conebeam_projectors
 
-Prints one line per (projector, size): forward and adjoint seconds (median of 3), peak host
+Prints one row per (projector, size): forward and adjoint seconds (median of 3), peak host
 memory of the process during the pair, <Ax, y> versus <x, A^T y> relative error, and the
 relative difference of A x to the torch projector's (random x, so interpolation differences
 weigh heavily; smooth objects agree more closely). Peak memory includes the libraries loaded.
@@ -20,25 +20,19 @@ weigh heavily; smooth objects agree more closely). Peak memory includes the libr
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from scalebench.physics.backends import astra_available  # noqa: E402
-from scalebench.physics.conebeam import (  # noqa: E402
+from scalebench.physics.backends import astra_available
+from scalebench.physics.conebeam import (
     AstraConeBeam,
     ConeGeometry,
     RtkConeBeam,
     TorchConeBeam,
     circular_vectors,
 )
-from scalebench.rank.profiling import HostPeakMemory  # noqa: E402
+from scalebench.rank.profiling import HostPeakMemory
+from tools.measuring import Table, add_sizes, timed, tool_parser
 
 # Walnut scanner proportions (mm): source 66 mm from the axis, detector 133 mm beyond it.
 SOURCE_MM, DETECTOR_MM = 66.0, 133.0
@@ -70,28 +64,22 @@ def geometry(size: int, views: int, perturbed: bool = True) -> ConeGeometry:
     return ConeGeometry.centred(vectors, (size, size, size), voxel, (rows, cols))
 
 
-def timed(function, *args):
-    times, out = [], None
-    for _ in range(3):
-        start = time.perf_counter()
-        out = function(*args)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), out
+REPEATS = 3
 
 
-def report(name: str, size: int, forward, adjoint, x: np.ndarray, y: np.ndarray,
-           reference: np.ndarray | None) -> np.ndarray:
+def report(table: Table, name: str, size: int, forward, adjoint, x: np.ndarray,
+           y: np.ndarray, reference: np.ndarray | None) -> np.ndarray:
     memory = HostPeakMemory()  # peaks from here on
-    t_forward, ax = timed(forward, x)
-    t_adjoint, aty = timed(adjoint, y)
+    forward_timed = timed(lambda: forward(x), REPEATS)
+    adjoint_timed = timed(lambda: adjoint(y), REPEATS)
+    ax, aty = forward_timed.result, adjoint_timed.result
     peak = memory.read_mib()
     lhs = float(np.sum(ax.astype(np.float64) * y))
     rhs = float(np.sum(x.astype(np.float64) * aty))
     agreement = "" if reference is None else \
-        f"  vs torch {np.linalg.norm(ax - reference) / np.linalg.norm(reference):.2e}"
-    print(f"{name:8s} {size:4d}^3  A {t_forward:7.3f} s  A^T {t_adjoint:7.3f} s  peak "
-          f"{peak:7.0f} MiB  adjointness {abs(lhs - rhs) / abs(lhs):.1e}{agreement}",
-          flush=True)
+        f"{np.linalg.norm(ax - reference) / np.linalg.norm(reference):.2e}"
+    table.row(name, f"{size}^3", f"{forward_timed.median:.3f}", f"{adjoint_timed.median:.3f}",
+              f"{peak:.0f}", f"{abs(lhs - rhs) / abs(lhs):.1e}", agreement)
     return ax
 
 
@@ -129,18 +117,20 @@ def mbirjax_pair(g: ConeGeometry):
     return forward, adjoint
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="64,128")
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [64, 128], "volume sides")
     parser.add_argument("--views", type=int, default=60)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    for size in map(int, args.sizes.split(",")):
+    table = Table("projector", "size", "A s", "A^T s", "peak MiB", "adjointness", "vs torch")
+    table.header()
+    for size in args.sizes:
         g = geometry(size, args.views)
         rng = np.random.default_rng(1)
         x = rng.random(g.volume_shape, dtype=np.float32)
         y = rng.random((g.num_views, *g.detector_shape), dtype=np.float32)
-        reference = report("torch", size, *numpy_pair(TorchConeBeam(g)), x, y, None)
+        reference = report(table, "torch", size, *numpy_pair(TorchConeBeam(g)), x, y, None)
         candidates = {"rtk": lambda g=g: numpy_pair(RtkConeBeam(g))}
         if astra_available(cuda=True):
             candidates["astra"] = lambda g=g: numpy_pair(AstraConeBeam(g))
@@ -148,16 +138,16 @@ def main() -> None:
             try:
                 functions = make()
             except ImportError as error:
-                print(f"{name:8s} not installed ({error})")
+                table.row(name, f"{size}^3", f"not installed ({error})")
                 continue
-            report(name, size, *functions, x, y, reference)
+            report(table, name, size, *functions, x, y, reference)
         try:
             # Its angle origin and detector orientation are not mapped onto cone_vec here:
             # time, memory and adjointness only.
-            report("mbirjax", size, *mbirjax_pair(geometry(size, args.views, perturbed=False)),
-                   x, y, None)
+            circular = geometry(size, args.views, perturbed=False)
+            report(table, "mbirjax", size, *mbirjax_pair(circular), x, y, None)
         except ImportError as error:
-            print(f"mbirjax  not installed ({error})")
+            table.row("mbirjax", f"{size}^3", f"not installed ({error})")
 
 
 if __name__ == "__main__":

@@ -17,20 +17,29 @@ follow it: ASTRA's angle blocks, ducc0, finufft):
 Targets: gradient step >= 1.8x faster on every core at 1024² and 2048²; set-up at 2048² at
 most a third of the legacy one.
 
-    python tools/ct_threads.py [--sizes 1024 2048] [--legacy-sizes 1024 2048]
+    python -m tools.ct_threads [--sizes 1024 2048] [--legacy-sizes 1024 2048]
         [--iterations 2] [--radio-iterations 5] [--threads N (default: every core)]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from tools.measuring import (
+    ChildFailed,
+    Stopwatch,
+    Table,
+    add_child,
+    add_iterations,
+    add_sizes,
+    child_figures,
+    median,
+    print_figures,
+    print_targets,
+    tool_parser,
+)
 
 GRAD_TARGET, SETUP_TARGET = 1.8, 1 / 3
 RADIO = {"image_size": 256, "declination_deg": -30.0, "hour_angle_start": -4.0,
@@ -50,14 +59,13 @@ def ct(size: int, iterations: int, legacy: bool) -> dict:
 
     problem = build_problem("tomography_2d", image_size=size, num_angles=size,
                             projector="astra", noise_level=0.01)
-    start = time.perf_counter()
-    if legacy:
-        norm, applications = operator_norm.power_iteration(problem, 30, 1e-4)
-        start_applications = 0
-    else:
-        norm, applications, start_applications = operator_norm.lanczos(problem)
-    x = initial_estimate(problem, "adjoint", norm)
-    setup_s = time.perf_counter() - start
+    with Stopwatch() as setup:
+        if legacy:
+            norm, applications = operator_norm.power_iteration(problem, 30, 1e-4)
+            start_applications = 0
+        else:
+            norm, applications, start_applications = operator_norm.lanczos(problem)
+        x = initial_estimate(problem, "adjoint", norm)
     profiler = StepProfiler(torch.device("cpu"))
     steps, shares = [], []
     for _ in range(iterations):
@@ -65,9 +73,9 @@ def ct(size: int, iterations: int, legacy: bool) -> dict:
             x = x - problem.physics.A_adjoint(problem.physics.A(x) - problem.y) / norm
         steps.append(profiler.last["grad_time_s"])
         shares.append(profiler.last["grad_cpu_utilization"])
-    return {"setup_s": setup_s, "norm": norm, "applications": applications,
-            "start_applications": start_applications, "grad_s": statistics.median(steps),
-            "grad_cpu": statistics.median(shares)}
+    return {"setup_s": setup.seconds, "norm": norm, "applications": applications,
+            "start_applications": start_applications, "grad_s": median(steps),
+            "grad_cpu": median(shares)}
 
 
 def radio(iterations: int) -> dict:
@@ -86,23 +94,21 @@ def radio(iterations: int) -> dict:
                    pnp_parameters(denoiser_sigma=0.001, init="dirty"), profiler)
     times, shares = [], []
     for _ in range(iterations):
-        start = time.perf_counter()
-        loop.iterate()
-        times.append(time.perf_counter() - start)
+        with Stopwatch() as watch:
+            loop.iterate()
+        times.append(watch.seconds)
         shares.append(profiler.last["grad_cpu_utilization"])
-    return {"iteration_s": statistics.median(times), "grad_cpu": statistics.median(shares)}
+    return {"iteration_s": median(times), "grad_cpu": median(shares)}
 
 
 def child(what: str, threads: int, *args: str) -> dict:
     """``what`` run in a fresh process on ``threads`` threads (a fresh norm cache)."""
     environment = {**os.environ, "SCALEBENCH_CACHE": tempfile.mkdtemp(prefix="sb-threads-"),
                    "OMP_NUM_THREADS": str(threads)}
-    done = subprocess.run([sys.executable, __file__, "--child", what, str(threads), *args],
-                          capture_output=True, text=True, env=environment, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{what} on {threads} thread(s) failed: "
-                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        return child_figures(__spec__.name, what, threads, *args, env=environment)
+    except ChildFailed as error:
+        raise SystemExit(f"{what} on {threads} thread(s) failed: {error}") from None
 
 
 def run_child(what: str, threads: int, args: list[str]) -> dict:
@@ -114,50 +120,50 @@ def run_child(what: str, threads: int, args: list[str]) -> dict:
     return ct(int(args[0]), int(args[1]), args[2] == "legacy")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [1024, 2048])
     parser.add_argument("--legacy-sizes", type=int, nargs="*", default=None,
                         help="sizes whose legacy set-up runs (default: every size)")
-    parser.add_argument("--iterations", type=int, default=2)
+    add_iterations(parser, 2, "gradient steps timed per size")
     parser.add_argument("--radio-iterations", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="every core's thread count (default: this machine's cores)")
+    add_child(parser)
+    args = parser.parse_args(argv)
     if args.child:
         what, threads, *rest = args.child
-        print(json.dumps(run_child(what, int(threads), rest)))
+        print_figures(run_child(what, int(threads), rest))
         return 0
     every, legacy_sizes = args.threads, args.sizes if args.legacy_sizes is None \
         else args.legacy_sizes
     print(f"CT, ASTRA CPU, {every} threads against 1 (angles = size)")
-    print(f"{'size':>6} {'grad_s 1':>9} {'grad_s N':>9} {'speedup':>8} {'cpu N':>6} "
-          f"{'setup_s legacy':>15} {'setup_s N':>10} {'ratio':>6}  norm (applications)")
-    verdicts = []
+    table = Table("size", "grad_s 1", "grad_s N", "speedup", "cpu N", "setup_s legacy",
+                  "setup_s N", "ratio", "norm (applications)")
+    table.header()
+    targets = []
     for size in args.sizes:
         legacy = size in legacy_sizes
         one = child("ct", 1, str(size), str(args.iterations), "legacy" if legacy else "new")
         many = child("ct", every, str(size), str(args.iterations), "new")
         speedup = one["grad_s"] / many["grad_s"]
-        verdicts.append((f"{size}² gradient step speedup", speedup, speedup >= GRAD_TARGET))
+        targets.append((f"{size}² gradient step speedup", speedup >= GRAD_TARGET,
+                        f"{speedup:.2f}"))
         ratio = many["setup_s"] / one["setup_s"] if legacy else float("nan")
         if legacy:
-            verdicts.append((f"{size}² set-up / legacy", ratio, ratio <= SETUP_TARGET))
-        legacy_text = f"{one['setup_s']:15.1f}" if legacy else f"{'not run':>15}"
+            targets.append((f"{size}² set-up / legacy", ratio <= SETUP_TARGET, f"{ratio:.2f}"))
         norms = (f"{many['norm']:.6g} ({many['applications']} + {many['start_applications']}"
                  f" start)" + (f", legacy {one['norm']:.6g} ({one['applications']})"
                                if legacy else ""))
-        print(f"{size:>5}² {one['grad_s']:9.2f} {many['grad_s']:9.2f} {speedup:8.2f} "
-              f"{many['grad_cpu']:6.2f} {legacy_text} {many['setup_s']:10.1f} {ratio:6.2f}  "
-              f"{norms}", flush=True)
+        table.row(f"{size}²", f"{one['grad_s']:.2f}", f"{many['grad_s']:.2f}", f"{speedup:.2f}",
+                  f"{many['grad_cpu']:.2f}", f"{one['setup_s']:.1f}" if legacy else "not run",
+                  f"{many['setup_s']:.1f}", f"{ratio:.2f}", norms)
     one, many = (child("radio", threads, str(args.radio_iterations)) for threads in (1, every))
     print(f"radio example (natural weighting, PnP-TV): iteration {one['iteration_s']:.3f} s on "
           f"1 thread, {many['iteration_s']:.3f} s on {every} "
           f"({one['iteration_s'] / many['iteration_s']:.2f}x; gradient step CPU "
           f"{many['grad_cpu']:.2f} cores)")
-    for name, value, met in verdicts:
-        print(f"target {name}: {value:.2f} {'met' if met else 'NOT met'}")
-    return 0 if all(met for _, _, met in verdicts) else 1
+    return print_targets(targets)
 
 
 if __name__ == "__main__":

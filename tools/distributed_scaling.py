@@ -13,25 +13,27 @@ rank (dist1 / plain; target at most 1.05), the speedup of 2 ranks over 1 rank x 
 and over one core, the parallel efficiency (speedup over one core / 2) and the share of the
 iteration spent communicating.
 
-    python tools/distributed_scaling.py [--iterations 4] [--repeats 1]
+    python -m tools.distributed_scaling [--iterations 4] [--repeats 1]
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import shutil
-import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-import yaml
+from tools.measuring import (
+    add_iterations,
+    add_repeats,
+    median,
+    pnp_config,
+    private_benchmark,
+    run_config,
+    tool_parser,
+    write_config,
+)
 
-REPO = Path(__file__).resolve().parent.parent
 TARGET_OVERHEAD = 1.05
 PROBLEMS = {
     "tomography_2d 512x512, 256 angles, 8 operators":
@@ -51,55 +53,50 @@ def run_variant(workdir: Path, dataset: dict, variant: str, iterations: int) -> 
     ranks, threads, distributed = VARIANTS[variant]
     # 4 tiles in batches of 2: one batch per rank on 2 ranks (seeded random DnCNN weights).
     solver = {"denoiser": "dncnn", "pretrained": "none", "denoiser_sigma": 0.02,
-              "tile_size": 256, "tile_overlap": 16, "tiles_per_batch": 2, "max_iter": iterations,
+              "tile_size": 256, "tile_overlap": 16, "tiles_per_batch": 2,
               "device": "cpu", "num_threads": threads,
               "distribute_physics": distributed, "distribute_denoiser": distributed}
-    config = workdir / f"{variant}.yml"
-    config.write_text(yaml.safe_dump({"objective": ["imaging_inverse_problem"],
-                                      "dataset": [dataset], "solver": [{"pnp": solver}],
-                                      "max-runs": iterations + 1, "timeout": "2h"}))
-    name = f"{variant}_{next(RUN_NUMBERS)}"
-    benchmark = workdir / "benchmark_inference"
-    done = subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
-                           "--benchmark", str(benchmark), "--output", name, "--no-html",
-                           "--nproc", str(ranks)], capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{variant} failed:\n{done.stderr[-3000:]}")
-    df = pd.read_parquet(benchmark / "outputs" / f"{name}.parquet")
+    config = write_config(workdir / f"{variant}.yml",
+                          pnp_config(dataset, solver, iterations, "2h"))
+    launch = run_config(config, workdir / "benchmark_inference",
+                        f"{variant}_{next(RUN_NUMBERS)}", ranks)
+    if launch.finished.returncode:
+        raise SystemExit(f"{variant} failed:\n{launch.finished.stderr[-3000:]}")
+    df = launch.rows()
     rows = df[df.stop_val > 1]  # iteration 1 warms caches up
     return {stage: [float(v) for v in rows[f"objective_{stage}_max"]] for stage in STAGES}
 
 
 def summarise(runs: dict[str, list[dict]]) -> dict:
-    median = {variant: {stage: statistics.median(v for run in found for v in run[stage])
-                        for stage in STAGES} for variant, found in runs.items()}
-    total = {variant: m["grad_time_s"] + m["denoise_time_s"] for variant, m in median.items()}
+    median_of = {variant: {stage: median(v for run in found for v in run[stage])
+                           for stage in STAGES} for variant, found in runs.items()}
+    total = {variant: m["grad_time_s"] + m["denoise_time_s"]
+             for variant, m in median_of.items()}
     speedup_threads = total["plain"] / total["dist2"]
     speedup_core = total["single1"] / total["dist2"]
     return {
         "median_iteration_s": {v: round(t, 4) for v, t in total.items()},
         "median_stage_s": {v: {s: round(x, 4) for s, x in m.items()}
-                           for v, m in median.items()},
+                           for v, m in median_of.items()},
         "overhead_dist1_over_plain": round(total["dist1"] / total["plain"], 4),
         "overhead_target": f"<= {TARGET_OVERHEAD}",
         "speedup_2_ranks_over_1_rank_2_threads": round(speedup_threads, 3),
         "speedup_2_ranks_over_1_core": round(speedup_core, 3),
         "parallel_efficiency_vs_1_core": round(speedup_core / 2, 3),
-        "communication_share_2_ranks": round(median["dist2"]["comm_time_s"] / total["dist2"],
-                                             4),
+        "communication_share_2_ranks": round(median_of["dist2"]["comm_time_s"]
+                                             / total["dist2"], 4),
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=1)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_iterations(parser, 4, "PnP iterations per run (the first one warms caches up)")
+    add_repeats(parser, 1, "runs of each variant, alternated")
+    args = parser.parse_args(argv)
     report = {}
     with tempfile.TemporaryDirectory() as folder:
         workdir = Path(folder)
-        shutil.copytree(REPO / "benchmark_inference", workdir / "benchmark_inference",
-                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+        private_benchmark(workdir)
         for label, dataset in PROBLEMS.items():
             runs: dict[str, list[dict]] = {variant: [] for variant in VARIANTS}
             for _ in range(args.repeats):  # alternate, so that drifts hit every variant

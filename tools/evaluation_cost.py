@@ -10,17 +10,24 @@ on CUDA also the allocator's peak over what was allocated) and its ratio to the 
 (target < 2). Sizes whose estimated need exceeds --max-gib are skipped, and the script says
 so: TV holds about 12 image-sized arrays.
 
-    python tools/evaluation_cost.py [--sizes 256,512,...,8192] [--repeats 3] [--device auto]
+    python -m tools.evaluation_cost [--sizes 256,512,...,8192] [--repeats 3] [--device auto]
                                     [--max-gib 6]
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import torch
+
+from tools.measuring import (
+    Stopwatch,
+    Table,
+    add_device,
+    add_repeats,
+    add_sizes,
+    median,
+    synchronise,
+    tool_parser,
+)
 
 TARGET_TIME_RATIO = 0.10
 TARGET_MEMORY_RATIO = 2.0
@@ -42,7 +49,7 @@ def measure(size: int, device: torch.device, repeats: int) -> dict:
     from scalebench.loops.inference_parameters import DENOISING_PARAMS
     from scalebench.param_spec import resolved_parameters
     from scalebench.problems import setup_problem
-    from scalebench.rank.profiling import HostPeakMemory, StepProfiler, synchronize
+    from scalebench.rank.profiling import HostPeakMemory, StepProfiler
 
     x_true = setup_problem("synthetic", image_size=size, task="denoising").x_true.to(device)
     params = resolved_parameters({"denoiser": "tv", "denoiser_sigma": 0.05}, DENOISING_PARAMS)
@@ -53,16 +60,15 @@ def measure(size: int, device: torch.device, repeats: int) -> dict:
     iterations, evaluations, host_extra, cuda_extra = [], [], [], []
 
     def evaluate(x_hat: torch.Tensor) -> None:
-        synchronize(device)
+        synchronise(device)  # the iteration's queued work done before the peaks reset
         host.reset()
         before = host.current_mib()
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             allocated = torch.cuda.memory_allocated(device)
-        start = time.perf_counter()
-        evaluate_row(x_hat, x_true)
-        synchronize(device)
-        evaluations.append(time.perf_counter() - start)
+        with Stopwatch(device) as watch:
+            evaluate_row(x_hat, x_true)
+        evaluations.append(watch.seconds)
         host_extra.append(host.read_mib() - before)
         if device.type == "cuda":
             cuda_extra.append((torch.cuda.max_memory_allocated(device) - allocated) / 2**20)
@@ -76,22 +82,22 @@ def measure(size: int, device: torch.device, repeats: int) -> dict:
         evaluate(loop.x)
     image_mib = x_true.numel() * x_true.element_size() / 2**20
     figures = {"size": size, "image_mib": image_mib,
-               "iteration_s": statistics.median(iterations),
-               "evaluation_s": statistics.median(evaluations),
+               "iteration_s": median(iterations),
+               "evaluation_s": median(evaluations),
                "host_extra_mib": max(host_extra), "host_method": host.method}
     if cuda_extra:
         figures["cuda_extra_mib"] = max(cuda_extra)
     return figures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="256,512,1024,2048,4096,8192")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [256, 512, 1024, 2048, 4096, 8192])
+    add_repeats(parser, 3, "iterations and evaluations per size")
+    add_device(parser, "auto", ("auto", "cpu", "cuda"))
     parser.add_argument("--max-gib", type=float, default=6.0,
                         help="skip sizes whose estimated memory need exceeds this")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from scalebench.rank.context import resolve_device
     from scalebench.rank.metrics import quality_metrics
     from scalebench.rank.names import HOST_PEAK_SINCE_RESET
@@ -101,24 +107,25 @@ def main() -> None:
     quality_metrics(warm, warm)  # one-time library set-up, not a per-row cost
     print(f"device {device}; targets: evaluation < {TARGET_TIME_RATIO:.0%} of an iteration, "
           f"extra memory < {TARGET_MEMORY_RATIO:g}x the image")
-    header = (f"{'size':>6} {'image MiB':>9} {'iter s':>8} {'eval s':>8} {'eval/iter':>9} "
-              f"{'host extra MiB':>14} {'x image':>7}")
-    print(header + ("  cuda extra MiB  x image" if device.type == "cuda" else ""))
-    for size in (int(s) for s in args.sizes.split(",")):
+    cuda = ("cuda extra MiB", "x image (cuda)") if device.type == "cuda" else ()
+    table = Table("size", "image MiB", "iter s", "eval s", "eval/iter", "host extra MiB",
+                  "x image", *cuda, "host peak")
+    table.header()
+    for size in args.sizes:
         need_gib = ARRAYS_HELD * size * size * 4 / 2**30
         if need_gib > args.max_gib:
-            print(f"{size:>6} skipped: needs about {need_gib:.1f} GiB, over --max-gib "
-                  f"{args.max_gib:g}; the largest size measured is the one above")
+            table.row(size, f"skipped: needs about {need_gib:.1f} GiB, over --max-gib "
+                      f"{args.max_gib:g}; the largest size measured is the one above")
             break
         f = measure(size, device, args.repeats)
         # Times to 3 significant digits: a small image's evaluation takes well under 1 ms.
-        line = (f"{size:>6} {f['image_mib']:>9.1f} {f['iteration_s']:>8.3g} "
-                f"{f['evaluation_s']:>8.3g} {f['evaluation_s'] / f['iteration_s']:>9.3f} "
-                f"{f['host_extra_mib']:>14.1f} {f['host_extra_mib'] / f['image_mib']:>7.2f}")
+        cells = [size, f"{f['image_mib']:.1f}", f"{f['iteration_s']:.3g}",
+                 f"{f['evaluation_s']:.3g}", f"{f['evaluation_s'] / f['iteration_s']:.3f}",
+                 f"{f['host_extra_mib']:.1f}", f"{f['host_extra_mib'] / f['image_mib']:.2f}"]
         if "cuda_extra_mib" in f:
-            line += f"  {f['cuda_extra_mib']:>14.1f} {f['cuda_extra_mib'] / f['image_mib']:>7.2f}"
-        print(line + ("" if f["host_method"] == HOST_PEAK_SINCE_RESET else
-                      f"  (host peak: {f['host_method']}, an upper bound)"), flush=True)
+            cells += [f"{f['cuda_extra_mib']:.1f}", f"{f['cuda_extra_mib'] / f['image_mib']:.2f}"]
+        table.row(*cells, "since reset" if f["host_method"] == HOST_PEAK_SINCE_RESET else
+                  f"{f['host_method']}, an upper bound")
 
 
 if __name__ == "__main__":

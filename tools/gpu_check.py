@@ -24,26 +24,31 @@ in this process and by `scalebench replay`:
 Prints one JSON document. `--device cpu` runs the in-process checks on the CPU (no events;
 for trying the script where no GPU is lent).
 
-    python tools/gpu_check.py [--iterations 5] [--device cuda|cpu] [--only step_clock,...]
+    python -m tools.gpu_check [--iterations 5] [--device cuda|cpu] [--only step_clock,...]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import pandas as pd
 import torch
-import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from tools.measuring import (
+    Stopwatch,
+    add_device,
+    add_iterations,
+    median,
+    pnp_config,
+    private_benchmark,
+    run_config,
+    run_scalebench,
+    tool_parser,
+    write_config,
+)
+
 CT = {"tomography_2d": {"image_size": 512, "num_angles": 256, "num_operators": 8}}
 SR = {"multiframe_superres": {"image_size": 1024, "num_frames": 4}}
 # 4 tiles of 256 in batches of 2: two batches to deal, so 2 ranks each have one.
@@ -60,21 +65,13 @@ CASES = {
 
 def run_case(workdir: Path, name: str, iterations: int) -> dict:
     dataset, solver, ranks = CASES[name]
-    config = workdir / f"{name}.yml"
-    config.write_text(yaml.safe_dump({
-        "objective": ["imaging_inverse_problem"], "dataset": [dataset],
-        "solver": [{"pnp": {**solver, "max_iter": iterations}}],
-        "max-runs": iterations + 1, "timeout": "1h"}))
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
-                           "--benchmark", str(workdir / "benchmark_inference"), "--output",
-                           name, "--no-html", "--nproc", str(ranks)], capture_output=True,
-                          text=True)
-    wall = time.perf_counter() - start
-    if done.returncode:
+    config = write_config(workdir / f"{name}.yml", pnp_config(dataset, solver, iterations, "1h"))
+    launch = run_config(config, workdir / "benchmark_inference", name, ranks)
+    wall = launch.finished.wall_s
+    if launch.finished.returncode:
         return {"status": "failed", "wall_s": round(wall, 1),
-                "error": [line for line in done.stderr.splitlines() if line][-3:]}
-    df = pd.read_parquet(workdir / "benchmark_inference" / "outputs" / f"{name}.parquet")
+                "error": launch.finished.error_lines(3)}
+    df = launch.rows()
     rows = df[df.stop_val > 1].sort_values("stop_val")
     figures = {"status": "ok", "wall_s": round(wall, 1), "world_size": int(
         df.prov_world_size.iloc[0]), "gpu": df.prov_gpu_models.iloc[0],
@@ -86,7 +83,7 @@ def run_case(workdir: Path, name: str, iterations: int) -> dict:
                    "grad_cuda_alloc_increase_mib_max", "denoise_cuda_alloc_increase_mib_max",
                    "comm_bytes"):
         values = rows[f"objective_{column}"]
-        figures[column] = round(float(statistics.median(values)), 5)
+        figures[column] = round(float(median(values)), 5)
     figures["cuda_columns_filled"] = bool(all(
         (rows[f"objective_{step}_{kind}"] > 0).all() for step in ("grad", "denoise")
         for kind in ("peak_cuda_alloc_mib", "cuda_alloc_increase_mib")))
@@ -131,7 +128,7 @@ def step_clock(device: torch.device, iterations: int) -> dict:
     if device.type != "cuda":
         return {"status": "skipped: CUDA events need a GPU",
                 "profiler_step_s": {k: profiler.last[f"{k}_time_s"] for k in ratios}}
-    medians = {step: round(statistics.median(values), 4) for step, values in ratios.items()}
+    medians = {step: round(median(values), 4) for step, values in ratios.items()}
     return {"status": "ok", "profiler_over_events_median": medians,
             "synchronised": all(1.0 <= min(v) for v in ratios.values()),
             "cuda_increase_columns": sorted(k for k in profiler.last if "increase" in k)}
@@ -150,9 +147,9 @@ def metrics_on_device(device: torch.device) -> dict:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         allocated = torch.cuda.memory_allocated(device)
-    start = time.perf_counter()
-    on_device = quality_metrics(x_hat_dev, x_dev)
-    seconds = time.perf_counter() - start
+    with Stopwatch(device) as watch:
+        on_device = quality_metrics(x_hat_dev, x_dev)
+    seconds = watch.seconds
     differences = {k: abs(on_device[k] - v) / abs(v) for k, v in reference.items()
                    if k != "diverged"}
     figures = {"max_relative_difference": max(differences.values()),
@@ -215,44 +212,38 @@ def _parts(value) -> list[torch.Tensor]:
 
 def deterministic_replay(workdir: Path, device: torch.device) -> dict:
     """A small deterministic CT run on the device, then `scalebench replay` of its rows."""
-    config = workdir / "replay_source.yml"
-    config.write_text(yaml.safe_dump({
+    config = write_config(workdir / "replay_source.yml", {
         "dataset": [{"tomography_2d": {"image_size": 128, "num_angles": 64,
                                        "num_operators": 2}}],
         "solver": [{"pnp": {"device": device.type, "denoiser": "drunet", "max_iter": 3,
                             "denoiser_sigma": 0.02, "deterministic": True}}],
-        "max-runs": 10, "timeout": "1h"}))
+        "max-runs": 10, "timeout": "1h"})
     benchmark = workdir / "benchmark_inference"
-    done = subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
-                           "--benchmark", str(benchmark), "--output", "replay_source",
-                           "--no-html"], capture_output=True, text=True)
-    if done.returncode:
-        return {"status": "run failed", "error": done.stderr.strip().splitlines()[-3:]}
-    replayed = subprocess.run([sys.executable, "-m", "scalebench", "replay",
-                               str(benchmark / "outputs" / "replay_source.parquet"),
-                               "--benchmark", str(benchmark)], capture_output=True, text=True)
+    launch = run_config(config, benchmark, "replay_source")
+    if launch.finished.returncode:
+        return {"status": "run failed", "error": launch.finished.error_lines(3)}
+    replayed = run_scalebench("replay", launch.results, "--benchmark", benchmark)
     lines = [line for line in replayed.stdout.splitlines()
              if line.startswith(("MATCH", "DIFFER", "REFUSED", "TAMPERED"))]
     return {"status": "ok", "match": replayed.returncode == 0, "verdicts": lines,
-            "stderr_tail": replayed.stderr.strip().splitlines()[-3:]}
+            "stderr_tail": replayed.error_lines(3)}
 
 
 CHECKS = ("runs", "step_clock", "metrics", "operators", "replay")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_iterations(parser, 5, "PnP iterations of each run, and steps of the step clock")
+    add_device(parser, "cuda")
     parser.add_argument("--only", default=",".join(CHECKS),
                         help=f"comma-separated checks among {', '.join(CHECKS)}")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device, only = torch.device(args.device), args.only.split(",")
     report: dict = {}
     with tempfile.TemporaryDirectory() as folder:
         workdir = Path(folder)
-        shutil.copytree(REPO / "benchmark_inference", workdir / "benchmark_inference",
-                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
+        private_benchmark(workdir)
         if "runs" in only:
             for name in CASES:
                 report[name] = run_case(workdir, name, args.iterations)
@@ -264,10 +255,9 @@ def main() -> None:
                             ("operators", lambda: operator_determinism(device)),
                             ("replay", lambda: deterministic_replay(workdir, device))):
             if name in only:
-                start = time.perf_counter()
-                report[name] = check()
-                print(f"{name}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr,
-                      flush=True)
+                with Stopwatch() as watch:
+                    report[name] = check()
+                print(f"{name}: done in {watch.seconds:.1f} s", file=sys.stderr, flush=True)
     print(json.dumps(report, indent=1, default=str))
 
 

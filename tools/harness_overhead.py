@@ -11,13 +11,11 @@ Ratios of the minima and of the run totals are printed beside it, and so is the 
 per-step instrumentation alone (two empty profiler steps), which noise cannot hide.
 benchopt's clock excludes metric evaluation and includes the profiler and the callbacks.
 
-    python tools/harness_overhead.py [--size 256] [--angles 180] [--iterations 20] [--repeats 5]
+    python -m tools.harness_overhead [--size 256] [--angles 180] [--iterations 20] [--repeats 5]
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +23,9 @@ from pathlib import Path
 import torch
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from tools.measuring import Stopwatch, add_iterations, add_repeats, summary, tool_parser
+
 TARGET_RATIO = 1.03
 
 
@@ -44,9 +44,9 @@ def bare_loop_seconds(dataset: dict, solver: dict) -> list[float]:
     times = []
     with torch.no_grad():
         for _ in range(solver["max_iter"]):
-            start = time.perf_counter()
-            x = denoiser(x - gamma * A.A_adjoint(A.A(x) - problem.y), sigma)
-            times.append(time.perf_counter() - start)
+            with Stopwatch() as watch:
+                x = denoiser(x - gamma * A.A_adjoint(A.A(x) - problem.y), sigma)
+            times.append(watch.seconds)
     return times
 
 
@@ -58,7 +58,7 @@ def benchmark_loop_seconds(dataset: dict, solver: dict, workdir: Path) -> list[f
     name = "tomography_2d[" + ",".join(f"{k}={v}" for k, v in dataset.items()) + "]"
     solver_name = "pnp[" + ",".join(f"{k}={v}" for k, v in solver.items()) + "]"
     output = workdir / f"overhead_{time.monotonic_ns()}.parquet"
-    run_benchmark(str(REPO / "benchmark_inference"), solver_names=[solver_name],
+    run_benchmark(str(REPO / INFERENCE_BENCHMARK), solver_names=[solver_name],
                   dataset_names=[name], max_runs=solver["max_iter"] + 1, n_repetitions=1,
                   timeout=3600, plot_result=False, display=False, show_progress=False,
                   no_cache=True, output_file=str(output))
@@ -71,22 +71,22 @@ def instrumentation_seconds(repeats: int = 10_000) -> float:
     from scalebench.rank.profiling import StepProfiler
 
     profiler = StepProfiler(torch.device("cpu"))
-    start = time.perf_counter()
-    for _ in range(repeats):
-        with profiler.step("grad"):
-            pass
-        with profiler.step("denoise"):
-            pass
-    return (time.perf_counter() - start) / repeats
+    with Stopwatch() as watch:
+        for _ in range(repeats):
+            with profiler.step("grad"):
+                pass
+            with profiler.step("denoise"):
+                pass
+    return watch.seconds / repeats
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--angles", type=int, default=180)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    add_iterations(parser, 20)
+    add_repeats(parser, 5, "runs of each loop, alternated")
+    args = parser.parse_args(argv)
     dataset = dict(image_size=args.size, num_angles=args.angles, num_operators=1,
                    noise_level=0.05, seed=0)
     solver = dict(denoiser="tv", denoiser_sigma=0.002, init="adjoint", max_iter=args.iterations,
@@ -96,23 +96,23 @@ def main() -> None:
         for _ in range(args.repeats):  # alternate, so that drifts hit both alike
             bare.append(bare_loop_seconds(dataset, solver))
             bench.append(benchmark_loop_seconds(dataset, solver, Path(workdir)))
-    bare_all = [t for run in bare for t in run]
-    bench_all = [t for run in bench for t in run]
-    ratio = statistics.median(bench_all) / statistics.median(bare_all)
+    bare_all = summary(t for run in bare for t in run)
+    bench_all = summary(t for run in bench for t in run)
+    ratio = bench_all.median / bare_all.median
     instrumentation = instrumentation_seconds()
     print(yaml.safe_dump({
         "problem": f"tomography_2d {args.size}x{args.size}, {args.angles} angles, TV denoiser",
         "iterations_per_run": args.iterations, "runs_each": args.repeats,
         "threads": torch.get_num_threads(),
-        "bare_iteration_median_s": round(statistics.median(bare_all), 4),
-        "benchmark_iteration_median_s": round(statistics.median(bench_all), 4),
+        "bare_iteration_median_s": round(bare_all.median, 4),
+        "benchmark_iteration_median_s": round(bench_all.median, 4),
         "bare_run_totals_s": [round(sum(run), 3) for run in bare],
         "benchmark_run_totals_s": [round(sum(run), 3) for run in bench],
         "ratio_median_iteration": round(ratio, 4),
-        "ratio_min_iteration": round(min(bench_all) / min(bare_all), 4),
-        "ratio_total": round(sum(bench_all) / sum(bare_all), 4),
+        "ratio_min_iteration": round(bench_all.low / bare_all.low, 4),
+        "ratio_total": round(sum(map(sum, bench)) / sum(map(sum, bare)), 4),
         "instrumentation_per_iteration_s": round(instrumentation, 6),
-        "instrumentation_share": round(instrumentation / statistics.median(bare_all), 6),
+        "instrumentation_share": round(instrumentation / bare_all.median, 6),
         "target": f"<= {TARGET_RATIO}", "within_target": bool(ratio <= TARGET_RATIO),
     }, sort_keys=False))
 

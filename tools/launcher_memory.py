@@ -5,21 +5,27 @@ and samples, every 0.1 s, the resident set (VmRSS) of the launcher process and o
 process below it (rank parents, benchopt workers, short-lived children); prints the peak of each
 kind. Target: the launcher under 100 MB while the workers hold the stack.
 
-    python tools/launcher_memory.py [--config configs/default.yml] [--nproc 2]
+    python -m tools.launcher_memory [--config configs/default.yml] [--nproc 2]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import yaml
+
+from tools.measuring import (
+    add_config,
+    launch_command,
+    private_benchmark,
+    tool_parser,
+    write_config,
+)
+
 TARGET_MB = 100.0
 
 
@@ -56,31 +62,26 @@ def command(pid: int) -> str:
         return ""
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yml")
-    parser.add_argument("--nproc", type=int, default=2)
-    args = parser.parse_args()
-    peaks: dict[str, float] = {"launcher": 0.0, "rank parent": 0.0, "benchopt worker": 0.0,
-                               "launcher step": 0.0}
-    with tempfile.TemporaryDirectory() as folder:
-        benchmark = Path(folder) / "benchmark_inference"
-        shutil.copytree(REPO / "benchmark_inference", benchmark,
-                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-        config = args.config
-        if args.nproc > 1:  # the default experiment, with its work split across the ranks
-            import yaml
+def split_config(config: Path, folder: Path) -> Path:
+    """The default experiment, with its work split across the ranks."""
+    raw = yaml.safe_load(config.read_text())
+    for entry in raw["solver"]:
+        for params in entry.values():
+            params.update({"distribute_denoiser": True, "tile_size": 64, "num_threads": 1})
+    return write_config(folder / "split.yml", raw)
 
-            raw = yaml.safe_load(args.config.read_text())
-            for entry in raw["solver"]:
-                for params in entry.values():
-                    params.update({"distribute_denoiser": True, "tile_size": 64,
-                                   "num_threads": 1})
-            config = Path(folder) / "split.yml"
-            config.write_text(yaml.safe_dump(raw))
-        launcher = subprocess.Popen([sys.executable, "-m", "scalebench", "run", str(config),
-                                     "--benchmark", str(benchmark), "--output", "memory",
-                                     "--no-html", "--nproc", str(args.nproc)],
+
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_config(parser)
+    parser.add_argument("--nproc", type=int, default=2)
+    args = parser.parse_args(argv)
+    peaks: dict[str, float] = {"launcher": 0.0, "rank parent": 0.0, "benchopt worker": 0.0,
+                               "launcher child": 0.0}
+    with tempfile.TemporaryDirectory() as folder:
+        benchmark = private_benchmark(Path(folder))
+        config = split_config(args.config, Path(folder)) if args.nproc > 1 else args.config
+        launcher = subprocess.Popen(launch_command(config, benchmark, "memory", args.nproc),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         while launcher.poll() is None:
             peaks["launcher"] = max(peaks["launcher"], rss_mb(launcher.pid))

@@ -1,7 +1,7 @@
 """Every PnP algorithm x denoiser on the methods example's problems: quality, cost per step
 and time to a common target, side by side in one run.
 
-    python tools/methods_comparison.py [--iterations 100] [--reference-iterations 300]
+    python -m tools.methods_comparison [--iterations 100] [--reference-iterations 300]
         [--problems ct superres] [--denoisers tv drunet] [--algorithms pgd fista ...]
 
 The problems and the solver settings are configs/examples/methods.yml's (its first value of
@@ -19,38 +19,32 @@ short schedule (``--dpir-iterations``, 8 as in its paper) against PnP-PGD with T
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-from pathlib import Path
 
 import torch
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scalebench.denoisers.build import make_denoiser  # noqa: E402
-from scalebench.loops.algorithms import ALGORITHMS  # noqa: E402
-from scalebench.loops.inference_parameters import pnp_parameters  # noqa: E402
-from scalebench.loops.pnp import PnPLoop  # noqa: E402
-from scalebench.problems import build_problem  # noqa: E402
-from scalebench.rank.metrics import psnr  # noqa: E402
-from scalebench.rank.profiling import StepProfiler  # noqa: E402
-from scalebench.results.report.methods import first_at_or_above  # noqa: E402
+from scalebench.denoisers.build import make_denoiser
+from scalebench.loops.algorithms import ALGORITHMS
+from scalebench.loops.inference_parameters import pnp_parameters
+from scalebench.loops.pnp import PnPLoop
+from scalebench.problems import build_problem
+from scalebench.rank.metrics import psnr
+from scalebench.rank.profiling import StepProfiler
+from scalebench.results.report.methods import first_at_or_above
+from tools.measuring import (
+    Stopwatch,
+    Table,
+    add_iterations,
+    add_threads,
+    apply_threads,
+    example_settings,
+    tool_parser,
+)
 
 CPU = torch.device("cpu")
 TARGET_MARGIN_DB = 0.5
 PROBLEMS = {"ct": ("tomography_2d", "ct_size"), "superres": ("multiframe_superres", "sr_size")}
 WEIGHTS = {"tv": "auto", "drunet": "bundled", "dncnn": "bundled"}
-
-
-def example() -> tuple[dict[str, dict], dict]:
-    raw = yaml.safe_load((ROOT / "configs" / "examples" / "methods.yml").read_text())
-    datasets = {name: values for entry in raw["dataset"] for name, values in entry.items()}
-    (solver,), = (entry.values() for entry in raw["solver"] if "pnp" in entry)
-    first = {k: v[0] if isinstance(v, list) else v for k, v in solver.items()}
-    return datasets, first
 
 
 @torch.no_grad()
@@ -64,9 +58,9 @@ def run(problem, solver: dict, algorithm: str, denoiser: str, iterations: int) -
     quality, elapsed, steps, cg = [psnr(loop.x, problem.x_true)], [0.0], [], []
     with profiler:
         for _ in range(iterations):
-            start = time.perf_counter()
-            loop.iterate()
-            elapsed.append(elapsed[-1] + time.perf_counter() - start)
+            with Stopwatch() as watch:
+                loop.iterate()
+            elapsed.append(elapsed[-1] + watch.seconds)
             quality.append(psnr(loop.x, problem.x_true))
             last = profiler.last
             steps.append({s: last.get(f"{s}_time_s", 0.0) for s in ("grad", "prox", "denoise")})
@@ -83,8 +77,8 @@ def reached(result: dict, target: float) -> tuple[int, float] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=100)
+    parser = tool_parser(__doc__, __file__)
+    add_iterations(parser, 100, "iterations of each algorithm but PGD")
     parser.add_argument("--reference-iterations", type=int, default=300)
     parser.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS))
     parser.add_argument("--denoisers", nargs="+", choices=list(WEIGHTS), default=["tv", "drunet"])
@@ -93,15 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dpir-iterations", type=int, default=8)
     parser.add_argument("--ct-size", type=int)
     parser.add_argument("--sr-size", type=int)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    add_threads(parser)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    datasets, solver = example()
-    print("| problem | denoiser | algorithm | iterations | final PSNR (dB) | best PSNR (dB) "
-          "| grad s/it | prox s/it | denoise s/it | CG its (first, max after 3) "
-          "| to PGD best - 0.5 dB: its | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    apply_threads(args.threads)
+    datasets, solvers = example_settings("methods.yml")
+    solver = solvers["pnp"]
+    table = Table("problem", "denoiser", "algorithm", "iterations", "final PSNR (dB)",
+                  "best PSNR (dB)", "grad s/it", "prox s/it", "denoise s/it",
+                  "CG its (first, max after 3)", "to PGD best - 0.5 dB: its", "s")
+    table.header()
     for key in args.problems:
         name, size_option = PROBLEMS[key]
         values = dict(datasets[name])
@@ -125,34 +119,33 @@ def main(argv: list[str] | None = None) -> int:
                 hit = reached(result, target) if target is not None else None
                 if hit:
                     times[algorithm] = hit[1]
-                hit_text = f"{hit[0]} | {hit[1]:.2f}" if hit else "not reached | -"
-                print(f"| {key} {problem.x_true.shape[-1]}² | {denoiser} | {algorithm} | {n} | "
-                      f"{result['psnr'][-1]:.2f} | {max(result['psnr']):.2f} | "
-                      f"{mean['grad']:.4f} | {mean['prox']:.4f} | {mean['denoise']:.4f} | "
-                      f"{cg_text} | {hit_text} |", flush=True)
+                table.row(f"{key} {problem.x_true.shape[-1]}²", denoiser, algorithm, n,
+                          f"{result['psnr'][-1]:.2f}", f"{max(result['psnr']):.2f}",
+                          f"{mean['grad']:.4f}", f"{mean['prox']:.4f}", f"{mean['denoise']:.4f}",
+                          cg_text, *((hit[0], f"{hit[1]:.2f}") if hit else ("not reached", "-")))
             if "pgd" in times:
                 fastest = min(times, key=times.get)
-                print(f"| {key} | {denoiser} | fastest to target: {fastest} | | | | | | | | "
-                      f"PGD / fastest: {times['pgd'] / times[fastest]:.1f}x | |", flush=True)
+                table.row(key, denoiser, f"fastest to target: {fastest}", *[""] * 7,
+                          f"PGD / fastest: {times['pgd'] / times[fastest]:.1f}x")
             if denoiser == "tv" and "pgd" in results:
                 pgd_tv = results["pgd"]["psnr"][min(args.iterations,
                                                     len(results["pgd"]["psnr"]) - 1)]
         if pgd_tv is not None and args.dpir_iterations:
-            short_schedule(problem, solver, args, key, pgd_tv)
+            short_schedule(table, problem, solver, args, key, pgd_tv)
     return 0
 
 
-def short_schedule(problem, solver: dict, args, key: str, pgd_tv: float) -> None:
+def short_schedule(table: Table, problem, solver: dict, args, key: str, pgd_tv: float) -> None:
     """DPIR over ``--dpir-iterations`` with each denoiser against PGD-TV after
     ``--iterations``."""
     for denoiser in args.denoisers:
         dpir = run(problem, solver, "dpir", denoiser, args.dpir_iterations)
         final = dpir["psnr"][-1]
         verdict = "reaches it" if final >= pgd_tv else f"misses by {pgd_tv - final:.2f} dB"
-        print(f"| {key} | {denoiser} | dpir, {args.dpir_iterations} iterations | "
-              f"{args.dpir_iterations} | {final:.2f} | {max(dpir['psnr']):.2f} | | | | | "
-              f"PGD-TV at {args.iterations}: {pgd_tv:.2f} dB: {verdict} | "
-              f"{dpir['seconds'][-1]:.2f} |", flush=True)
+        table.row(key, denoiser, f"dpir, {args.dpir_iterations} iterations",
+                  args.dpir_iterations, f"{final:.2f}", f"{max(dpir['psnr']):.2f}", *[""] * 4,
+                  f"PGD-TV at {args.iterations}: {pgd_tv:.2f} dB: {verdict}",
+                  f"{dpir['seconds'][-1]:.2f}")
 
 
 if __name__ == "__main__":

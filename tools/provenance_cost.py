@@ -6,19 +6,19 @@ row's prov_* fields as the objective computes them, then the publishing pass tha
 columns and writes the file-level record). benchopt's own prefixing of the extra keys it is
 handed is timed separately, for information.
 
-    python tools/provenance_cost.py [--rows 100000]
+    python -m tools.provenance_cost [--rows 100000]
 """
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+
+from tools.measuring import Stopwatch, tool_parser
 
 COLLECT_TARGET_S, STAMP_TARGET_S = 0.2, 2.0
 _FRESH_COLLECT = ("import time, torch, provenance; t = time.perf_counter(); "
@@ -49,27 +49,24 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     record = run_provenance(problem.source, "0" * 64, "pnp",
                             resolved_parameters({}, PNP_PARAMS), run_context(torch.device("cpu")))
     estimate = torch.zeros(1, 1, 16, 16)
-    start = time.perf_counter()
-    fields = [row_provenance(record, estimate) for _ in range(rows)]
-    compute = time.perf_counter() - start
-    start = time.perf_counter()
-    stamped = [{"solver_name": "pnp", "dataset_name": "synthetic", "objective_name": "o",
-                "stop_val": i, "idx_rep": 0, **{f"objective_{k}": v for k, v in row.items()}}
-               for i, row in enumerate(fields)]
-    prefixing = time.perf_counter() - start
+    with Stopwatch() as compute:
+        fields = [row_provenance(record, estimate) for _ in range(rows)]
+    with Stopwatch() as prefixing:
+        stamped = [{"solver_name": "pnp", "dataset_name": "synthetic", "objective_name": "o",
+                    "stop_val": i, "idx_rep": 0, **{f"objective_{k}": v for k, v in row.items()}}
+                   for i, row in enumerate(fields)]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "rows.parquet"
         pq.write_table(pa.Table.from_pandas(pd.DataFrame(stamped)), path)
-        start = time.perf_counter()
-        finalize(path)
-        publish = time.perf_counter() - start
-    return compute, prefixing, publish
+        with Stopwatch() as publish:
+            finalize(path)
+    return compute.seconds, prefixing.seconds, publish.seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--rows", type=int, default=100_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     collect = collect_seconds()
     compute, prefixing, publish = stamping_seconds(args.rows)
     print(yaml.safe_dump({

@@ -9,14 +9,10 @@ them), the adjointness error |<A x, y> - <x, A^T y>| / (||A x|| ||y||), and whic
 the fastest accurate one (errors below ACCURACY). The direct DFT itself is timed at the
 smallest size only.
 
-    python tools/radio_operators.py [--sizes 64 256 1024] [--repeats 3] [--device cpu]
+    python -m tools.radio_operators [--sizes 64 256 1024] [--repeats 3] [--device cpu]
 """
 
 from __future__ import annotations
-
-import argparse
-import statistics
-import time
 
 import numpy as np
 import torch
@@ -24,6 +20,15 @@ import torch
 from scalebench.physics.backends import BACKENDS
 from scalebench.physics.radio import VisibilityOperator
 from scalebench.problems.radio_interferometry import observation_uv
+from tools.measuring import (
+    Stopwatch,
+    Table,
+    add_device,
+    add_repeats,
+    add_sizes,
+    timed,
+    tool_parser,
+)
 
 ACCURACY = 1e-4  # relative error that counts as accurate (far below any noise level used)
 SUBSET = 2000  # visibilities checked against the direct sums
@@ -42,41 +47,25 @@ def observation(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(uv), torch.full((len(uv),), 1.0 / len(uv), dtype=torch.float64)
 
 
-def synchronised(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(function, device: torch.device, repeats: int) -> tuple[float, torch.Tensor]:
-    times = []
-    for _ in range(repeats):
-        synchronised(device)
-        start = time.perf_counter()
-        result = function()
-        synchronised(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(a.double() - b.double())
                  / torch.linalg.vector_norm(b.double()))
 
 
 def measure(library: str, uv, weights, x, y, rows, device, repeats) -> dict:
-    start = time.perf_counter()
-    operator = VisibilityOperator(uv, weights, x.shape[-1], library).to(device)
-    operator.A(x)  # builds the transform (plans, interpolation tables)
-    setup = time.perf_counter() - start
-    forward_time, ax = timed(lambda: operator.A(x), device, repeats)
-    adjoint_time, aty = timed(lambda: operator.A_adjoint(y), device, repeats)
+    with Stopwatch() as setup:
+        operator = VisibilityOperator(uv, weights, x.shape[-1], library).to(device)
+        operator.A(x)  # builds the transform (plans, interpolation tables)
+    forward = timed(lambda: operator.A(x), repeats, device)
+    adjoint = timed(lambda: operator.A_adjoint(y), repeats, device)
+    ax, aty = forward.result, adjoint.result
     exact = VisibilityOperator(uv[rows], weights[rows], x.shape[-1], "dft").to(device)
     sparse_y = torch.zeros_like(y)
     sparse_y[..., rows] = y[..., rows]
     adjoint_of_subset = operator.A_adjoint(sparse_y)
     adjointness = abs(float(torch.sum(ax.double() * y.double()))
                       - float(torch.sum(x.double() * aty.double())))
-    return {"setup_s": setup, "A_s": forward_time, "AT_s": adjoint_time,
+    return {"setup_s": setup.seconds, "A_s": forward.median, "AT_s": adjoint.median,
             "A_error": relative(ax[..., rows], exact.A(x.double())),
             "AT_error": relative(adjoint_of_subset, exact.A_adjoint(y[..., rows].double())),
             "adjointness": adjointness / float(torch.linalg.vector_norm(ax.double())
@@ -91,8 +80,8 @@ def compare(size: int, device: torch.device, repeats: int, smallest: bool) -> No
     rows = torch.randperm(len(uv), generator=generator)[:SUBSET].to(device)
     print(f"\nN = {size}, M = {len(uv)} visibilities, {torch.get_num_threads()} threads, "
           f"{device}")
-    print(f"{'library':<13}{'set-up s':>10}{'A s':>10}{'A^T s':>10}{'A error':>11}"
-          f"{'A^T error':>11}{'adjoint':>10}")
+    table = Table("library", "set-up s", "A s", "A^T s", "A error", "A^T error", "adjoint")
+    table.header()
     results = {}
     for library in LIBRARIES:
         if library == "dft" and not smallest:
@@ -101,10 +90,10 @@ def compare(size: int, device: torch.device, repeats: int, smallest: bool) -> No
             results[library] = row = measure(library, uv, weights, x, y, rows, device,
                                              repeats)
         except (ImportError, RuntimeError) as error:
-            print(f"{library:<13}unavailable: {error}")
+            table.row(library, f"unavailable: {error}")
             continue
-        print(f"{library:<13}{row['setup_s']:>10.3f}{row['A_s']:>10.4f}{row['AT_s']:>10.4f}"
-              f"{row['A_error']:>11.1e}{row['AT_error']:>11.1e}{row['adjointness']:>10.1e}")
+        table.row(library, f"{row['setup_s']:.3f}", f"{row['A_s']:.4f}", f"{row['AT_s']:.4f}",
+                  f"{row['A_error']:.1e}", f"{row['AT_error']:.1e}", f"{row['adjointness']:.1e}")
     accurate = {name: row["A_s"] + row["AT_s"] for name, row in results.items()
                 if max(row["A_error"], row["AT_error"]) < ACCURACY}
     if accurate:
@@ -115,12 +104,12 @@ def compare(size: int, device: torch.device, repeats: int, smallest: bool) -> No
         print(f"fastest accurate (A + A^T): {best}; time relative to it: {ratios}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [64, 256, 1024])
+    add_repeats(parser, 3, "calls of A and of A^T timed")
+    add_device(parser)
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     for index, size in enumerate(sorted(args.sizes)):
         compare(size, device, args.repeats, smallest=index == 0)

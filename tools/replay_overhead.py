@@ -4,54 +4,53 @@ Runs an experiment (default: configs/default.yml) with `scalebench run --no-html
 private copy of the benchmark folder, replays the resulting parquet, and prints both wall
 times and their ratio (target: replay at most 1.2x the original run).
 
-    python tools/replay_overhead.py [--config configs/default.yml]
+    python -m tools.replay_overhead [--config configs/default.yml]
 """
 
 from __future__ import annotations
 
-import argparse
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from tools.measuring import (
+    Finished,
+    add_config,
+    private_benchmark,
+    run_config,
+    run_scalebench,
+    tool_parser,
+)
+
 TARGET_RATIO = 1.2
+VERDICTS = ("MATCH", "DIFFER", "REFUSED", "TAMPERED")
 
 
-def timed(*args: str) -> tuple[float, str]:
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "scalebench", *args], capture_output=True,
-                            text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if result.returncode != 0:
-        sys.exit(f"scalebench {args[0]} failed: {result.stderr.strip()[-500:]}")
-    return elapsed, result.stdout
+def succeeded(finished: Finished, what: str) -> Finished:
+    if finished.returncode != 0:
+        sys.exit(f"scalebench {what} failed: {finished.stderr.strip()[-500:]}")
+    return finished
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=REPO / "configs" / "default.yml")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
+    add_config(parser)
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
-        benchmark = Path(folder) / "benchmark_inference"
-        shutil.copytree(REPO / "benchmark_inference", benchmark,
-                        ignore=shutil.ignore_patterns("outputs", "__pycache__"))
-        run_s, _ = timed("run", str(args.config.resolve()), "--benchmark", str(benchmark),
-                         "--output", "original", "--no-html")
-        results = benchmark / "outputs" / "original.parquet"
-        replay_s, report = timed("replay", str(results), "--benchmark", str(benchmark))
-    ratio = replay_s / run_s
+        benchmark = private_benchmark(Path(folder))
+        launch = run_config(args.config.resolve(), benchmark, "original")
+        run = succeeded(launch.finished, "run")
+        replay = succeeded(run_scalebench("replay", launch.results, "--benchmark", benchmark),
+                           "replay")
+    ratio = replay.wall_s / run.wall_s
     print(yaml.safe_dump({
-        "config": str(args.config), "run_wall_s": round(run_s, 2),
-        "replay_wall_s": round(replay_s, 2), "ratio_replay_over_run": round(ratio, 3),
+        "config": str(args.config), "run_wall_s": round(run.wall_s, 2),
+        "replay_wall_s": round(replay.wall_s, 2), "ratio_replay_over_run": round(ratio, 3),
         "target": f"<= {TARGET_RATIO}", "within_target": bool(ratio <= TARGET_RATIO),
-        "verdicts": [line for line in report.splitlines() if line.split(" ")[0] in
-                     ("MATCH", "DIFFER", "REFUSED", "TAMPERED")],
+        "verdicts": [line for line in replay.stdout.splitlines()
+                     if line.split(" ")[0] in VERDICTS],
     }, sort_keys=False, width=200))
 
 

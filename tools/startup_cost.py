@@ -9,23 +9,20 @@ system, from the process's own accounting), median wall time and largest residen
 ratios of the start-up's figures to plain benchopt's (targets: CPU at most 0.8, resident set
 within 1 %), and whether both wrote the same quality figures.
 
-    python tools/startup_cost.py [--repeats 5]
+    python -m tools.startup_cost [--repeats 5]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import yaml
+from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from tools.measuring import Stopwatch, Table, add_repeats, median, tool_parser, write_config
 
-REPO = Path(__file__).resolve().parent.parent
 TARGET_CPU_RATIO = 0.8
 TARGET_RSS_RATIO = 0.01
 EXPERIMENT = {
@@ -42,7 +39,7 @@ def command(variant: str, config: Path, output: Path) -> list[str]:
     same arguments."""
     from scalebench.launch.rank_entry import benchopt_arguments, benchopt_command
 
-    benchmark = REPO / "benchmark_inference"
+    benchmark = REPO / INFERENCE_BENCHMARK
     if variant == "plain benchopt":
         return [sys.executable, "-m", "benchopt",
                 *benchopt_arguments(benchmark, config, output)]
@@ -53,14 +50,12 @@ def run_once(variant: str, config: Path, output: Path) -> tuple[float, float, fl
     """One benchopt process: (CPU seconds, wall seconds, largest resident set in MiB)."""
     command_line = command(variant, config, output)
     errors = output.with_suffix(".stderr")
-    start = time.perf_counter()
-    with errors.open("w") as stderr:
+    with Stopwatch() as wall, errors.open("w") as stderr:
         process = subprocess.Popen(command_line, stdout=subprocess.DEVNULL, stderr=stderr)
         _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(command_line)} failed: {errors.read_text()[-2000:]}")
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+    return usage.ru_utime + usage.ru_stime, wall.seconds, usage.ru_maxrss / 1024
 
 
 def quality(path: Path) -> list[float]:
@@ -70,30 +65,30 @@ def quality(path: Path) -> list[float]:
     return rows[list(QUALITY)].to_numpy().ravel().tolist()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, __file__)
+    add_repeats(parser, 5, "runs of each process")
+    args = parser.parse_args(argv)
     figures: dict[str, list[tuple[float, float, float]]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory() as folder:
-        config = Path(folder) / "experiment.yml"
-        config.write_text(yaml.safe_dump(EXPERIMENT, sort_keys=False))
+        config = write_config(Path(folder) / "experiment.yml", EXPERIMENT)
         outputs = {variant: Path(folder) / f"{index}.parquet"
                    for index, variant in enumerate(VARIANTS)}
         for _ in range(args.repeats):
             for variant in VARIANTS:
                 figures[variant].append(run_once(variant, config, outputs[variant]))
         same = quality(outputs["plain benchopt"]) == quality(outputs["scalebench start-up"])
-    print(f"{'process':<20} {'CPU s':>7} {'wall s':>7} {'max RSS MiB':>12}   "
-          f"(medians over {args.repeats}; RSS: the largest)")
-    summary = {}
+    print(f"medians over {args.repeats} runs; RSS: the largest")
+    table = Table("process", "CPU s", "wall s", "max RSS MiB")
+    table.header()
+    summary_of = {}
     for name, rows in figures.items():
-        cpu = statistics.median(row[0] for row in rows)
-        wall = statistics.median(row[1] for row in rows)
+        cpu = median(row[0] for row in rows)
         rss = max(row[2] for row in rows)
-        summary[name] = (cpu, rss)
-        print(f"{name:<20} {cpu:7.2f} {wall:7.2f} {rss:12.1f}")
-    (plain_cpu, plain_rss), (ours_cpu, ours_rss) = summary.values()
+        summary_of[name] = (cpu, rss)
+        table.row(name, f"{cpu:.2f}", f"{median(row[1] for row in rows):.2f}",
+                  f"{rss:.1f}")
+    (plain_cpu, plain_rss), (ours_cpu, ours_rss) = summary_of.values()
     cpu_ratio, rss_change = ours_cpu / plain_cpu, ours_rss / plain_rss - 1
     met = cpu_ratio <= TARGET_CPU_RATIO and abs(rss_change) <= TARGET_RSS_RATIO and same
     print(f"CPU ratio {cpu_ratio:.2f} (target <= {TARGET_CPU_RATIO}); resident set "

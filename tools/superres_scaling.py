@@ -6,17 +6,24 @@ RSS, and report the bytes the operators store. Beside it, at sizes up to --deepi
 the bytes deepinv's Downsampling stores for the same frames (its precomputed Fourier
 transforms of the filter), which is what the lean operator avoids.
 
-    python tools/superres_scaling.py [--sizes 1024 4096] [--frames 4] [--deepinv-max-size 1024]
+    python -m tools.superres_scaling [--sizes 1024 4096] [--frames 4] [--deepinv-max-size 1024]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import subprocess
 import sys
-import time
+
+from tools.measuring import (
+    ChildFailed,
+    Stopwatch,
+    Table,
+    add_child,
+    add_sizes,
+    child_figures,
+    print_figures,
+    tool_parser,
+)
 
 
 def stored_mib(operators) -> float:
@@ -32,16 +39,15 @@ def measure(size: int, frames: int, deepinv_max: int) -> dict:
     from scalebench.rank.profiling import HostPeakMemory
 
     memory = HostPeakMemory()  # peaks from here on
-    start = time.perf_counter()
-    problem = setup_problem("multiframe_superres", image_size=size, num_frames=frames).build()
-    build_s, build_peak = time.perf_counter() - start, memory.read_mib()
+    with Stopwatch() as build:
+        problem = setup_problem("multiframe_superres", image_size=size, num_frames=frames).build()
+    build_peak = memory.read_mib()
     memory.reset()
-    start = time.perf_counter()
-    with torch.no_grad():
+    with Stopwatch() as grad, torch.no_grad():
         physics = problem.physics
         physics.A_adjoint(physics.A(problem.x_true) - problem.y)
-    row = {"size": size, "megapixels": size * size / 1e6, "build_s": build_s,
-           "build_peak_mib": build_peak, "grad_s": time.perf_counter() - start,
+    row = {"size": size, "megapixels": size * size / 1e6, "build_s": build.seconds,
+           "build_peak_mib": build_peak, "grad_s": grad.seconds,
            "grad_peak_mib": memory.read_mib(),
            "operators_mib": stored_mib(physics.physics_list)}
     if size <= deepinv_max:
@@ -52,31 +58,30 @@ def measure(size: int, frames: int, deepinv_max: int) -> dict:
     return row
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [1024, 4096])
     parser.add_argument("--frames", type=int, default=4)
     parser.add_argument("--deepinv-max-size", type=int, default=1024)
-    parser.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_child(parser)
+    args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(*args.child)))
+        print_figures(measure(*map(int, args.child)))
         return 0
-    print(f"{'size':>6} {'MP':>5} {'build_s':>8} {'build_MiB':>9} {'grad_s':>7} "
-          f"{'grad_MiB':>8} {'ops_MiB':>8} {'deepinv_ops_MiB':>15}")
+    table = Table("size", "MP", "build_s", "build_MiB", "grad_s", "grad_MiB", "ops_MiB",
+                  "deepinv_ops_MiB")
+    table.header()
     for size in args.sizes:
-        done = subprocess.run([sys.executable, __file__, "--child", str(size),
-                               str(args.frames), str(args.deepinv_max_size)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(f"{size:>5}² failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        try:
+            r = child_figures(__spec__.name, size, args.frames, args.deepinv_max_size)
+        except ChildFailed as error:
+            table.row(f"{size}²", f"failed: {error}")
             continue
-        r = json.loads(done.stdout.strip().splitlines()[-1])
-        deepinv = f"{r['deepinv_operators_mib']:15.1f}" if "deepinv_operators_mib" in r \
-            else f"{'not built':>15}"
-        print(f"{size:>5}² {r['megapixels']:5.1f} {r['build_s']:8.1f} {r['build_peak_mib']:9.0f}"
-              f" {r['grad_s']:7.2f} {r['grad_peak_mib']:8.0f} {r['operators_mib']:8.3f} {deepinv}",
-              flush=True)
+        deepinv = f"{r['deepinv_operators_mib']:.1f}" if "deepinv_operators_mib" in r \
+            else "not built"
+        table.row(f"{size}²", f"{r['megapixels']:.1f}", f"{r['build_s']:.1f}",
+                  f"{r['build_peak_mib']:.0f}", f"{r['grad_s']:.2f}", f"{r['grad_peak_mib']:.0f}",
+                  f"{r['operators_mib']:.3f}", deepinv)
     return 0
 
 

@@ -17,25 +17,24 @@ measures the CPU time of a fresh process that only imports the run's stack
   wall time the run cannot go below on this machine however little its tests compute, against
   the 5-minute target of `make test-quick`.
 
-    python tools/test_process_cost.py [--workers 2] [--top 15] [--repeats 3] [PATH ...]
+    python -m tools.test_process_cost [--workers 2] [--top 15] [--repeats 3] [PATH ...]
 
 Exits with pytest's status.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from scalebench.benchmarks import REPO
+from tools.measuring import Stopwatch, Table, add_repeats, median, tool_parser
+
 DEFAULT_PATHS = ("tests/unit", "tests/integration")
 TARGET_S = 300.0  # make test-quick's target wall time
 LOG_VARIABLE = "SCALEBENCH_PROCESS_LOG"
@@ -91,11 +90,10 @@ def run_tests(paths: list[str], workers: int, log: Path) -> tuple[int, float, fl
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
     if workers:
         command[4:4] = ["-n", str(workers), "--no-loadscope-reorder"]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    return os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime
+    with Stopwatch() as wall:
+        process = subprocess.Popen(command, cwd=REPO, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+    return os.waitstatus_to_exitcode(status), wall.seconds, usage.ru_utime + usage.ru_stime
 
 
 def import_cpu_seconds(repeats: int) -> float:
@@ -107,7 +105,7 @@ def import_cpu_seconds(repeats: int) -> float:
         if os.waitstatus_to_exitcode(status) != 0:
             sys.exit("importing the run's stack failed")
         times.append(usage.ru_utime + usage.ru_stime)
-    return statistics.median(times)
+    return median(times)
 
 
 def read_log(log: Path) -> list[dict]:
@@ -120,11 +118,12 @@ def print_kinds(records: list[dict]) -> None:
     kinds: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         kinds[process_kind(record["argv"])].append(record)
-    print(f"{'processes':>9} {'torch':>5} {'CPU s':>8}  what they run")
+    table = Table("processes", "torch", "CPU s", "what they run")
+    table.header()
     for kind, group in sorted(kinds.items(), key=lambda item: -sum(r["cpu_s"] for r in item[1])):
         heavy = sum(record["torch"] for record in group)
         cpu = sum(record["cpu_s"] for record in group)
-        print(f"{len(group):9d} {heavy:5d} {cpu:8.1f}  {kind}")
+        table.row(len(group), heavy, f"{cpu:.1f}", kind)
 
 
 def print_tests(records: list[dict], top: int) -> None:
@@ -134,23 +133,23 @@ def print_tests(records: list[dict], top: int) -> None:
             tests[record["test"]].append(record)
     ranked = sorted(tests.items(), key=lambda item: -sum(r["cpu_s"] for r in item[1]))
     print(f"\nthe {min(top, len(ranked))} tests whose processes took the most CPU:")
-    print(f"{'processes':>9} {'CPU s':>8}  test")
+    table = Table("processes", "CPU s", "test")
+    table.header()
     for test, group in ranked[:top]:
-        print(f"{len(group):9d} {sum(r['cpu_s'] for r in group):8.1f}  {test}")
+        table.row(len(group), f"{sum(r['cpu_s'] for r in group):.1f}", test)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("paths", nargs="*", default=list(DEFAULT_PATHS),
                         help="what pytest runs (default: tests/unit tests/integration)")
     parser.add_argument("--workers", type=int, default=2,
                         help="pytest-xdist workers, 0 for none (default 2, as make test-quick)")
     parser.add_argument("--top", type=int, default=15, help="tests listed (default 15)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="import-only processes timed (default 3)")
+    add_repeats(parser, 3, "import-only processes timed")
     args = parser.parse_args(argv)
-    if args.workers < 0 or args.top < 0 or args.repeats < 1:
-        parser.error("--workers and --top must be at least 0, --repeats at least 1")
+    if args.workers < 0 or args.top < 0:
+        parser.error("--workers and --top must be at least 0")
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "processes.jsonl"
         status, wall, cpu = run_tests(args.paths, args.workers, log)

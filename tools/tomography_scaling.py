@@ -14,21 +14,30 @@ deepinv's own Tomography stores angles x 2 x ceil(sqrt2 N)^2 floats of sampling 
 at 512^2/512 angles, about 32 GiB at 1024^2/1024 angles) and is run only up to
 --deepinv-max-size (default 512: larger sizes do not fit beside other jobs on a 24 GiB host).
 
-    python tools/tomography_scaling.py [--sizes 512 1024 2048] [--angles N (default: = size)]
+    python -m tools.tomography_scaling [--sizes 512 1024 2048] [--angles N (default: = size)]
         [--projectors auto torch deepinv] [--iterations 2] [--cold-cache] [--deepinv-max-size 512]
         [--device cpu|cuda]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from tools.measuring import (
+    ChildFailed,
+    Stopwatch,
+    Table,
+    add_child,
+    add_device,
+    add_iterations,
+    add_sizes,
+    child_figures,
+    median,
+    print_figures,
+    tool_parser,
+)
 
 TARGET_SIZE, TARGET_PEAK_GIB = 2048, 8.0
 
@@ -48,16 +57,15 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
 
     apply_determinism(True, seed=0)
     memory = HostPeakMemory()  # VmHWM since its last reset: this line, then the profiler's
-    start = time.perf_counter()
-    setup = setup_problem("tomography_2d", image_size=size, num_angles=angles,
-                          projector=projector, noise_level=0.01)
-    problem = setup.build(device=device)
-    build_s = time.perf_counter() - start
-    peaks = [memory.read_mib()]  # the build's; the profiler resets the peak from here on
-    profiler = StepProfiler(torch.device(device))
-    loop = PnPLoop(problem, build_denoiser("tv", 1, device=device),
-                   pnp_parameters(denoiser_sigma=0.01), profiler)
-    setup_s = time.perf_counter() - start
+    with Stopwatch() as setup_watch:
+        with Stopwatch() as build:
+            setup = setup_problem("tomography_2d", image_size=size, num_angles=angles,
+                                  projector=projector, noise_level=0.01)
+            problem = setup.build(device=device)
+        peaks = [memory.read_mib()]  # the build's; the profiler resets the peak from here on
+        profiler = StepProfiler(torch.device(device))
+        loop = PnPLoop(problem, build_denoiser("tv", 1, device=device),
+                       pnp_parameters(denoiser_sigma=0.01), profiler)
     peaks.append(memory.read_mib())
     psnr_start = psnr(loop.x, problem.x_true)
     steps: dict[str, list[float]] = {}
@@ -67,10 +75,10 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
             steps.setdefault(key, []).append(value)
     return {
         "size": size, "angles": angles, "projector": resolve_projector(projector),
-        "build_s": build_s, "setup_s": setup_s,
+        "build_s": build.seconds, "setup_s": setup_watch.seconds,
         "norm_s": loop.setup_figures["operator_norm_time_s"],
         "norm_iterations": loop.setup_figures["operator_norm_iterations"],
-        **{key: statistics.median(values) for key, values in steps.items()},
+        **{key: median(values) for key, values in steps.items()},
         "psnr_start": psnr_start, "psnr_end": psnr(loop.x, problem.x_true),
         "peak_rss_mib": max(peaks + [v for k, vs in steps.items()
                                      if k.endswith("_peak_host_rss_mib") for v in vs]),
@@ -79,63 +87,62 @@ def measure(size: int, angles: int, projector: str, iterations: int, device: str
 
 def run_child(size: int, angles: int, projector: str, iterations: int, device: str,
               environment: dict) -> dict:
-    command = [sys.executable, __file__, "--child", str(size), str(angles), projector,
-               str(iterations), device]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment,
-                          check=False)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"size": size, "angles": angles, "projector": projector, "error": tail}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        return child_figures(__spec__.name, size, angles, projector, iterations, device,
+                             env=environment)
+    except ChildFailed as error:
+        return {"size": size, "angles": angles, "projector": projector, "error": str(error)}
 
 
-def row_text(row: dict) -> str:
-    head = f"{row['size']:>5}² {row['angles']:>5} {row['projector']:>8}"
+COLUMNS = ("size", "angles", "proj", "build_s", "norm_s", "norm its", "grad_s", "grad_MiB",
+           "tv_s", "tv_MiB", "peak_MiB", "PSNR start->end", "peak CUDA MiB")
+
+
+def row_cells(row: dict) -> list[str]:
+    head = [f"{row['size']}²", str(row["angles"]), row["projector"]]
     if "error" in row:
-        return f"{head}  failed: {row['error']}"
-    return (f"{head} {row['build_s']:8.1f} {row['norm_s']:8.1f} ({row['norm_iterations']:>2} it)"
-            f" {row['grad_time_s']:8.2f} {row['grad_peak_host_rss_mib']:9.0f}"
-            f" {row['denoise_time_s']:8.2f} {row['denoise_peak_host_rss_mib']:9.0f}"
-            f" {row['peak_rss_mib']:9.0f} {row['psnr_start']:6.2f}->{row['psnr_end']:5.2f}"
-            + "".join(f" {key}={row[key]:.0f}" for key in row if key.endswith("cuda_alloc_mib")))
+        return [*head, f"failed: {row['error']}"]
+    return [*head, f"{row['build_s']:.1f}", f"{row['norm_s']:.1f}", str(row["norm_iterations"]),
+            f"{row['grad_time_s']:.2f}", f"{row['grad_peak_host_rss_mib']:.0f}",
+            f"{row['denoise_time_s']:.2f}", f"{row['denoise_peak_host_rss_mib']:.0f}",
+            f"{row['peak_rss_mib']:.0f}", f"{row['psnr_start']:.2f}->{row['psnr_end']:.2f}",
+            " ".join(f"{key}={row[key]:.0f}" for key in row if key.endswith("cuda_alloc_mib"))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048])
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, __file__)
+    add_sizes(parser, [512, 1024, 2048])
     parser.add_argument("--angles", type=int, default=0, help="0: as many as the size")
     parser.add_argument("--projectors", nargs="+", default=["auto", "torch", "deepinv"])
-    parser.add_argument("--iterations", type=int, default=2)
+    add_iterations(parser, 2, "PnP iterations per configuration")
     parser.add_argument("--deepinv-max-size", type=int, default=512)
     parser.add_argument("--cold-cache", action="store_true",
                         help="compute every operator norm (fresh cache folder)")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                        help="cuda: the astra projector runs ASTRA's CUDA projector; figures "
-                             "then include the peak CUDA allocation per step")
-    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_device(parser, help="cuda: the astra projector runs ASTRA's CUDA projector; figures "
+                            "then include the peak CUDA allocation per step")
+    add_child(parser)
+    args = parser.parse_args(argv)
     if args.child:
         size, angles, projector, iterations, device = (*args.child, "cpu")[:5]
-        print(json.dumps(measure(int(size), int(angles), projector, int(iterations), device)))
+        print_figures(measure(int(size), int(angles), projector, int(iterations), device))
         return 0
     environment = dict(os.environ)
     if args.cold_cache:
         environment["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="scalebench-norms-")
-    print(f"{'size':>6} {'angles':>5} {'proj':>8} {'build_s':>8} {'norm_s':>8} {'':5} "
-          f"{'grad_s':>8} {'grad_MiB':>9} {'tv_s':>8} {'tv_MiB':>9} {'peak_MiB':>9} "
-          f"{'PSNR start->end':>15}")
+    table = Table(*COLUMNS)
+    table.header()
     rows = []
     for size in args.sizes:
         for projector in args.projectors:
             angles = args.angles or size
             if projector == "deepinv" and size > args.deepinv_max_size:
-                print(f"{size:>5}² {angles:>5} {'deepinv':>8}  not run: its sampling grids "
-                      f"need {angles * 2 * (1.415 * size) ** 2 * 4 / 2**30:.0f} GiB")
+                table.row(f"{size}²", angles, "deepinv", "not run: its sampling grids need "
+                          f"{angles * 2 * (1.415 * size) ** 2 * 4 / 2**30:.0f} GiB")
                 continue
             row = run_child(size, angles, projector, args.iterations, args.device,
                             environment)
             rows.append(row)
-            print(row_text(row), flush=True)
+            table.row(*row_cells(row))
     target = [r for r in rows if r["size"] == TARGET_SIZE and "error" not in r]
     for row in target:
         peak_gib = row["peak_rss_mib"] / 1024.0

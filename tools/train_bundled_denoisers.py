@@ -1,7 +1,7 @@
 """Train the bundled denoisers (scalebench.denoisers.bundled.RECIPES), write their weights and
 records.
 
-    python tools/train_bundled_denoisers.py [--only NAME ...] [--out DIR]
+    python -m tools.train_bundled_denoisers [--only NAME ...] [--out DIR]
 
 Writes DIR/<name>.pth and DIR/<name>.json (default DIR: scalebench/data/weights, the shipped
 files) and prints each file's sha256 and its manifest entry (scalebench/data/manifest.toml,
@@ -11,14 +11,12 @@ Runs on the CPU in minutes per model; run it with `nice` on a shared machine.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scalebench.data.fetch import BUNDLED_WEIGHTS  # noqa: E402
-from scalebench.denoisers.bundled import RECIPES, train_and_save  # noqa: E402
+from scalebench.data.fetch import BUNDLED_WEIGHTS
+from scalebench.denoisers.bundled import RECIPES, train_and_save
+from tools.measuring import tool_parser
 
 
 def manifest_entry(document: dict) -> str:
@@ -28,7 +26,7 @@ def manifest_entry(document: dict) -> str:
         f"file = \"{document['file']}\"",
         f"size = {document['size']}",
         f"checksum = \"sha256:{document['sha256']}\"",
-        'checksum_source = "computed when trained by tools/train_bundled_denoisers.py '
+        'checksum_source = "computed when trained by python -m tools.train_bundled_denoisers '
         f'(recipe record {document["name"]}.json beside the file)"',
         'licence = "weights trained by scalebench; training pictures under the terms listed in '
         'scikit-image\'s skimage/data/README.txt"',
@@ -36,7 +34,7 @@ def manifest_entry(document: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--only", nargs="+", choices=sorted(RECIPES), default=sorted(RECIPES))
     parser.add_argument("--out", type=Path, default=BUNDLED_WEIGHTS)
     args = parser.parse_args(argv)

@@ -10,21 +10,26 @@ the ratios against no checkpointing: memory saved = peak increase(none) / peak
 increase(mode), time paid = step time(mode) / step time(none), also in process CPU seconds
 (steadier than wall time on a shared machine).
 
-    python tools/training_checkpointing.py [--patch-sizes 64 128] [--stages 2 4]
+    python -m tools.training_checkpointing [--patch-sizes 64 128] [--stages 2 4]
         [--device cpu|cuda] [--steps 3] [--width 32] [--depth 6] [--batch-size 2]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tools.measuring import (
+    ChildFailed,
+    Table,
+    add_child,
+    add_device,
+    child_figures,
+    median,
+    print_figures,
+    tool_parser,
+)
+
 MODES = ("none", "stage", "tile_batch")
 
 
@@ -61,35 +66,35 @@ def measure(config: dict) -> dict:
         times.append(figures["step_time_s"])
         increases.append(figures[f"step_peak_increase_{memory}"])
         saved = figures["saved_activations_mib"]
-    return {"time_s": statistics.median(times), "cpu_s": statistics.median(cpu_times),
+    return {"time_s": median(times), "cpu_s": median(cpu_times),
             "peak_increase_mib": max(increases),
             "saved_mib": saved, "memory": memory}
 
 
 def run_child(config: dict) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", json.dumps(config)],
-                          cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"measurement failed: {done.stderr.strip().splitlines()[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        return child_figures(__spec__.name, json.dumps(config))
+    except ChildFailed as error:
+        raise SystemExit(f"measurement failed: {error}") from None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = tool_parser(__doc__, __file__)
     parser.add_argument("--patch-sizes", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--stages", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    add_device(parser)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--width", type=int, default=32)
     parser.add_argument("--depth", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=2)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_child(parser)
+    args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(json.loads(args.child))))
+        print_figures(measure(json.loads(args.child[0])))
         return
-    print(f"{'patch':>6} {'K':>3} {'mode':>10} {'step s':>8} {'cpu s':>8} {'peak+ MiB':>10} "
-          f"{'kept MiB':>9} {'mem saved':>9} {'time paid':>9} {'cpu paid':>9}")
+    table = Table("patch", "K", "mode", "step s", "cpu s", "peak+ MiB", "kept MiB",
+                  "mem saved", "time paid", "cpu paid")
+    table.header()
     for patch in args.patch_sizes:
         for stages in args.stages:
             results = {}
@@ -106,10 +111,9 @@ def main() -> None:
                 saved = base["peak_increase_mib"] / max(mine["peak_increase_mib"], 1e-9)
                 paid = mine["time_s"] / base["time_s"]
                 cpu_paid = mine["cpu_s"] / base["cpu_s"]
-                print(f"{patch:>6} {stages:>3} {mode:>10} {mine['time_s']:>8.3f} "
-                      f"{mine['cpu_s']:>8.3f} {mine['peak_increase_mib']:>10.1f} "
-                      f"{mine['saved_mib']:>9.1f} {saved:>8.2f}x {paid:>8.2f}x "
-                      f"{cpu_paid:>8.2f}x", flush=True)
+                table.row(patch, stages, mode, f"{mine['time_s']:.3f}", f"{mine['cpu_s']:.3f}",
+                          f"{mine['peak_increase_mib']:.1f}", f"{mine['saved_mib']:.1f}",
+                          f"{saved:.2f}x", f"{paid:.2f}x", f"{cpu_paid:.2f}x")
     print(f"peak+ = the step's peak {results['none']['memory']} above the memory held before "
           f"it; kept = activations saved for the backward pass; memory saved = "
           f"peak+(none) / peak+(mode); time paid = step time(mode) / step time(none); "

@@ -11,8 +11,9 @@ the installed distribution's RECORD, so none is fetched). Kept out of training, 
 benchmarks evaluate on them: the astronaut photograph (super-resolution and the standalone
 denoiser), the Shepp-Logan phantom (tomography) and the generated ellipses (synthetic).
 
-``train(recipe)`` is the whole recipe: ``tools/train_bundled_denoisers.py`` runs it and writes
-the files; ``tools/check_bundled_denoisers.py`` re-runs it and compares with the shipped files.
+``train(recipe)`` is the whole recipe: ``python -m tools.train_bundled_denoisers`` runs it and
+writes the files; ``python -m tools.check_bundled_denoisers`` re-runs it and compares with the
+shipped files.
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ def record(recipe: Recipe, model: nn.Module, facts: dict, weights: Path) -> dict
                            "psnr_db": held_out_figures(model, recipe.channels)},
         "software": {"torch": torch.__version__, "deepinv": deepinv.__version__},
         **facts,
-        "command": "python tools/train_bundled_denoisers.py",
+        "command": "python -m tools.train_bundled_denoisers",
     }
 
 

@@ -66,15 +66,17 @@ def _module(path: Path, what: str):
     return module
 
 
-def _imported(path: Path, kind: str):
-    """The ``kind`` class (Solver, Dataset) of a benchmark file."""
+def imported_class(path: Path, kind: str) -> type:
+    """The ``kind`` class (Solver, Dataset, Objective) of a benchmark file, imported as
+    benchopt imports it: the one loader of benchmark files (the config check, the capacity
+    probes)."""
     return getattr(_module(path, kind.lower()), kind)
 
 
 def file_spec(path: Path, name: str) -> SolverSpec:
     """The spec of an unregistered solver file: its class's ``spec`` renamed (a subclass of
     a registered solver) with its own ``param_specs``, or a spec of those specs alone."""
-    cls = _imported(path, "Solver")
+    cls = imported_class(path, "Solver")
     params = getattr(cls, "param_specs", None)
     if not params or not all(isinstance(p, Param) for p in params.values()):
         raise ConfigError(f"solver '{name}' ({path}): class Solver has no param_specs (a dict "
@@ -113,7 +115,7 @@ def benchmark_problems(folder: Path | None,
         name = declared_name(path, "Dataset")
         if name is None or name in problems:
             continue
-        spec = getattr(_imported(path, "Dataset"), "problems", {}).get(name)
+        spec = getattr(imported_class(path, "Dataset"), "problems", {}).get(name)
         if not isinstance(spec, ProblemSpec):
             raise ConfigError(f"dataset '{name}' ({path}): class Dataset has no problems "
                               f"registry holding a ProblemSpec named '{name}' (subclass "

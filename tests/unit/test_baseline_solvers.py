@@ -5,7 +5,7 @@ refuses the pair with, and runs on the one it applies to."""
 import pytest
 
 from scalebench.benchmarks import REPO
-from scalebench.experiment.benchmark_files import _imported as imported_class
+from scalebench.experiment.benchmark_files import imported_class
 from scalebench.problems import setup_problem
 
 SMALL_CT = ("tomography_2d", {"image_size": 32})

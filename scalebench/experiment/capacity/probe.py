@@ -23,7 +23,6 @@ larger.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -32,12 +31,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
 from scalebench.errors import CommandFailed, ScalebenchError
+from scalebench.experiment.benchmark_files import imported_class
 from scalebench.experiment.capacity.allocator import image_mapped
 from scalebench.rank.devices import device_type
 from scalebench.rank.names import HOST_PEAK_LIFETIME
@@ -90,13 +88,6 @@ class ProbeResult:
         return self.host_peaks_bytes
 
 
-def _benchmark_module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"scalebench_probe_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _values(y: Any) -> int:
     """Number of values of a tensor or of a (nested) list of tensors."""
     import torch
@@ -132,9 +123,9 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     norm computed to its tolerance as a run without a cached norm computes it, TV's every
     inner iteration."""
     folder = REPO / INFERENCE_BENCHMARK
-    data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
-    solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
-    objective = _benchmark_module(folder / "objective.py").Objective.get_instance()
+    data_class = imported_class(folder / "datasets" / f"{dataset}.py", "Dataset")
+    solver_class = imported_class(folder / "solvers" / f"{solver}.py", "Solver")
+    objective = imported_class(folder / "objective.py", "Objective").get_instance()
     # The data's measurements apply the chunked operators: their limit holds from the start.
     with installed(probe_settings(whole, False, chunk_elements)):
         objective.set_data(**data_class.get_instance(**dataset_params).get_data())
