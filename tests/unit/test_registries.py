@@ -7,7 +7,6 @@ import re
 import pytest
 import torch
 
-from scalebench.benchmarks import REPO
 from scalebench.denoisers.catalog import DENOISERS, resolve_weights
 from scalebench.denoisers.networks import load_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
@@ -15,6 +14,7 @@ from scalebench.denoisers.tiling import TiledDenoiser
 from scalebench.errors import ConfigError
 from scalebench.experiment.benchmark_files import declared_name, register_benchmark_denoisers
 from scalebench.loops import SOLVERS
+from scalebench.repository import REPO
 
 # One contract case per registered denoiser: the image side it is checked on.
 # (wavelet's radius is 210 pixels: 256 leaves 45 pixels on each axis to check)

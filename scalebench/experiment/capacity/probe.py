@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE
 from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.experiment.capacity.allocator import image_mapped
 from scalebench.rank.devices import device_type
@@ -118,7 +118,7 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
         NORM_APPLICATIONS
     if chunk_elements is not None:
         parallel_beam.CHUNK_ELEMENTS = chunk_elements
-    folder = REPO / INFERENCE_BENCHMARK
+    folder = INFERENCE.path
     data_class = _benchmark_module(folder / "datasets" / f"{dataset}.py").Dataset
     solver_class = _benchmark_module(folder / "solvers" / f"{solver}.py").Solver
     objective = _benchmark_module(folder / "objective.py").Objective.get_instance()
