@@ -90,12 +90,22 @@ def benchmark_in_folder(name: str) -> BenchmarkSpec | None:
     return next((spec for spec in BENCHMARKS.values() if spec.folder == name), None)
 
 
+def registered_problems() -> dict[str, ProblemSpec]:
+    """Every problem of the repository's benchmarks, by name."""
+    return {name: spec for benchmark in BENCHMARKS.values()
+            for name, spec in benchmark.problems.items()}
+
+
+def registered_solvers() -> dict[str, SolverSpec]:
+    """Every solver of the repository's benchmarks, by name."""
+    return {name: spec for benchmark in BENCHMARKS.values()
+            for name, spec in benchmark.solvers.items()}
+
+
 def problem_spec(name: str) -> ProblemSpec | None:
     """The spec of dataset ``name`` (benchopt's name, any parameters) in any repository
     benchmark; None for a dataset of a folder's own files."""
-    name = str(name).split("[")[0]
-    return next((spec.problems[name] for spec in BENCHMARKS.values() if name in spec.problems),
-                None)
+    return registered_problems().get(str(name).split("[")[0])
 
 
 def choose_benchmark(given: Path | None, named: str) -> Path:

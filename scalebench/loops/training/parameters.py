@@ -60,7 +60,8 @@ TRAINING_PARAMS = {
 
 # The training benchmark's solver, as configs name it (it runs no inference denoiser).
 UNROLLED_PGD = SolverSpec("unrolled_pgd", "supervised training step of an unrolled network",
-                          TRAINING_PARAMS, uses_operator=True, uses_denoiser=False)
+                          TRAINING_PARAMS, uses_operator=True, uses_denoiser=False,
+                          work_parameters={"batch_size": 1, "patch_size": 2})
 
 
 def patch_shape(spec: ProblemSpec, values: dict, patch_size: int) -> tuple[int, ...]:
