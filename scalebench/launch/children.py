@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_benchmark(config: Path, given: Path | None) -> str:
+def benchmark_name(config: Path, given: Path | None) -> str:
     """The name of the repository's benchmark folder for ``config``'s objective (the inference
     one for an unreadable config: ``expand`` then says what is wrong with it); ScalebenchError
     when ``given`` is the repository's folder of another objective."""
@@ -70,7 +70,7 @@ def config_benchmark(config: Path, given: Path | None) -> str:
     try:
         named = config_benchmark(read_yaml(config, "config")).folder
     except ConfigError:
-        named = INFERENCE.folder
+        return INFERENCE.folder
     choose_benchmark(given, named)
     return named
 
@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> str:
         return json.dumps(expand(args.config, args.world_size, args.folder,
                                  args.check_devices, args.check_memory, args.benchmark))
     if args.child == "benchmark":
-        return config_benchmark(args.config, args.benchmark)
+        return benchmark_name(args.config, args.benchmark)
     if args.child == "status":
         from scalebench.results.store import run_status
 
