@@ -19,9 +19,9 @@ def _with_solver(**params):
 
 BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
-     "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
+     f"{', '.join(sorted(INFERENCE.problems))}\\)"),
     (tiny_experiment(solver=["admm"]),
-     "unknown solver 'admm' \\(allowed: cgls, clean, denoiser, fbp, fdk, pnp\\)"),
+     f"unknown solver 'admm' \\(allowed: {', '.join(sorted(INFERENCE.solvers))}\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
      "seed\\)"),
