@@ -4,7 +4,7 @@ from pathlib import Path
 
 from benchopt import BaseObjective
 
-from scalebench.benchmarks import INFERENCE_OBJECTIVE
+from scalebench.benchmarks import INFERENCE
 from scalebench.experiment.benchmark_files import register_benchmark_denoisers
 from scalebench.rank.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
 from scalebench.rank.stamping import row_provenance
@@ -16,7 +16,7 @@ register_benchmark_denoisers(Path(__file__).parent)
 
 class Objective(BaseObjective):
     # Name shown in results and reports.
-    name = INFERENCE_OBJECTIVE
+    name = INFERENCE.objective
     # Everything is installed by the scalebench distribution (pyproject.toml); nothing here.
     requirements = []
     # Oldest benchopt whose callback and output format this benchmark relies on.

@@ -4,14 +4,14 @@ import math
 
 from benchopt import BaseObjective
 
-from scalebench.benchmarks import TRAINING_OBJECTIVE
+from scalebench.benchmarks import TRAINING
 from scalebench.rank.metrics import METRIC_NAMES
 from scalebench.rank.stamping import row_provenance
 
 
 class Objective(BaseObjective):
     # Name shown in results and reports; configs name it under `objective`.
-    name = TRAINING_OBJECTIVE
+    name = TRAINING.objective
     # Everything is installed by the scalebench distribution (pyproject.toml); nothing here.
     requirements = []
     # Oldest benchopt whose callback and output format this benchmark relies on.

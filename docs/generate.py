@@ -63,27 +63,27 @@ def solver_tables(solvers: dict) -> str:
 
 
 def inference_datasets() -> str:
-    from scalebench.problems import PROBLEMS
+    from scalebench.benchmarks import INFERENCE
 
-    return problem_tables(PROBLEMS)
+    return problem_tables(INFERENCE.problems)
 
 
 def training_datasets() -> str:
-    from scalebench.problems.training import TRAINING_PROBLEMS
+    from scalebench.benchmarks import TRAINING
 
-    return problem_tables(TRAINING_PROBLEMS)
+    return problem_tables(TRAINING.problems)
 
 
 def inference_solvers() -> str:
-    from scalebench.loops import SOLVERS
+    from scalebench.benchmarks import INFERENCE
 
-    return solver_tables({name: spec.params for name, spec in SOLVERS.items()})
+    return solver_tables({name: spec.params for name, spec in INFERENCE.solvers.items()})
 
 
 def training_solvers() -> str:
-    from scalebench.loops.training.parameters import TRAINING_SOLVERS
+    from scalebench.benchmarks import TRAINING
 
-    return solver_tables(TRAINING_SOLVERS)
+    return solver_tables({name: spec.params for name, spec in TRAINING.solvers.items()})
 
 
 def run_options() -> str:

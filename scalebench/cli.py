@@ -327,7 +327,7 @@ def _rerun(config: Path, benchmark: Path, name: str, nproc: int, outputs: Path) 
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from scalebench.results.replay import replay
+    from scalebench.results.replay.rerun import replay
 
     benchmark = args.benchmark.resolve() if args.benchmark else None
     verdicts = replay(args.results, args.rows, args.force, _rerun, benchmark)

@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         usable_budget,
     )
     from scalebench.experiment.capacity.command import answer
-    from scalebench.experiment.capacity.probe import children_cpu_seconds
     from scalebench.experiment.capacity.configuration import Configuration
+    from scalebench.experiment.capacity.probe import children_cpu_seconds
     from scalebench.experiment.capacity.refine import refined
     from scalebench.launch.slurm_requests import memory_bytes
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE
 from tools.measuring import Stopwatch, add_iterations, add_repeats, summary, tool_parser
 
 TARGET_RATIO = 1.03
@@ -58,7 +58,7 @@ def benchmark_loop_seconds(dataset: dict, solver: dict, workdir: Path) -> list[f
     name = "tomography_2d[" + ",".join(f"{k}={v}" for k, v in dataset.items()) + "]"
     solver_name = "pnp[" + ",".join(f"{k}={v}" for k, v in solver.items()) + "]"
     output = workdir / f"overhead_{time.monotonic_ns()}.parquet"
-    run_benchmark(str(REPO / INFERENCE_BENCHMARK), solver_names=[solver_name],
+    run_benchmark(str(INFERENCE.path), solver_names=[solver_name],
                   dataset_names=[name], max_runs=solver["max_iter"] + 1, n_repetitions=1,
                   timeout=3600, plot_result=False, display=False, show_progress=False,
                   no_cache=True, output_file=str(output))

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Generic, TextIO, TypeVar
 
 import yaml
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE, REPO
+from scalebench.benchmarks import INFERENCE
 from scalebench.cli import positive_int
+from scalebench.repository import REPO
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -252,7 +253,7 @@ def print_figures(figures: dict) -> None:
 def private_benchmark(folder: Path) -> Path:
     """A copy of the inference benchmark in ``folder``: a launch's outputs land there, not in
     the repository's."""
-    return Path(shutil.copytree(REPO / INFERENCE_BENCHMARK, folder / INFERENCE_BENCHMARK,
+    return Path(shutil.copytree(INFERENCE.path, folder / INFERENCE.folder,
                                 ignore=shutil.ignore_patterns("outputs", "__pycache__")))
 
 
@@ -280,7 +281,7 @@ def write_config(path: Path, document: dict) -> Path:
 def pnp_config(dataset: dict, solver: dict, iterations: int, timeout: str) -> dict:
     """A config of one PnP experiment on ``dataset``: ``iterations`` iterations, each one
     evaluated."""
-    return {"objective": [INFERENCE_OBJECTIVE], "dataset": [dataset],
+    return {"objective": [INFERENCE.objective], "dataset": [dataset],
             "solver": [{"pnp": {**solver, "max_iter": iterations}}],
             "max-runs": iterations + 1, "timeout": timeout}
 

@@ -39,6 +39,7 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
     import torch
 
     from provenance.results import finalize
+    from scalebench.benchmarks import INFERENCE
     from scalebench.loops.inference_parameters import PNP_PARAMS
     from scalebench.param_spec import resolved_parameters
     from scalebench.problems import build_problem
@@ -47,7 +48,8 @@ def stamping_seconds(rows: int) -> tuple[float, float, float]:
 
     problem = build_problem("synthetic", image_size=16, task="denoising")
     record = run_provenance(problem.source, "0" * 64, "pnp",
-                            resolved_parameters({}, PNP_PARAMS), run_context(torch.device("cpu")))
+                            resolved_parameters({}, PNP_PARAMS), run_context(torch.device("cpu")),
+                            INFERENCE.folder, INFERENCE.objective)
     estimate = torch.zeros(1, 1, 16, 16)
     with Stopwatch() as compute:
         fields = [row_provenance(record, estimate) for _ in range(rows)]

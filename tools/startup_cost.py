@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE
 from tools.measuring import Stopwatch, Table, add_repeats, median, tool_parser, write_config
 
 TARGET_CPU_RATIO = 0.8
@@ -39,7 +39,7 @@ def command(variant: str, config: Path, output: Path) -> list[str]:
     same arguments."""
     from scalebench.launch.rank_entry import benchopt_arguments, benchopt_command
 
-    benchmark = REPO / INFERENCE_BENCHMARK
+    benchmark = INFERENCE.path
     if variant == "plain benchopt":
         return [sys.executable, "-m", "benchopt",
                 *benchopt_arguments(benchmark, config, output)]

@@ -32,7 +32,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from scalebench.benchmarks import REPO
+from scalebench.repository import REPO
 from tools.measuring import Stopwatch, Table, add_repeats, median, tool_parser
 
 DEFAULT_PATHS = ("tests/unit", "tests/integration")

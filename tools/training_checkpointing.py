@@ -37,11 +37,11 @@ def measure(config: dict) -> dict:
     """Run in a child: train ``config`` for its steps; the median time and worst memory."""
     import torch
 
+    from scalebench.benchmarks import TRAINING
     from scalebench.loops.training.parameters import TRAINING_PARAMS
     from scalebench.loops.training.patches import TrainingData
     from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
     from scalebench.param_spec import resolved_parameters
-    from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
     from scalebench.rank.context import run_context
     from scalebench.rank.determinism import apply_determinism
     from scalebench.rank.profiling import StepProfiler
@@ -49,8 +49,8 @@ def measure(config: dict) -> dict:
     params = resolved_parameters(config["solver"], TRAINING_PARAMS)
     apply_determinism(True, 0)
     context = run_context(torch.device(params["device"]))
-    setup = training_problem("synthetic", **config["dataset"])
-    data = TrainingData(setup, TRAINING_PROBLEMS["synthetic"], params["patch_size"], 0,
+    setup = TRAINING.setup_problem("synthetic", **config["dataset"])
+    data = TrainingData(setup, TRAINING.problems["synthetic"], params["patch_size"], 0,
                         context.device)
     model = build_model(params, data, context)
     set_checkpointing(model, params["checkpointing"])

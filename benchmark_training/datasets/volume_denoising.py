@@ -1,16 +1,16 @@
 """Generated 3D volumes, denoised: training patches (scalebench.problems.training)."""
 
+from scalebench.benchmarks import TRAINING
 from scalebench.benchopt_glue.training import TrainingDataset
 from scalebench.param_spec import benchopt_parameters
-from scalebench.problems.training import TRAINING_PROBLEMS
 
 
 class Dataset(TrainingDataset):
-    # Key of the problem in scalebench.problems.training.TRAINING_PROBLEMS; also the dataset
+    # Key of the problem in scalebench.benchmarks.TRAINING.problems; also the dataset
     # name in results.
     name = "volume_denoising"
     # Default grid: one value per parameter; each parameter's contract (type, range, meaning)
-    # is its Param in TRAINING_PROBLEMS[name].params.
-    parameters = benchopt_parameters(TRAINING_PROBLEMS[name].params)
+    # is its Param in TRAINING.problems[name].params.
+    parameters = benchopt_parameters(TRAINING.problems[name].params)
     # Installed with scalebench; no extra requirement.
     requirements = []

@@ -16,7 +16,7 @@ from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
 from provenance.schema import column
-from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
+from scalebench.benchmarks import INFERENCE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
 from scalebench.param_spec import (
@@ -106,7 +106,7 @@ class LoopSolver(BaseSolver):
     stopping_criterion = IterationCriterion(strategy="callback")
     param_specs: dict[str, Param] = {}
     # The benchmark folder and objective its rows' provenance names (replay re-runs them).
-    benchmark_name, objective_name = INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
+    benchmark_name, objective_name = INFERENCE.folder, INFERENCE.objective
     # benchopt's own test suite (`benchopt test`) runs a few CPU iterations.
     test_config = {"max_iter": 3, "device": "cpu"}
     # Which denoiser weights ran (stamping.NO_WEIGHTS where none are loaded); set by build.

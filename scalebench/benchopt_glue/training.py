@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from scalebench.benchmarks import TRAINING_BENCHMARK, TRAINING_OBJECTIVE
+from scalebench.benchmarks import TRAINING
 from scalebench.benchopt_glue.base import LoopSolver, ProblemDataset
 from scalebench.launch import progress
 from scalebench.loops.training.parameters import check_training
@@ -24,29 +24,28 @@ from scalebench.loops.training.step import (
     set_checkpointing,
 )
 from scalebench.problems.base import ProblemSetup
-from scalebench.problems.training import TRAINING_PROBLEMS
 from scalebench.rank.metrics import METRIC_NAMES, quality_metrics
 from scalebench.rank.profiling import StepProfiler
 from scalebench.rank.rank_checks import rank_statistics
 
 
 class TrainingDataset(ProblemDataset):
-    """A benchopt Dataset built by ``scalebench.problems.training.TRAINING_PROBLEMS[name]``."""
+    """A benchopt Dataset built by the training benchmark's problem ``name``."""
 
-    problems = TRAINING_PROBLEMS
+    problems = TRAINING.problems
 
 
 class TrainingSolver(LoopSolver):
     """Trains the unrolled network for ``max_iter`` steps on one problem."""
 
-    benchmark_name, objective_name = TRAINING_BENCHMARK, TRAINING_OBJECTIVE
+    benchmark_name, objective_name = TRAINING.folder, TRAINING.objective
     # benchopt's own test suite (`benchopt test`) trains a tiny network for a few steps.
     test_config = {"max_iter": 3, "device": "cpu", "num_stages": 2, "denoiser_width": 4,
                    "denoiser_depth": 2, "patch_size": 16, "batch_size": 2}
 
     def build(self, problem: ProblemSetup) -> torch.nn.Module:
         params = self.params
-        spec = TRAINING_PROBLEMS[problem.source["name"]]
+        spec = TRAINING.problems[problem.source["name"]]
         check_training(params, spec, problem.source["params"], self.context.world_size)
         progress.stage("preparing the training data")
         self.data = TrainingData(problem, spec, params["patch_size"], params["seed"],

@@ -3,7 +3,9 @@
 A config is one YAML file in benchopt's config format: ``objective``, ``dataset`` and
 ``solver`` lists (a missing one means all; names match regardless of case) whose entries are
 a bare name, ``name[parameter=value,...]`` or ``name: {parameter: value-or-list}``, plus run
-options. Every combination of the grid is checked (names, types, ranges, whether the
+options (the entries are parsed by scalebench.experiment.grid; the objective's benchmark,
+scalebench.benchmarks, says which datasets and solvers it may name and how a pair is
+checked). Every combination of the grid is checked (names, types, ranges, whether the
 denoiser can take the image, whether the weights exist, whether ``max-runs`` lets every
 iteration be recorded), so a mistake is reported in one line before any job starts. Whether
 the machine has the device a run asks for is not part of it (a login node without a GPU
@@ -13,28 +15,23 @@ run, by ``scalebench run`` before it starts them and again by every rank.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, INFERENCE_OBJECTIVE, TRAINING_OBJECTIVE
-from scalebench.denoisers.catalog import resolve_weights
-from scalebench.denoisers.tiles import check_denoiser_fits
+from scalebench.benchmarks import BENCHMARKS, INFERENCE, BenchmarkSpec
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.benchmark_files import (
     benchmark_problems,
     benchmark_solvers,
     register_benchmark_denoisers,
 )
+from scalebench.experiment.grid import Component, section, solver_section
 from scalebench.experiment.reading import read_yaml
 from scalebench.launch.resources import requested_ranks
-from scalebench.loops import SOLVERS
-from scalebench.loops.inference_parameters import check_distribution, evaluations
 from scalebench.loops.spec import SolverSpec
-from scalebench.loops.training.parameters import TRAINING_SOLVERS, check_training, training_rows
 from scalebench.param_spec import (
     Param,
     check_value,
@@ -42,9 +39,7 @@ from scalebench.param_spec import (
     resolved_parameters,
     validate_parameters,
 )
-from scalebench.problems import PROBLEMS
 from scalebench.problems.spec import ProblemSpec
-from scalebench.problems.training import TRAINING_PROBLEMS
 
 BENCHOPT_DEFAULT_MAX_RUNS = 100
 RUN_OPTIONS = {
@@ -70,32 +65,6 @@ _TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
 
 
 @dataclass
-class Component:
-    """One entry of a list: a name and its parameter grid (every value a list)."""
-
-    name: str
-    grid: dict[str, list] = field(default_factory=dict)
-
-    def combinations(self) -> list[dict]:
-        """Every parameter combination; a key "a, b" zips its values (benchopt's syntax)."""
-        keys = list(self.grid)
-        combos = []
-        for values in itertools.product(*self.grid.values()):
-            combo = {}
-            for key, value in zip(keys, values, strict=True):
-                names = [name.strip() for name in key.split(",")]
-                if len(names) == 1:
-                    combo[key] = value
-                    continue
-                if not isinstance(value, list | tuple) or len(value) != len(names):
-                    raise ConfigError(f"'{key}': each value must be a list of {len(names)} "
-                                      f"values (one per name), got {value!r}")
-                combo.update(zip(names, value, strict=True))
-            combos.append(combo)
-        return combos
-
-
-@dataclass
 class Config:
     """A config (experiment file) as read and validated: its grid of datasets and solvers, and
     its run options; each of its combinations is one experiment (scalebench.experiment.expand)."""
@@ -111,61 +80,6 @@ class Config:
     def runs(self, solver: str, dataset: str) -> bool:
         """Whether the pair is one of the config's experiments."""
         return (solver, dataset) not in self.skipped
-
-
-def _bracketed(section: str, entry: str) -> Component:
-    """'name' or benchopt's 'name[parameter=value,...]' form, parsed as benchopt parses it
-    (benchopt, a second of imports, is loaded only for the bracketed form)."""
-    if "[" not in entry:
-        return Component(entry.strip())
-    from benchopt.utils.parametrized_name_mixin import _extract_options
-
-    try:
-        name, positional, grid = _extract_options(entry)
-    except (ValueError, SyntaxError) as error:
-        raise ConfigError(f"{section} entry {entry!r}: {error}") from None
-    if positional:
-        raise ConfigError(f"{section} entry {entry!r}: name each parameter "
-                          f"('name[parameter=value]'); positional values are ambiguous")
-    return Component(name, {k: v if isinstance(v, list) else [v] for k, v in grid.items()})
-
-
-def _component(section: str, entry: Any) -> Component:
-    if isinstance(entry, str):
-        return _bracketed(section, entry)
-    if isinstance(entry, dict) and len(entry) == 1:
-        name, grid = next(iter(entry.items()))
-        grid = grid or {}
-        if not isinstance(grid, dict):
-            raise ConfigError(f"{section} '{name}': parameters must be a mapping, got {grid!r}")
-        return Component(str(name), {k: v if isinstance(v, list) else [v]
-                                     for k, v in grid.items()})
-    raise ConfigError(f"{section} entry {entry!r} must be a name or a one-key mapping "
-                      f"'name: {{parameter: value}}'")
-
-
-def _section(raw: dict, section: str, everything: list[str]) -> list[Component]:
-    """The entries of a section; a missing section means all of ``everything``, and a single
-    entry may be given without a list, as benchopt reads them."""
-    if section not in raw:
-        return [Component(name) for name in everything]
-    entries = raw[section]
-    if isinstance(entries, str | dict):
-        entries = [entries]
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"config key '{section}' must be a non-empty list")
-    return [_component(section, entry) for entry in entries]
-
-
-def _solvers(raw: dict, everything: list[str]) -> list[Component]:
-    """'solver' entries plus 'force-solver' ones (benchopt runs both; scalebench never uses
-    benchopt's cache, so forcing changes nothing else); all solvers when neither is given."""
-    forced = raw.get("force-solver") or []
-    forced = [_component("force-solver", entry)
-              for entry in (forced if isinstance(forced, list) else [forced])]
-    if "solver" not in raw and forced:
-        return forced
-    return _section(raw, "solver", everything) + forced
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
@@ -230,50 +144,6 @@ def _check_options(raw: dict, errors: list[str]) -> dict[str, Any]:
     return options
 
 
-def _inference_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
-                    shape: tuple[int, ...], params: dict, ranks: int) -> None:
-    """Checks of a dataset and an inference solver together (and the number of ranks)."""
-    solver.check_applies(spec.name)
-    if solver.uses_denoiser:
-        check_denoiser_fits(params, shape)
-    check_distribution(params, shape, spec.num_operators(**values), ranks)
-    if solver.uses_denoiser:
-        resolve_weights(params["denoiser"], shape[0], params["pretrained"])
-    solver.check_problem(spec, values, shape, params)
-
-
-def _training_pair(solver: SolverSpec, spec: ProblemSpec, values: dict,
-                   shape: tuple[int, ...], params: dict, ranks: int) -> None:
-    """Checks of a dataset and a training solver together (and the number of ranks)."""
-    check_training(params, spec, values, ranks)
-
-
-# The training benchmark's solvers as specs (they run no inference denoiser).
-TRAINING_SPECS = {name: SolverSpec(name, "supervised training step of an unrolled network",
-                                   params, uses_operator=True, uses_denoiser=False)
-                  for name, params in TRAINING_SOLVERS.items()}
-
-
-@dataclass(frozen=True)
-class BenchmarkRules:
-    """What a benchmark's configs may name: its datasets, its solvers, the pair checks."""
-
-    problems: dict[str, ProblemSpec]
-    solvers: dict[str, SolverSpec]  # the registry; a folder's files may add more
-    check_pair: Callable[[SolverSpec, ProblemSpec, dict, tuple[int, ...], dict, int], None]
-    rows: Callable[[dict], int]  # rows one run records, for its solver parameters
-    row_params: tuple[str, ...]  # the solver parameters ``rows`` depends on
-
-
-# By objective name: the objective a config names selects its benchmark's rules.
-BENCHMARKS = {
-    INFERENCE_OBJECTIVE: BenchmarkRules(PROBLEMS, SOLVERS, _inference_pair, evaluations,
-                                   ("max_iter", "eval_every")),
-    TRAINING_OBJECTIVE: BenchmarkRules(TRAINING_PROBLEMS, TRAINING_SPECS, _training_pair,
-                                       training_rows, ("max_iter",)),
-}
-
-
 def _skipped_pairs(datasets: list[Component], solvers: list[Component],
                    specs: dict[str, SolverSpec]) -> frozenset[tuple[str, str]]:
     """The pairs of a solver and a listed dataset it does not apply to, where it applies to
@@ -289,7 +159,7 @@ def _skipped_pairs(datasets: list[Component], solvers: list[Component],
     return frozenset(skipped)
 
 
-def _check_pairs(config: Config, world_size: int, rules: BenchmarkRules,
+def _check_pairs(config: Config, world_size: int, rules: BenchmarkSpec,
                  datasets: dict[str, ProblemSpec], solvers: dict[str, SolverSpec],
                  errors: list[str]) -> None:
     """Checks that need a dataset and a solver together (and the number of ranks)."""
@@ -356,9 +226,9 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
         errors.append(f"config key '{key}' {LAUNCH_OPTIONS[key]}")
     known = {name.lower(): name for name in BENCHMARKS}
     # An unknown objective is reported and the rest is checked against the default one.
-    objective_name = INFERENCE_OBJECTIVE
+    objective_name = INFERENCE.objective
     try:
-        objectives = _section(raw, "objective", [INFERENCE_OBJECTIVE])
+        objectives = section(raw, "objective", [INFERENCE.objective])
     except ConfigError as error:
         errors.append(str(error))
         objectives = []
@@ -370,7 +240,7 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
             break
         objective_name = known[objective.name.lower()]
     rules = BENCHMARKS[objective_name]
-    folder = benchmark or FOLDER_BY_OBJECTIVE[objective_name]
+    folder = benchmark or rules.path
     try:
         register_benchmark_denoisers(folder)
         specs = benchmark_solvers(folder, rules.solvers)
@@ -378,11 +248,11 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
     except ConfigError as error:
         errors.append(str(error))
         specs, datasets_specs = dict(rules.solvers), dict(rules.problems)
-    datasets = _listed(errors, lambda: _section(raw, "dataset", sorted(datasets_specs)))
+    datasets = _listed(errors, lambda: section(raw, "dataset", sorted(datasets_specs)))
     # no solver section: every solver that applies to every listed dataset
     applying = [name for name in sorted(specs)
                 if all(specs[name].applies_to(dataset.name) for dataset in datasets)]
-    solvers = _listed(errors, lambda: _solvers(raw, applying))
+    solvers = _listed(errors, lambda: solver_section(raw, applying))
     options = _check_options(raw, errors)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in datasets_specs.items()},
                                     "dataset", errors,

@@ -34,7 +34,7 @@ from scalebench.launch.slurm_requests import (
 from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
-    from scalebench.experiment.config import BenchmarkRules
+    from scalebench.benchmarks import BenchmarkSpec
 
 
 @dataclass
@@ -160,7 +160,7 @@ def job_ranks(solver_params: dict, parallel: dict | None, nproc: int) -> int:
     return (merged.get("slurm_nodes") or 1) * (merged.get("slurm_ntasks_per_node") or 1)
 
 
-def _job_errors(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkRules,
+def _job_errors(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkSpec,
                 specs: tuple[dict, dict]) -> list[str]:
     """Impossible combinations of a job's parameters and resources, one line each; ``specs``:
     the benchmark folder's problems and solvers (scalebench.experiment.benchmark_files)."""
@@ -210,22 +210,17 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
     one-run config is written there and its command runs that job alone. ``benchmark``:
     None for the repository's folder of the config's objective."""
-    from scalebench.benchmarks import (
-        FOLDER_BY_OBJECTIVE,
-        choose_benchmark,
-        config_objective,
-    )
+    from scalebench.benchmarks import choose_benchmark, config_benchmark
     from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
-    from scalebench.experiment.config import BENCHMARKS, RUN_OPTIONS
+    from scalebench.experiment.config import RUN_OPTIONS
     from scalebench.experiment.reading import read_yaml
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
     world = job_ranks({}, parallel, nproc)
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
         experiments = expand(config, world, configs or Path(scratch), benchmark=benchmark)
-    objective = config_objective(read_yaml(Path(config), "config"))  # expand checked it
-    folder = choose_benchmark(benchmark, FOLDER_BY_OBJECTIVE[objective].name)
-    rules = BENCHMARKS[objective]
+    rules = config_benchmark(read_yaml(Path(config), "config"))  # expand checked it
+    folder = choose_benchmark(benchmark, rules.folder)
     specs = (benchmark_problems(folder, rules.problems), benchmark_solvers(folder, rules.solvers))
     jobs = []
     for experiment in experiments:
@@ -239,7 +234,7 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
-         repetitions: int, command: list[str], rules: BenchmarkRules,
+         repetitions: int, command: list[str], rules: BenchmarkSpec,
          specs: tuple[dict, dict]) -> Job:
     """The job of ``experiment``: locally one process runs every repetition (bounded by
     timeout x repetitions); under submitit each repetition is a job of its own (bounded by

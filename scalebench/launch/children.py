@@ -7,8 +7,9 @@ experiments as JSON (scalebench.experiment.expand). ``--check-devices`` (``scale
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
 node without a GPU can check a GPU config.
-``... benchmark CONFIG`` prints the name of the repository's benchmark folder that runs the
-objective CONFIG names.
+``... benchmark CONFIG [--benchmark FOLDER]`` prints the name of the repository's benchmark
+folder that runs the objective CONFIG names, after refusing a FOLDER (the launch's
+``--benchmark``) that is the repository's folder of another objective (scalebench.benchmarks).
 ``... status RESULTS`` prints the run status of a results file (scalebench.results.store).
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata.
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                            "or those that name no SLURM resources")
     child = children.add_parser("benchmark")
     child.add_argument("config", type=Path)
+    child.add_argument("--benchmark", type=Path, default=None,
+                       help="the benchmark folder given to the launch (--benchmark)")
     child = children.add_parser("status")
     child.add_argument("results", type=Path)
     child = children.add_parser("publish")
@@ -56,18 +59,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_benchmark(config: Path) -> str:
-    """The name of the benchmark folder for ``config``'s objective; "" for an unreadable
-    config (``expand`` then says what is wrong with it)."""
-    from scalebench.benchmarks import FOLDER_BY_OBJECTIVE, config_objective
+def benchmark_name(config: Path, given: Path | None) -> str:
+    """The name of the repository's benchmark folder for ``config``'s objective (the inference
+    one for an unreadable config: ``expand`` then says what is wrong with it); ScalebenchError
+    when ``given`` is the repository's folder of another objective."""
+    from scalebench.benchmarks import INFERENCE, choose_benchmark, config_benchmark
     from scalebench.errors import ConfigError
     from scalebench.experiment.reading import read_yaml
 
     try:
-        raw = read_yaml(config, "config")
+        named = config_benchmark(read_yaml(config, "config")).folder
     except ConfigError:
-        return ""
-    return FOLDER_BY_OBJECTIVE[config_objective(raw)].name
+        return INFERENCE.folder
+    choose_benchmark(given, named)
+    return named
 
 
 def _run(args: argparse.Namespace) -> str:
@@ -78,7 +83,7 @@ def _run(args: argparse.Namespace) -> str:
         return json.dumps(expand(args.config, args.world_size, args.folder,
                                  args.check_devices, args.check_memory, args.benchmark))
     if args.child == "benchmark":
-        return config_benchmark(args.config)
+        return benchmark_name(args.config, args.benchmark)
     if args.child == "status":
         from scalebench.results.store import run_status
 

@@ -24,10 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalebench.benchmarks import REPO
 from scalebench.errors import EXIT_BAD_INPUT, ScalebenchError, error_lines
 from scalebench.launch.launch_variables import launch_from_environment, named_image
 from scalebench.launch.runtimes import Launch, engine_runtime, get_runtime
+from scalebench.repository import REPO
 
 
 def run_argv(image: str, command: list[str], engine: str | list[str] = "docker",

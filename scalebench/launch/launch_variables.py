@@ -27,11 +27,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scalebench.benchmarks import REPO
 from scalebench.errors import ScalebenchError
 from scalebench.launch.images import LABELS_VARIABLE, NamedImage
 from scalebench.launch.rank_env import slurm_ranks
 from scalebench.launch.runtimes import Launch, Runtime
+from scalebench.repository import REPO
 
 # Handed into containers when set: what the ranks, the pre-flight and provenance read.
 PASSED_VARIABLES = (

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scalebench.benchmarks import choose_benchmark
 from scalebench.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -44,6 +43,7 @@ from scalebench.launch.resources import (
     experiment_solver_params,
     srun_resources,
 )
+from scalebench.repository import REPO
 
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
 
@@ -144,8 +144,10 @@ def _finished(request: LaunchRequest, final: Path) -> set[str]:
 
 def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
-    named = run_child(request, "benchmark", str(request.config.resolve())).strip()
-    request.benchmark = choose_benchmark(request.benchmark, named)
+    given = ("--benchmark", str(request.benchmark)) if request.benchmark else ()
+    # The child names the config's folder, and refuses a given one of another objective.
+    named = run_child(request, "benchmark", str(request.config.resolve()), *given).strip()
+    request.benchmark = request.benchmark.resolve() if request.benchmark else REPO / named
     if not (request.benchmark / "objective.py").is_file():
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)

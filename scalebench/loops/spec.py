@@ -45,6 +45,9 @@ class SolverSpec:
     # with none of them is refused; one listing it beside datasets it applies to runs it on
     # those only; a config leaving the solver section out (every solver) skips it.
     datasets: tuple[str, ...] = ()
+    # Parameters whose growth is more work per run, and the power it grows with (the report's
+    # weak scaling series, as ProblemSpec.work_parameters).
+    work_parameters: dict[str, int] = field(default_factory=dict)
 
     def applies_to(self, dataset: str) -> bool:
         return not self.datasets or dataset in self.datasets

@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from scalebench.param_spec import Param
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
     import torch
@@ -74,4 +74,7 @@ def setup(image_size: int, num_frames: int, blur_sigma: float, factor: int,
 
 
 SPEC = ProblemSpec("multiframe_superres", PARAMS, setup, image_shape, operator_count,
-                   "multi-frame super-resolution of a colour image")
+                   "multi-frame super-resolution of a colour image",
+                   work_parameters={"num_frames": 1, "image_size": 2},
+                   adjoint_cases=(AdjointCase(dict(image_size=32, num_frames=3, factor=2)),
+                                  AdjointCase(dict(image_size=36, num_frames=2, factor=3))))

@@ -45,7 +45,7 @@ import numpy as np
 
 from scalebench.param_spec import Param
 from scalebench.physics.backends import BACKENDS, check_installed
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
     import torch
@@ -300,4 +300,12 @@ def setup(**params) -> ProblemSetup:
 SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_count,
                    "MeerKAT radio interferometry of a high-dynamic-range sky",
                    # the transform library was called 'operator', which names A_k elsewhere
-                   renamed={"operator": "backend"})
+                   renamed={"operator": "backend"},
+                   work_parameters={"num_times": 1, "num_channels": 1, "image_size": 2},
+                   # Radio skies are mostly dark: a blank image has a high PSNR, SSIM and
+                   # asinh-PSNR there, but an SNR of exactly 0 dB.
+                   headline=("objective_snr_db", "SNR"),
+                   adjoint_cases=tuple(
+                       AdjointCase(dict(image_size=32, num_times=4, num_channels=2,
+                                        num_operators=2, backend=library))
+                       for library in ("ducc0", "finufft", "torchkbnufft", "dft")))

@@ -1,18 +1,35 @@
 """How a problem is set up, without setting it up: its parameters, the shape of its ground
-truth, its number of operators, and the function that builds it. Imports no torch: the checks
-of a config (scalebench.experiment.config) read every problem's spec before anything runs,
-and each problem module imports its heavy parts only in ``setup``."""
+truth, its number of operators, and the function that builds it; and what the report and the
+contract tests read of it: the parameters that grow its work, its headline metric and the
+small instances its operator's adjoint is checked on. Imports no torch: the checks of a config
+(scalebench.experiment.config) read every problem's spec before anything runs, and each
+problem module imports its heavy parts only in ``setup``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scalebench.param_spec import Param
 
 if TYPE_CHECKING:
     from scalebench.problems.base import ProblemSetup
+
+
+# The metric a problem's quality is judged by (result column, label), unless its spec names
+# another one.
+DEFAULT_HEADLINE = ("objective_psnr_db", "PSNR")
+
+
+@dataclass(frozen=True)
+class AdjointCase:
+    """A small instance of a problem whose operator tests/unit/test_adjointness.py checks for
+    <A x, y> = <x, A^T y>: its parameters, and the optional library its backend needs
+    ('astra', 'astra-cuda', 'rtk'; the case is skipped where it is missing)."""
+
+    params: dict[str, Any]
+    requires: str = ""
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,14 @@ class ProblemSpec:
     data_prox: bool = True
     # Old parameter names still accepted, with a warning: old -> new.
     renamed: dict[str, str] = field(default_factory=dict)
+    # Parameters whose growth is more work, and the power the work grows with (counts of
+    # views, frames, time steps or channels: 1; a 2D image's side: 2): the report's weak
+    # scaling series keep (parameter ** power) / ranks fixed.
+    work_parameters: dict[str, int] = field(default_factory=dict)
+    # (result column, label) of the metric its quality is judged by, shown first in the report.
+    headline: tuple[str, str] = DEFAULT_HEADLINE
+    # At least one per backend its parameters offer (tests/unit/test_problem_specs.py).
+    adjoint_cases: tuple[AdjointCase, ...] = ()
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
         """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""

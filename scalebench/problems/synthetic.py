@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scalebench.param_spec import Param
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
     from scalebench.problems.base import ProblemSetup
@@ -61,5 +61,9 @@ def setup(image_size: int, channels: int, task: str, ndim: int, factor: int,
                         noise_level, seed + 1, operator_key=key)
 
 
-SPEC = ProblemSpec("synthetic", PARAMS, setup, image_shape, lambda **_: 1,
-                   "generated image or volume of any size, SR or denoising")
+SPEC = ProblemSpec(
+    "synthetic", PARAMS, setup, image_shape, lambda **_: 1,
+    "generated image or volume of any size, SR or denoising",
+    work_parameters={"image_size": 2},
+    adjoint_cases=(AdjointCase(dict(image_size=32, channels=1, task="superres", factor=4)),
+                   AdjointCase(dict(image_size=24, channels=3, task="denoising"))))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scalebench.param_spec import Param
 from scalebench.physics.backends import astra_available
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:
@@ -134,5 +134,16 @@ def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
                         make_norm_start=make_norm_start if stride > 1 else None)
 
 
-SPEC = ProblemSpec("tomography_2d", PARAMS, setup, image_shape, operator_count,
-                   "2D parallel-beam CT of a phantom", workspace_elements)
+SPEC = ProblemSpec(
+    "tomography_2d", PARAMS, setup, image_shape, operator_count,
+    "2D parallel-beam CT of a phantom", workspace_elements,
+    work_parameters={"num_angles": 1, "image_size": 2},
+    adjoint_cases=(
+        AdjointCase(dict(image_size=32, num_angles=10, num_operators=1, projector="torch")),
+        AdjointCase(dict(image_size=33, num_angles=12, num_operators=3, projector="torch")),
+        AdjointCase(dict(image_size=33, num_angles=12, num_operators=3, projector="astra"),
+                    "astra"),
+        AdjointCase(dict(image_size=48, num_angles=30, num_operators=1, projector="astra"),
+                    "astra"),
+        AdjointCase(dict(image_size=32, num_angles=10, num_operators=2, projector="deepinv")),
+    ))

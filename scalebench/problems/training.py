@@ -1,5 +1,6 @@
-"""Problems a training run draws its patches from: the inference problems of
-``scalebench.problems`` and 3D denoising volumes.
+"""The training benchmark's own problem, 3D denoising volumes (its others are inference
+problems of ``scalebench.problems``; the list is the benchmark's record,
+``scalebench.benchmarks.TRAINING``).
 
 The volumes are built here from the 2D ellipse generator (each slice blends two generated
 images along the depth axis), so that 3D training runs without a 3D problem in
@@ -11,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scalebench.param_spec import Param
-from scalebench.problems import PROBLEMS, setup_problem
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
     import torch
@@ -55,15 +55,7 @@ def volume_setup(image_size: int, channels: int, noise_level: float,
 
 
 VOLUME_SPEC = ProblemSpec("volume_denoising", VOLUME_PARAMS, volume_setup, volume_shape,
-                          lambda **_: 1, "generated 3D volume of any size, denoising")
-
-# The problems benchmark_training/datasets/ has a file for (a config naming another one is
-# refused when validated): images drawn from an image_size of the generated ground truth.
-TRAINING_PROBLEMS: dict[str, ProblemSpec] = {
-    **{name: PROBLEMS[name] for name in ("synthetic", "tomography_2d", "multiframe_superres")},
-    VOLUME_SPEC.name: VOLUME_SPEC}
-
-
-def training_problem(name: str, **params) -> ProblemSetup:
-    """Validate ``params`` and set up the named training problem."""
-    return setup_problem(name, problems=TRAINING_PROBLEMS, **params)
+                          lambda **_: 1, "generated 3D volume of any size, denoising",
+                          # the report's weak scaling counts a side's growth as 2D pixels'
+                          work_parameters={"image_size": 2},
+                          adjoint_cases=(AdjointCase(dict(image_size=16)),))

@@ -19,7 +19,7 @@ from scalebench.data import walnut
 from scalebench.data.cache import cache_root
 from scalebench.param_spec import Param
 from scalebench.physics.backends import CONEBEAM_PROJECTORS, astra_available, rtk_available
-from scalebench.problems.spec import ProblemSpec
+from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
     import torch
@@ -118,5 +118,11 @@ def setup(orbit: int, binning: int, num_projections: int, num_operators: int, pr
                         measure=measure if measured else None)
 
 
-SPEC = ProblemSpec("walnut_conebeam", PARAMS, setup, image_shape, operator_count,
-                   "3D cone-beam CT of the measured Walnut scan")
+SPEC = ProblemSpec(
+    "walnut_conebeam", PARAMS, setup, image_shape, operator_count,
+    "3D cone-beam CT of the measured Walnut scan",
+    work_parameters={"num_projections": 1},
+    adjoint_cases=tuple(
+        AdjointCase(dict(binning=2, num_projections=8, num_operators=2, projector=projector),
+                    requires)
+        for projector, requires in (("torch", ""), ("rtk", "rtk"), ("astra", "astra-cuda"))))

@@ -14,7 +14,6 @@ import torch
 
 from provenance import SCHEMA_VERSION, array_digest, canonical_json, collect, config_hash
 from provenance.schema import column
-from scalebench.benchmarks import INFERENCE_BENCHMARK, INFERENCE_OBJECTIVE
 from scalebench.rank.context import TimedContext
 from scalebench.rank.rank_checks import rank_hosts
 
@@ -23,9 +22,8 @@ RESULT_COLUMN = column("result_sha256")
 NO_WEIGHTS = {"weights": "none", "weights_sha256": "", "denoiser_architecture": "{}"}
 
 
-def experiment_config(source: dict, solver_name: str, solver_params: dict,
-                      benchmark: str = INFERENCE_BENCHMARK,
-                      objective: str = INFERENCE_OBJECTIVE) -> dict:
+def experiment_config(source: dict, solver_name: str, solver_params: dict, benchmark: str,
+                      objective: str) -> dict:
     """Everything that determines a run's numbers, in the form replay rebuilds it from.
 
     ``source`` is the dataset's {"name", "params"} (``ProblemSetup.source``); ``benchmark``
@@ -41,8 +39,7 @@ def experiment_config(source: dict, solver_name: str, solver_params: dict,
 
 
 def run_provenance(source: dict, data_sha256: str, solver_name: str, solver_params: dict,
-                   context: TimedContext, benchmark: str = INFERENCE_BENCHMARK,
-                   objective: str = INFERENCE_OBJECTIVE,
+                   context: TimedContext, benchmark: str, objective: str,
                    weights: dict[str, str] = NO_WEIGHTS) -> dict[str, Any]:
     """Every ``prov_*`` field of a run's rows but the result digest (computed once per run).
 

@@ -18,15 +18,14 @@ import pytest
 from provenance import canonical_json, collect, config_hash
 from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION
 from scalebench.errors import ScalebenchError
-from scalebench.results.replay import (
+from scalebench.results.replay.checks import (
     ArchivedRun,
     changed_environment,
-    current_environment,
     load_runs,
     parse_rows,
-    replay,
     verdict,
 )
+from scalebench.results.replay.rerun import current_environment, replay
 from tests.support.cli import copy_benchmark, edited_results, run_cli, tiny_experiment
 from tests.support.paths import REPO
 

@@ -27,11 +27,11 @@ STEPS = 2
 def train_and_dump(runs_json: str, folder: str) -> None:
     """In each rank: train every run of ``runs_json`` for STEPS steps; save the gradients of
     the first step, the parameters after the last and the step figures."""
+    from scalebench.benchmarks import TRAINING
     from scalebench.loops.training.parameters import TRAINING_PARAMS
     from scalebench.loops.training.patches import TrainingData
     from scalebench.loops.training.step import Trainer, build_model, set_checkpointing
     from scalebench.param_spec import resolved_parameters
-    from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
     from scalebench.rank.context import run_context
     from scalebench.rank.determinism import apply_determinism, set_threads
     from scalebench.rank.profiling import StepProfiler
@@ -41,8 +41,8 @@ def train_and_dump(runs_json: str, folder: str) -> None:
         set_threads(params["num_threads"])
         apply_determinism(True, params["seed"])
         context = run_context(torch.device("cpu"))
-        setup = training_problem("synthetic", **dataset)
-        data = TrainingData(setup, TRAINING_PROBLEMS["synthetic"], params["patch_size"],
+        setup = TRAINING.setup_problem("synthetic", **dataset)
+        data = TrainingData(setup, TRAINING.problems["synthetic"], params["patch_size"],
                             params["seed"], context.device)
         model = build_model(params, data, context)
         set_checkpointing(model, params["checkpointing"])

@@ -1,8 +1,9 @@
 """The contract every forward operator keeps: it is linear with an exact adjoint,
 <A x, y> = <x, A^T y>, checked one way over a list of (dataset, backend) factories, as
-deepinv tests its physics. Every dataset of PROBLEMS and every backend its parameters offer
-(tomography_2d's and walnut_conebeam's ``projector``, radio_interferometry's ``operator``) has
-a case; a new one without a case fails ``test_every_dataset_and_backend_has_a_case``."""
+deepinv tests its physics. The cases are the problems' own (``ProblemSpec.adjoint_cases``):
+every registered problem and every backend its parameters offer (tomography_2d's and
+walnut_conebeam's ``projector``, radio_interferometry's ``backend``) has one; a new one
+without a case fails ``test_every_dataset_and_backend_has_a_case``."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import pytest
 import torch
 from deepinv.utils import TensorList
 
+from scalebench.benchmarks import registered_problems
 from scalebench.physics.backends import astra_available, rtk_available
 from scalebench.physics.conebeam import ConeGeometry, TorchConeBeam, circular_vectors
-from scalebench.problems import PROBLEMS, build_problem
+from scalebench.problems import setup_problem
+from scalebench.problems.spec import ProblemSpec
 
 # The parameters of a problem that choose the library behind its operator.
 BACKEND_PARAMS = ("projector", "backend")
@@ -32,9 +35,9 @@ class Operator:
     dtype: torch.dtype = torch.float32
 
 
-def problem_operator(name: str, **params) -> Callable[[], Operator]:
+def problem_operator(spec: ProblemSpec, **params) -> Callable[[], Operator]:
     def make() -> Operator:
-        problem = build_problem(name, **params)
+        problem = setup_problem(spec.name, problems={spec.name: spec}, **params).build()
         return Operator(problem.physics, tuple(problem.x_true.shape))
     return make
 
@@ -48,47 +51,32 @@ def torch_conebeam_in_double() -> Operator:
                     torch.float64)
 
 
-NEEDS_CUDA_ASTRA = pytest.mark.skipif(not astra_available(cuda=True),
-                                      reason="ASTRA's cone-beam projector needs CUDA")
-NEEDS_RTK = pytest.mark.skipif(not rtk_available(), reason="ITK-RTK is an optional extra "
-                               "(pip install '.[rtk]'), not installed")
-NEEDS_ASTRA = pytest.mark.skipif(not astra_available(), reason="astra-toolbox is an optional "
-                                 "extra (pip install '.[image]'), not installed")
-WALNUT = dict(binning=2, num_projections=8, num_operators=2)
-RADIO = dict(image_size=32, num_times=4, num_channels=2, num_operators=2)
+# What an AdjointCase.requires names, and the skip where it is missing.
+REQUIRES = {
+    "astra": pytest.mark.skipif(not astra_available(), reason="astra-toolbox is an optional "
+                                "extra (pip install '.[image]'), not installed"),
+    "astra-cuda": pytest.mark.skipif(not astra_available(cuda=True),
+                                     reason="ASTRA's cone-beam projector needs CUDA"),
+    "rtk": pytest.mark.skipif(not rtk_available(), reason="ITK-RTK is an optional extra "
+                              "(pip install '.[rtk]'), not installed"),
+}
 
-# (dataset, backend or None, the operator's factory, marks)
+
+def backend(spec: ProblemSpec, params: dict) -> str | None:
+    """The library a case's operator runs on: its backend parameter's value, None for a
+    problem with one operator."""
+    return next((params.get(key, spec.params[key].default) for key in BACKEND_PARAMS
+                 if key in spec.params), None)
+
+
+# (dataset, backend or None, the operator's factory, marks): every registered problem's
+# spec cases (ProblemSpec.adjoint_cases), and the torch cone-beam projector off-centre in
+# double precision.
 CASES = [
-    ("tomography_2d", "torch", problem_operator(
-        "tomography_2d", image_size=32, num_angles=10, num_operators=1, projector="torch"), ()),
-    ("tomography_2d", "torch", problem_operator(
-        "tomography_2d", image_size=33, num_angles=12, num_operators=3, projector="torch"), ()),
-    ("tomography_2d", "astra", problem_operator(
-        "tomography_2d", image_size=33, num_angles=12, num_operators=3, projector="astra"),
-     (NEEDS_ASTRA,)),
-    ("tomography_2d", "astra", problem_operator(
-        "tomography_2d", image_size=48, num_angles=30, num_operators=1, projector="astra"),
-     (NEEDS_ASTRA,)),
-    ("tomography_2d", "deepinv", problem_operator(
-        "tomography_2d", image_size=32, num_angles=10, num_operators=2, projector="deepinv"), ()),
-    ("multiframe_superres", None, problem_operator(
-        "multiframe_superres", image_size=32, num_frames=3, factor=2), ()),
-    ("multiframe_superres", None, problem_operator(
-        "multiframe_superres", image_size=36, num_frames=2, factor=3), ()),
-    ("synthetic", None, problem_operator(
-        "synthetic", image_size=32, channels=1, task="superres", factor=4), ()),
-    ("synthetic", None, problem_operator(
-        "synthetic", image_size=24, channels=3, task="denoising"), ()),
-    *[("radio_interferometry", library, problem_operator(
-        "radio_interferometry", **RADIO, backend=library), ())
-      for library in ("ducc0", "finufft", "torchkbnufft", "dft")],
-    ("walnut_conebeam", "torch", problem_operator(
-        "walnut_conebeam", **WALNUT, projector="torch"), ()),
+    *[(name, backend(spec, case.params), problem_operator(spec, **case.params),
+       (REQUIRES[case.requires],) if case.requires else ())
+      for name, spec in sorted(registered_problems().items()) for case in spec.adjoint_cases],
     ("walnut_conebeam", "torch", torch_conebeam_in_double, ()),
-    ("walnut_conebeam", "rtk", problem_operator(
-        "walnut_conebeam", **WALNUT, projector="rtk"), (NEEDS_RTK,)),
-    ("walnut_conebeam", "astra", problem_operator(
-        "walnut_conebeam", **WALNUT, projector="astra"), (NEEDS_CUDA_ASTRA,)),
 ]
 
 pytestmark = pytest.mark.usefixtures("in_walnut_cache")  # walnut_conebeam reads it
@@ -133,10 +121,10 @@ def test_the_adjoint_is_exact(make):
 
 
 def registered_backends() -> set[tuple[str, str | None]]:
-    """(dataset, backend) of every dataset of PROBLEMS and every backend its parameters offer
+    """(dataset, backend) of every registered problem and every backend its parameters offer
     ('auto' stands for one of the others); (dataset, None) for a dataset with one operator."""
     found = set()
-    for name, spec in PROBLEMS.items():
+    for name, spec in registered_problems().items():
         choices = [choice for key in BACKEND_PARAMS if key in spec.params
                    for choice in spec.params[key].choices or () if choice != "auto"]
         found.update((name, choice) for choice in choices or [None])

@@ -4,9 +4,9 @@ refuses the pair with, and runs on the one it applies to."""
 
 import pytest
 
-from scalebench.benchmarks import REPO
 from scalebench.experiment.benchmark_files import imported_class
 from scalebench.problems import setup_problem
+from scalebench.repository import REPO
 
 SMALL_CT = ("tomography_2d", {"image_size": 32})
 SMALL_RADIO = ("radio_interferometry", {"image_size": 32, "num_times": 4, "num_channels": 1})

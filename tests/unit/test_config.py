@@ -2,9 +2,9 @@
 
 import pytest
 
-from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
+from scalebench.benchmarks import BENCHMARKS, INFERENCE
 from scalebench.errors import ConfigError
-from scalebench.experiment.config import BENCHMARKS, load_config
+from scalebench.experiment.config import load_config
 from tests.support.cli import tiny_experiment
 from tests.support.paths import REPO
 
@@ -19,9 +19,9 @@ def _with_solver(**params):
 
 BAD_EXPERIMENTS = [
     (tiny_experiment(dataset=["walnut_4d"]), "unknown dataset 'walnut_4d' \\(allowed: "
-     "multiframe_superres, radio_interferometry, synthetic, tomography_2d, walnut_conebeam\\)"),
+     f"{', '.join(sorted(INFERENCE.problems))}\\)"),
     (tiny_experiment(solver=["admm"]),
-     "unknown solver 'admm' \\(allowed: cgls, clean, denoiser, fbp, fdk, pnp\\)"),
+     f"unknown solver 'admm' \\(allowed: {', '.join(sorted(INFERENCE.solvers))}\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
      "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
      "seed\\)"),
@@ -136,13 +136,15 @@ def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit
     monkeypatch.setenv("SCALEBENCH_CACHE", str(full_orbit_walnut_cache))
     experiment = {"max-runs": 100}
     loaded = load_config(write_config(experiment))
-    assert sorted(d.name for d in loaded.datasets) == [
-        "multiframe_superres", "radio_interferometry", "synthetic", "tomography_2d",
-        "walnut_conebeam"]
+    assert sorted(d.name for d in loaded.datasets) == sorted(INFERENCE.problems)
     # fbp and clean apply to one dataset each: not to every one listed
-    assert sorted(s.name for s in loaded.solvers) == ["cgls", "denoiser", "pnp"]
+    solvers = INFERENCE.solvers
+    assert sorted(s.name for s in loaded.solvers) == sorted(
+        name for name, spec in solvers.items() if not spec.datasets)
     only_ct = load_config(write_config({"max-runs": 100, "dataset": ["tomography_2d"]}))
-    assert sorted(s.name for s in only_ct.solvers) == ["cgls", "denoiser", "fbp", "pnp"]
+    assert sorted(s.name for s in only_ct.solvers) == sorted(
+        name for name, spec in solvers.items() if spec.applies_to("tomography_2d"))
+    assert "fbp" in {s.name for s in only_ct.solvers} - {s.name for s in loaded.solvers}
 
 
 def test_a_baseline_beside_other_datasets_runs_on_those_it_applies_to(write_config, tmp_path):
@@ -178,8 +180,8 @@ def test_each_benchmark_has_a_file_for_every_dataset_and_solver_its_configs_may_
         objective):
     """Validation and the benchmark folder agree: no config passes validation only to name a
     dataset or solver that benchopt cannot find in the folder (nor the other way round)."""
-    folder = FOLDER_BY_OBJECTIVE[objective]
     rules = BENCHMARKS[objective]
+    folder = rules.path
     assert sorted(p.stem for p in (folder / "datasets").glob("*.py")) == sorted(rules.problems)
     assert sorted(p.stem for p in (folder / "solvers").glob("*.py")) == sorted(rules.solvers)
 

@@ -16,20 +16,21 @@ from tests.support.paths import REPO
 # Lowest first: a package may import its own modules and those of lower layers only (imports
 # at module level; imports inside functions load on use and are checked by the rules below).
 LAYERS = (
-    ("scalebench", "scalebench.errors", "provenance"),
-    ("scalebench.benchmarks", "scalebench.param_spec"),
+    ("scalebench", "scalebench.errors", "scalebench.repository", "provenance"),
+    ("scalebench.param_spec",),
     ("scalebench.launch", "scalebench.data"),
     ("scalebench.rank",),
     ("scalebench.physics", "scalebench.denoisers"),
     ("scalebench.problems",),
     ("scalebench.loops",),
+    ("scalebench.benchmarks",),
     ("scalebench.experiment", "scalebench.results"),
     ("scalebench.benchopt_glue",),
     ("scalebench.cli", "scalebench.__main__"),
 )
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 # What the launcher may import at module level besides the standard library.
-LAUNCHER_ALLOWED = ("scalebench.launch", "scalebench.errors", "scalebench.benchmarks",
+LAUNCHER_ALLOWED = ("scalebench.launch", "scalebench.errors", "scalebench.repository",
                     "provenance")
 
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 import yaml
 
-from scalebench.benchmarks import REPO
 from scalebench.denoisers.build import make_denoiser
 from scalebench.errors import ConfigError
 from scalebench.loops.inference_parameters import PNP_PARAMS, pnp_parameters
@@ -27,6 +26,7 @@ from scalebench.problems.radio_interferometry import (
 )
 from scalebench.rank.metrics import asinh_psnr, quality_metrics
 from scalebench.rank.profiling import StepProfiler
+from scalebench.repository import REPO
 from scalebench.results.report.data import headline_metric
 
 CPU = torch.device("cpu")

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from scalebench.benchmarks import REPO
+from scalebench.benchmarks import INFERENCE
 from scalebench.denoisers.catalog import DENOISERS, resolve_weights
 from scalebench.denoisers.networks import load_denoiser
 from scalebench.denoisers.tiles import check_denoiser_fits
@@ -82,12 +82,12 @@ def test_no_impulse_reaches_beyond_the_wavelet_radius(side):
 
 
 def test_every_registered_solver_has_its_benchmark_file_and_every_file_is_registered():
-    files = {declared_name(p): p for p in (REPO / "benchmark_inference" / "solvers").glob("*.py")}
+    files = {declared_name(p): p for p in (INFERENCE.path / "solvers").glob("*.py")}
     assert set(files) == set(SOLVERS)
 
 
 def test_solver_files_take_their_parameters_from_the_registry():
-    for path in (REPO / "benchmark_inference" / "solvers").glob("*.py"):
+    for path in (INFERENCE.path / "solvers").glob("*.py"):
         source = path.read_text()
         assert "spec = SOLVERS[name]" in source and "param_specs = spec.params" in source, path
         ast.parse(source)

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from scalebench.benchmarks import TRAINING
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import load_config
 from scalebench.loops.training.network import build_network
@@ -15,7 +16,6 @@ from scalebench.loops.training.parameters import TRAINING_PARAMS
 from scalebench.loops.training.patches import TrainingData
 from scalebench.loops.training.step import Trainer, build_model, choose_checkpointing
 from scalebench.param_spec import resolved_parameters
-from scalebench.problems.training import TRAINING_PROBLEMS, training_problem
 from scalebench.rank.context import run_context
 from scalebench.rank.profiling import StepProfiler
 from tests.support.paths import REPO
@@ -28,11 +28,10 @@ def trainer(dataset: str = "synthetic", dataset_params: dict | None = None,
             **overrides) -> Trainer:
     torch.manual_seed(0)
     params = resolved_parameters({**TINY, **overrides}, TRAINING_PARAMS)
-    setup = training_problem(dataset, **(dataset_params or {"image_size": 32,
-                                                            "task": "denoising",
-                                                            "noise_level": 0.1}))
+    setup = TRAINING.setup_problem(dataset, **(dataset_params or {
+        "image_size": 32, "task": "denoising", "noise_level": 0.1}))
     context = run_context(torch.device("cpu"))
-    data = TrainingData(setup, TRAINING_PROBLEMS[dataset], params["patch_size"],
+    data = TrainingData(setup, TRAINING.problems[dataset], params["patch_size"],
                         params["seed"], context.device)
     model = build_model(params, data, context)
     return Trainer(model, data, params, context, StepProfiler(context.device,

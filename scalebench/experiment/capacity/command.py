@@ -107,17 +107,16 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     """(configuration, label, ranks) of every experiment of ``config``, those that differ
     only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
     over the parallel config's, else ``nproc``."""
-    from scalebench.benchmarks import INFERENCE_OBJECTIVE, config_objective
+    from scalebench.benchmarks import INFERENCE, config_benchmark
     from scalebench.experiment.expand import component_label, expand
     from scalebench.experiment.plan import job_ranks
     from scalebench.experiment.reading import read_yaml
     from scalebench.launch.slurm_requests import read_parallel_config
-    from scalebench.problems import PROBLEMS
 
-    objective = config_objective(read_yaml(config, "config"))
-    if objective != INFERENCE_OBJECTIVE:
+    objective = config_benchmark(read_yaml(config, "config")).objective
+    if objective != INFERENCE.objective:
         raise ScalebenchError(f"scalebench capacity covers the inference benchmark's "
-                              f"experiments ({INFERENCE_OBJECTIVE}), not {objective}")
+                              f"experiments ({INFERENCE.objective}), not {objective}")
     parallel = read_parallel_config(parallel_config) if parallel_config else None
     with tempfile.TemporaryDirectory(prefix="scalebench-capacity-") as scratch:
         experiments = expand(config, job_ranks({}, parallel, nproc), Path(scratch))
@@ -125,7 +124,7 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     for experiment in experiments:
         (dataset, dataset_params), = experiment["dataset"].items()
         (solver, solver_params), = experiment["solver"].items()
-        spec = PROBLEMS[dataset]
+        spec = INFERENCE.problems[dataset]
         if size_parameter not in spec.params or spec.params[size_parameter].kind is not int:
             sizes = [name for name, param in spec.params.items() if param.kind is int]
             raise ScalebenchError(f"dataset '{dataset}' has no size parameter "

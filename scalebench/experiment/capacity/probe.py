@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench.benchmarks import INFERENCE_BENCHMARK, REPO
+from scalebench.benchmarks import INFERENCE
 from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.experiment.benchmark_files import imported_class
 from scalebench.experiment.capacity.allocator import image_mapped
@@ -122,7 +122,7 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     operators that work in chunks; ``whole``: no repetition cut (a verification's run): the
     norm computed to its tolerance as a run without a cached norm computes it, TV's every
     inner iteration."""
-    folder = REPO / INFERENCE_BENCHMARK
+    folder = INFERENCE.path
     data_class = imported_class(folder / "datasets" / f"{dataset}.py", "Dataset")
     solver_class = imported_class(folder / "solvers" / f"{solver}.py", "Solver")
     objective = imported_class(folder / "objective.py", "Objective").get_instance()

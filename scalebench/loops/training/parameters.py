@@ -11,6 +11,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import dealt_batch_count, image_tiles, is_tiled, tile_windows
 from scalebench.errors import ConfigError
 from scalebench.loops.inference_parameters import RUN_PARAMS, SLURM_PARAMS
+from scalebench.loops.spec import SolverSpec
 from scalebench.param_spec import Param
 from scalebench.problems.spec import ProblemSpec
 
@@ -57,8 +58,10 @@ TRAINING_PARAMS = {
     **SLURM_PARAMS,
 }
 
-# Parameter specifications of every training solver, by the solver name used in configs.
-TRAINING_SOLVERS = {"unrolled_pgd": TRAINING_PARAMS}
+# The training benchmark's solver, as configs name it (it runs no inference denoiser).
+UNROLLED_PGD = SolverSpec("unrolled_pgd", "supervised training step of an unrolled network",
+                          TRAINING_PARAMS, uses_operator=True, uses_denoiser=False,
+                          work_parameters={"batch_size": 1, "patch_size": 2})
 
 
 def patch_shape(spec: ProblemSpec, values: dict, patch_size: int) -> tuple[int, ...]:

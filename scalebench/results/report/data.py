@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from provenance.results import read_results
-from scalebench.rank.names import INFERENCE_STEPS
+from scalebench.benchmarks import problem_spec
+from scalebench.problems.spec import DEFAULT_HEADLINE
+from scalebench.rank.names import INFERENCE_STEPS, metric_column
 from scalebench.results.store import run_status
 
 # Fields whose difference makes two rows' measurements incomparable (shown as warnings).
@@ -31,22 +33,19 @@ PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
 # campaign runs one environment on several world sizes).
 RUN_FIELDS = ("prov_world_size", "prov_rank_hosts", "prov_slurm_job_id")
 RUN = "run"  # column added here: the run (a config hash, repetition and world size)
-# The metric a dataset's quality is judged by (result column, label); every other dataset gets
-# DEFAULT_HEADLINE. Radio skies are mostly dark: a blank image has a high PSNR, SSIM and
-# asinh-PSNR there, but an SNR of exactly 0 dB.
-DEFAULT_HEADLINE = ("objective_psnr_db", "PSNR")
-HEADLINE_METRICS = {"radio_interferometry": ("objective_snr_db", "SNR")}
 
 
 def headline_metric(dataset_name: str) -> tuple[str, str]:
-    """(column, label) of the headline metric of a dataset (benchopt's name, any parameters)."""
-    return HEADLINE_METRICS.get(str(dataset_name).split("[")[0], DEFAULT_HEADLINE)
+    """(column, label) of the headline metric of a dataset (benchopt's name, any parameters):
+    its spec's (ProblemSpec.headline), PSNR for a dataset of a folder's own files."""
+    spec = problem_spec(dataset_name)
+    return spec.headline if spec else DEFAULT_HEADLINE
 
 
 def beats_blank_sky(rows: pd.DataFrame) -> pd.Series:
     """Per run of a dataset judged by SNR (radio interferometry): whether its last row's SNR
     is above 0 dB, the SNR of a blank (all-zero) sky. Runs of other datasets are left out."""
-    column = HEADLINE_METRICS["radio_interferometry"][0]
+    column = metric_column("snr_db")
     judged = rows[rows["dataset_name"].map(headline_metric).str[0] == column]
     if judged.empty or column not in judged:
         return pd.Series(dtype=bool)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from scalebench.benchmarks import registered_problems, registered_solvers
 from scalebench.rank.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
@@ -47,13 +48,20 @@ from scalebench.results.report.methods import methods
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
                 for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
 WORLD = "prov_world_size"
-# Parameters whose growth is more work, and the power the work grows with: counts of views,
-# frames, time steps, channels or patches grow it linearly, image and patch sides
-# quadratically (2D pixels). Seeds and noise levels are not work.
-WORK_PARAMETERS = {"p_dataset_num_angles": 1, "p_dataset_num_frames": 1,
-                   "p_dataset_num_projections": 1, "p_dataset_num_times": 1,
-                   "p_dataset_num_channels": 1, "p_dataset_image_size": 2,
-                   "p_solver_batch_size": 1, "p_solver_patch_size": 2}
+
+
+def work_parameters() -> dict[str, int]:
+    """Parameter columns whose growth is more work, and the power the work grows with, as the
+    problems' and solvers' specs give them (counts of views, frames, time steps, channels or
+    patches: 1; image and patch sides: 2), counts first. Seeds and noise levels are not work."""
+    columns = {f"p_dataset_{name}": power for spec in registered_problems().values()
+               for name, power in spec.work_parameters.items()}
+    columns = dict(sorted(columns.items(), key=lambda item: item[1]))
+    return {**columns, **{f"p_solver_{name}": power for spec in registered_solvers().values()
+                          for name, power in spec.work_parameters.items()}}
+
+
+WORK_PARAMETERS = work_parameters()
 
 
 def line_styles(results: Results) -> dict[str, dict]:

@@ -1,34 +1,26 @@
-"""Re-run archived runs from their stored canonical config and compare bit for bit.
+"""What replay checks: which rows form a run, whether they were tampered with, whether this
+environment is the archived one, and whether a re-run's rows equal the archived ones (a
+verdict per run). Re-running itself is ``scalebench.results.replay.rerun``.
 
 A run is the set of rows sharing a config hash, a repetition index and a world size (one
-experiment executed once, docs/glossary.md). Before running, each is checked for tampering
-(its config JSON must hash to the stored hash and agree with the stored parameter columns)
-and its environment is compared with the current one; a mismatch is refused unless
-``force``, which compares within a tolerance instead. Quality metrics and result
-digests are compared at every iteration; timings and memory are measurements, not results, and
-are not compared. Each run re-runs in the benchmark folder its stored config names
-(``benchmark``), unless one is given.
+experiment executed once, docs/glossary.md). Quality metrics and result digests are compared
+at every iteration; timings and memory are measurements, not results, and are not compared.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-import yaml
 
-from provenance import collect, config_hash
-from provenance.results import read_results
+from provenance import canonical_json, config_hash
 from provenance.schema import REPLAY_ENVIRONMENT, column
-from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
+from scalebench.benchmarks import BENCHMARKS
 from scalebench.errors import ScalebenchError
+from scalebench.param_spec import renamed_parameters, resolved_parameters
 from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
@@ -39,7 +31,6 @@ FORCE_RTOL = 1e-5
 # has CUDA: the first two are compared).
 ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
                "benchopt", "numpy", "astra", "cpu_model")
-BENCHMARK_FOLDERS = {folder.name: folder for folder in FOLDER_BY_OBJECTIVE.values()}
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 
@@ -54,7 +45,7 @@ class ArchivedRun:
     def label(self) -> str:
         dataset, solver = self.config["dataset"], self.config["solver"]
         return f"{dataset['name']} x {solver['name']} (config {self.config_hash[:12]}, " \
-               f"rep {self.repetition}, {_world_size(self)} rank(s))"
+               f"rep {self.repetition}, {world_size(self)} rank(s))"
 
 
 def parse_rows(text: str | None, count: int) -> list[int] | None:
@@ -181,57 +172,8 @@ def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) ->
             f"{worst_abs:.3g}, max ULP {worst_ulp}")
 
 
-def _replay_config(runs: list[ArchivedRun]) -> dict:
-    """One benchopt config reproducing the runs that share a dataset config."""
-    solvers, seen = [], set()
-    for run in runs:
-        key = json.dumps(run.config["solver"], sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            solvers.append({run.config["solver"]["name"]:
-                            run.config["solver"]["params"]})
-    dataset = runs[0].config["dataset"]
-    max_iter = max(e.config["solver"]["params"]["max_iter"] for e in runs)
-    return {"objective": [runs[0].config["objective"]["name"]],
-            "dataset": [{dataset["name"]: dataset["params"]}], "solver": solvers,
-            "n-repetitions": max(e.repetition for e in runs) + 1,
-            "max-runs": max_iter + 1, "timeout": "24h"}
-
-
-def benchmark_folder(run: ArchivedRun) -> Path:
-    """The benchmark folder the run's stored config names."""
-    name = run.config.get("benchmark")
-    if name not in BENCHMARK_FOLDERS:
-        raise ScalebenchError(f"{run.label}: stored config names benchmark {name!r} "
-                              f"(known: {', '.join(sorted(BENCHMARK_FOLDERS))}); give "
-                              f"--benchmark FOLDER")
-    return BENCHMARK_FOLDERS[name]
-
-
-def _world_size(run: ArchivedRun) -> int:
+def world_size(run: ArchivedRun) -> int:
     return int(run.rows[column("world_size")].iloc[0])
-
-
-# Runs one config: (config file, benchmark folder, result name, ranks, results folder); the
-# results parquet is then <results folder>/<result name>.parquet. The CLI hands in the
-# launcher's run (scalebench run): replay itself never imports the launcher.
-Rerun = Callable[[Path, Path, str, int, Path], None]
-
-
-def _rerun(runs: list[ArchivedRun], benchmark: Path, workdir: Path,
-           rerun: Rerun) -> pd.DataFrame:
-    """Re-run ``runs`` with ``rerun``, one launch per dataset config and world size."""
-    groups: dict[tuple[str, int], list[ArchivedRun]] = {}
-    for run in runs:
-        key = (json.dumps(run.config["dataset"], sort_keys=True), _world_size(run))
-        groups.setdefault(key, []).append(run)
-    frames = []
-    for index, ((_, nproc), group) in enumerate(groups.items()):
-        config = workdir / f"replay_{index}.yml"
-        config.write_text(yaml.safe_dump(_replay_config(group), sort_keys=False))
-        rerun(config, benchmark, f"replay_{index}", nproc, workdir)
-        frames.append(read_results(workdir / f"replay_{index}.parquet"))
-    return pd.concat(frames, ignore_index=True)
 
 
 @dataclass
@@ -247,74 +189,21 @@ class Verdict:
         return f"{self.status} {self.label}: {self.detail}"
 
 
-def current_environment() -> dict:
-    """This machine's environment as a re-run records it (provenance's fields, torch's
-    threads), for comparison with a run's archived one."""
-    current = collect(refresh=True)
-    current["torch_threads"] = torch.get_num_threads()
-    return current
-
-
-def replay(path: Path, rows: str | None, force: bool, rerun: Rerun,
-           benchmark: Path | None = None) -> list[Verdict]:
-    """One verdict per run of the selected rows, in the file's order, re-run by
-    ``rerun``; ``benchmark`` overrides the folder each run's config names."""
-    df = read_results(path)
-    runs = load_runs(df, parse_rows(rows, len(df)))
-    current = current_environment()
-    # By position: one config on other rank counts gives runs with one config hash.
-    runnable, verdicts = [], {}
-    for index, run in enumerate(runs):
-        # The launcher re-runs on the archived number of ranks.
-        here = {**current, "world_size": _world_size(run)}
-        tampered = tampering(run)
-        differences = changed_environment(run, here)
-        if tampered:
-            verdicts[index] = Verdict("TAMPERED", run.label, tampered)
-        elif differences and not force:
-            verdicts[index] = Verdict(
-                "REFUSED", run.label, f"environment differs ({'; '.join(differences)});"
-                f" --force compares within rtol {FORCE_RTOL:g} instead")
-        else:
-            runnable.append((index, run, differences))
-    by_folder: dict[Path, list[tuple[int, ArchivedRun, list[str]]]] = {}
-    for index, run, differences in runnable:
-        folder = benchmark or benchmark_folder(run)
-        by_folder.setdefault(folder, []).append((index, run, differences))
-    for folder, group in by_folder.items():
-        with tempfile.TemporaryDirectory(prefix="scalebench-replay-") as workdir:
-            replayed = _rerun([e for _, e, _ in group], folder, Path(workdir), rerun)
-        for index, run, differences in group:
-            verdicts[index] = verdict(run, differences, replayed)
-    return [verdicts[index] for index in range(len(runs))]
-
-
 def current_form(config: dict) -> str:
     """A run's config as today's code reads it: old parameter names given their new ones
     and parameters added since filled with their defaults, for the components the
     registries know (a solver file of a benchmark folder is kept as archived). A run archived
     before a rename or a new parameter and its re-run then have one form."""
-    from provenance import canonical_json
-    from scalebench.benchmarks import INFERENCE_OBJECTIVE
-    from scalebench.loops import SOLVERS
-    from scalebench.loops.training.parameters import TRAINING_SOLVERS
-    from scalebench.param_spec import renamed_parameters, resolved_parameters
-    from scalebench.problems import PROBLEMS
-    from scalebench.problems.training import TRAINING_PROBLEMS
-
-    inference = config["objective"]["name"] == INFERENCE_OBJECTIVE
-    problems = PROBLEMS if inference else TRAINING_PROBLEMS
-    solvers = {n: (s.params, s.renamed) for n, s in SOLVERS.items()} if inference else \
-        {n: (params, {}) for n, params in TRAINING_SOLVERS.items()}
-    specs = {"dataset": {n: (s.params, s.renamed) for n, s in problems.items()},
-             "solver": solvers}
+    benchmark = BENCHMARKS.get(config["objective"]["name"])
+    specs = {"dataset": benchmark.problems if benchmark else {},
+             "solver": benchmark.solvers if benchmark else {}}
     form = dict(config)
     for part in ("dataset", "solver"):
         name, params = config[part]["name"], config[part]["params"]
         if name in specs[part]:
-            known, renamed = specs[part][name]
+            spec = specs[part][name]
             params = resolved_parameters(renamed_parameters(f"{part} '{name}'", params,
-                                                            renamed), known)
+                                                            spec.renamed), spec.params)
             params = {k: v for k, v in params.items()
                       if not (k.startswith("slurm_") and v is None)}
         form[part] = {"name": name, "params": params}
@@ -326,7 +215,7 @@ def verdict(run: ArchivedRun, differences: list[str],
     forms = replayed[column("config_json")].map(lambda text: current_form(json.loads(text)))
     mine = replayed[(forms == current_form(run.config))
                     & (replayed.idx_rep == run.repetition)
-                    & (replayed[column("world_size")] == _world_size(run))
+                    & (replayed[column("world_size")] == world_size(run))
                     ].sort_values("stop_val")
     tolerance = FORCE_RTOL if differences else 0.0
     if mine.empty:
