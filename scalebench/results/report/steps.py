@@ -28,6 +28,7 @@ from scalebench.results.report.figures import (
     wrap,
 )
 from scalebench.results.report.methods import reconstructions
+from scalebench.results.report.order import reading_order
 
 
 def step_times(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -85,8 +86,6 @@ def _figure(results: Results, times: pd.DataFrame, communication: pd.DataFrame,
 
 
 def step_breakdown(results: Results) -> View:
-    from scalebench.results.report.views import reading_order
-
     rows = reconstructions(results.rows)
     if rows.empty:
         return skip("steps", "Per-step time", "no reconstruction run (the standalone "

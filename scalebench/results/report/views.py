@@ -43,13 +43,13 @@ from scalebench.results.report.figures import (
     wrap,
 )
 from scalebench.results.report.methods import methods, reconstructions
+from scalebench.results.report.order import WORLD, reading_order
 from scalebench.results.report.steps import step_breakdown
 from scalebench.results.report.training import training
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
                 for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
-WORLD = "prov_world_size"
 # Parameters whose growth is more work, and the power the work grows with: counts of views,
 # frames, time steps, channels or patches grow it linearly, image and patch sides
 # quadratically (2D pixels). Seeds and noise levels are not work.
@@ -132,23 +132,6 @@ def quality(results: Results) -> View:
                  f"about the method")
     return View("quality", "Quality vs iteration and vs time", figure, rows, note,
                 Table(header, summary))
-
-
-def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """Runs (``per_run`` rows) sorted by configuration, then by ranks, so that
-    the runs of one configuration on each world size sit together."""
-    keys = [c for c in configuration_columns(rows) if c in table] + \
-        [c for c in (WORLD, "idx_rep") if c in table]
-    if not keys:
-        return table
-
-    def order(column: pd.Series) -> pd.Series:  # numbers ascending, names as first seen
-        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-            return column
-        seen = {value: rank for rank, value in enumerate(dict.fromkeys(column.astype(str)))}
-        return column.astype(str).map(seen)
-
-    return table.sort_values(keys, kind="stable", key=order)
 
 
 def _pixels_axis(axis, pixels: pd.Series) -> None:
