@@ -6,8 +6,9 @@ from benchopt import BaseObjective
 
 from scalebench.benchmarks import INFERENCE
 from scalebench.experiment.benchmark_files import register_benchmark_denoisers
-from scalebench.rank.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
-from scalebench.rank.stamping import row_provenance
+
+# The metrics and the provenance stamp (torch, deepinv) are imported where a run first needs
+# them: `benchopt plot` loads this file too and needs neither (about 10 s of imports).
 
 # Denoisers defined in this folder's denoisers/*.py join scalebench's registry in every process
 # that runs the benchmark (docs/extending.md).
@@ -47,6 +48,9 @@ class Objective(BaseObjective):
         # and diverged true, which ends the run. "value" (what benchopt plots by default) is
         # the MSE; asinh_dynamic_range records the range the asinh-PSNR covered. Provenance
         # fields (prov_*) are stamped here, in the process that computed the row.
+        from scalebench.rank.metrics import DEFAULT_DYNAMIC_RANGE, quality_metrics
+        from scalebench.rank.stamping import row_provenance
+
         if self.truth_on_device.device != x_hat.device:
             self.truth_on_device = self.problem.x_true.to(x_hat.device)
         dynamic_range = self.problem.metric_dynamic_range or DEFAULT_DYNAMIC_RANGE

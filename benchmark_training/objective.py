@@ -5,8 +5,10 @@ import math
 from benchopt import BaseObjective
 
 from scalebench.benchmarks import TRAINING
-from scalebench.rank.metrics import METRIC_NAMES
-from scalebench.rank.stamping import row_provenance
+from scalebench.rank.names import METRIC_NAMES
+
+# The provenance stamp (torch, deepinv) is imported where a run first needs it: `benchopt
+# plot` loads this file too and does not need it (about 10 s of imports).
 
 
 class Objective(BaseObjective):
@@ -36,6 +38,8 @@ class Objective(BaseObjective):
         # ranks (scalebench.loops.training.step.Trainer.figures); checkpointing: the mode used;
         # parameters: every trained parameter flattened (its digest is the row's result);
         # run_provenance: the run's fixed provenance. "value" is the training loss.
+        from scalebench.rank.stamping import row_provenance
+
         loss = step_stats.get("loss", math.nan)
         return dict(value=loss, **quality, **step_stats, checkpointing_used=checkpointing,
                     **row_provenance(run_provenance, parameters))

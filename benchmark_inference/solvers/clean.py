@@ -23,7 +23,7 @@ class Solver(BaselineSolver):
                    "max_iter": 3, "components_per_iter": 10, "device": "cpu"}
 
     def make_loop(self, profiler):
-        # The first row has no component: the dirty image (image 'restored') or a blank sky.
+        # The first row has no component: a blank sky (image 'model') or the dirty image.
         p = self.params
         return CleanLoop(self.problem, p["gain"], p["threshold"], p["components_per_iter"],
                          profiler, p["image"])

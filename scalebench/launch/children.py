@@ -92,12 +92,14 @@ def _run(args: argparse.Namespace) -> str:
         from scalebench.results.store import publish
 
         parts = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) for item in args.part]
-        from scalebench.results.report.data import blank_sky_line, load_results
+        from scalebench.results.report.data import load_results
+        from scalebench.results.report.summary import closing_lines
 
         rows = publish(args.final, parts, args.status, json.loads(args.failures), args.config)
-        # the launcher's closing line says whether the radio runs beat a blank sky
+        # the launcher's closing lines: the best quality per dataset, the radio runs against
+        # a blank sky
         return json.dumps({"rows": rows,
-                           "blank_sky": blank_sky_line(load_results([args.final]).rows)})
+                           "closing": closing_lines(load_results([args.final]).rows)})
     from scalebench.results.report import write_report
 
     report = args.results.with_suffix(".html")

@@ -81,8 +81,8 @@ class LaunchState:
     group: processes.RankGroup | None = None
     # (status, failures recorded) of the final file's last publish: what is already there.
     published: tuple[str, int] | None = None
-    # The final file's line on its radio runs against a blank sky ("" when it has none).
-    blank_sky: str = ""
+    # The final file's closing lines (best quality per dataset, radio against a blank sky).
+    closing: str = ""
 
 
 def run_child(request: LaunchRequest, *args: str) -> str:
@@ -286,7 +286,7 @@ def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
     reply = json.loads(run_child(request, *args))
-    state.blank_sky = reply["blank_sky"]
+    state.closing = reply["closing"]
     state.parts.clear()  # now in the final file
     state.published = (status, len(state.failures))
 
@@ -315,8 +315,8 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int)
     if not state.final.is_file():
         return EXIT_FAILED if state.failures else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
-    if state.blank_sky:
-        print(state.blank_sky)
+    if state.closing:
+        print(state.closing)
     if request.html:
         report = run_child(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")

@@ -70,9 +70,11 @@ def test_every_view_has_its_summary_table(seed_campaign, seed_views):
     assert text.count('<table class="summary">') == len(SHOWN)
     summaries = {view.slug: view.summary for view in views}
     assert len(summaries["steps"].rows) == len(summaries["memory"].rows) == 12
-    # The per-step table says how busy each rank's cores were in each step (mean over ranks).
+    # The per-step table has the campaign's steps, its communication (2 and 4 ranks), and how
+    # busy each rank's cores were (mean over ranks, weighted by step time).
     steps = summaries["steps"]
-    assert steps.header[-2:] == ["grad CPU busy (cores)", "denoise CPU busy (cores)"]
+    assert steps.header == ["run", "grad (s)", "denoise (s)", "of which communication (s)",
+                            "total (s)", "CPU busy (cores)"]
     assert all(0 < float(row[-1]) <= os.cpu_count() + 0.5 for row in steps.rows)
     # Strong scaling: 2 solvers x 2 sizes over the 3 rank counts, speedup 1 on 1 rank.
     strong = summaries["strong_scaling"]

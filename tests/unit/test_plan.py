@@ -16,9 +16,11 @@ from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, paralle
 
 
 def test_shipped_default_and_example_configs_give_their_exact_job_lists():
-    assert jobs_of(plan_of(CONFIGS / "default.yml"), ("image_size",), ("denoiser", "max_iter")) == [
-        ("tomography_2d", (128,), "pnp", ("tv", 40), 1),
-        ("tomography_2d", (128,), "denoiser", ("tv", 5), 1)]
+    assert jobs_of(plan_of(CONFIGS / "default.yml"), ("image_size",), ("algorithm", "denoiser")) \
+        == [("tomography_2d", (128,), "fbp", (None, None), 1),
+            ("tomography_2d", (128,), "pnp", ("pgd", "tv"), 1),
+            ("tomography_2d", (128,), "pnp", ("drs", "tv"), 1),
+            ("tomography_2d", (128,), "denoiser", (None, "tv"), 1)]
     assert jobs_of(plan_of(CONFIGS / "examples" / "tomography_2d.yml"), ("num_angles",),
                  ("denoiser",)) == [("tomography_2d", (180,), "pnp", ("tv",), 1),
                                     ("tomography_2d", (180,), "pnp", ("drunet",), 1)]

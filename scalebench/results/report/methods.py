@@ -53,6 +53,11 @@ def solver_of(name: object) -> str:
     return str(name).split("[")[0]
 
 
+def reconstructions(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs that reconstruct the dataset's image (all but NOT_RECONSTRUCTIONS)."""
+    return rows[~rows["solver_name"].map(solver_of).isin(NOT_RECONSTRUCTIONS)]
+
+
 def method_names(rows: pd.DataFrame) -> pd.Series:
     """Per row, its method: the solver, then ``algorithm=...`` and ``denoiser=...`` where the
     rows hold those parameters."""
@@ -119,7 +124,7 @@ def methods(results: Results) -> View:
     rows = results.rows
     if "time" not in rows:
         return skip("methods", "Time to quality per method", "needs benchopt's time column")
-    rows = rows[~rows["solver_name"].map(solver_of).isin(NOT_RECONSTRUCTIONS)]
+    rows = reconstructions(rows)
     datasets = []
     for dataset, part in rows.groupby("dataset_name", sort=False):
         metric, name = headline_metric(dataset)

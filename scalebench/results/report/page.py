@@ -18,6 +18,7 @@ from scalebench.results.report.data import (
     run_resources,
 )
 from scalebench.results.report.figures import View
+from scalebench.results.report.summary import best_quality_lines
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }
@@ -25,6 +26,8 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
 td { overflow-wrap: anywhere; }
+table.summary { max-width: 100%; }
+table.summary td:first-child { min-width: 16em; }
 table.summary td + td { text-align: right; overflow-wrap: normal; }
 .warning { background: #fff3cd; border: 1px solid #e0a800; padding: 0.5em; margin: 0.5em 0; }
 .note { color: #555; font-size: 0.85em; }
@@ -60,18 +63,24 @@ def environment_warning(view: View) -> str:
             f'environments ({_escape(items)}).</div>')
 
 
-def _view_section(view: View, png: bytes | None) -> str:
-    parts = [f"<h2>{_escape(view.title)}</h2>"]
-    if png is None:
-        parts.append(f'<p class="note">Not shown: {_escape(view.note)}.</p>')
-        return "\n".join(parts)
-    parts.append(environment_warning(view))
+def _view_section(view: View, png: bytes) -> str:
+    parts = [f"<h2>{_escape(view.title)}</h2>", environment_warning(view)]
     parts.append(f'<img class="figure" alt="{_escape(view.title)}" src="{png_uri(png)}">')
     if view.note:
         parts.append(f'<p class="note">{_escape(view.note)}.</p>')
     if view.summary is not None:
         parts.append(_table(view.summary.header, view.summary.rows, "summary"))
     return "\n".join(parts)
+
+
+def _not_shown_section(views: list[View]) -> str:
+    """The views these results give nothing to, each with why, in one closing list (a
+    section each would bury the views that are shown)."""
+    if not views:
+        return ""
+    items = "".join(f"<li>{_escape(view.title)}. Not shown: {_escape(view.note)}.</li>"
+                    for view in views)
+    return f'<h2>Views not shown</h2><ul class="note">{items}</ul>'
 
 
 def _files_section(results: Results) -> str:
@@ -134,9 +143,13 @@ def render_page(results: Results, views: list[tuple[View, bytes | None]],
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>scalebench report</h1><p class='note'>{len(results.runs())} "
             f"run(s), {len(results.rows)} rows from {len(results.files)} file(s); "
-            f"written {created}.</p>", _files_section(results)]
-    body += [_view_section(view, png) for view, png in views]
-    body += [_images_section(images), _provenance_section(results)]
+            f"written {created}.</p>"]
+    body += [f"<p><b>{_escape(line[0].upper() + line[1:])}.</b></p>"
+             for line in best_quality_lines(results.rows)]
+    body.append(_files_section(results))
+    body += [_view_section(view, png) for view, png in views if png is not None]
+    body += [_images_section(images), _provenance_section(results),
+             _not_shown_section([view for view, png in views if png is None])]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<title>scalebench report</title>"
             f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from scalebench.benchmarks import registered_problems, registered_solvers
-from scalebench.rank.names import INFERENCE_STEPS, QUALITY_METRICS, metric_column
+from scalebench.rank.names import QUALITY_METRICS, metric_column
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
     RANDOM_MARK,
@@ -28,6 +28,7 @@ from scalebench.results.report.data import (
     run_labels,
     step_peaks,
 )
+from scalebench.results.report.denoiser import standalone_denoiser
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
     SMALL_FONT,
@@ -42,12 +43,14 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
-from scalebench.results.report.methods import methods
+from scalebench.results.report.methods import methods, reconstructions
+from scalebench.results.report.order import WORLD, reading_order
+from scalebench.results.report.steps import step_breakdown
+from scalebench.results.report.training import training
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
                 for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
-WORLD = "prov_world_size"
 
 
 def work_parameters() -> dict[str, int]:
@@ -80,7 +83,11 @@ def line_styles(results: Results) -> dict[str, dict]:
 
 
 def quality(results: Results) -> View:
-    rows = results.rows
+    # The standalone denoiser denoises the noisy truth, another task: its own view.
+    rows = reconstructions(results.rows)
+    if rows.empty:
+        return skip("quality", "Quality", "no reconstruction run (the standalone denoiser has "
+                    "its own view)")
     headline_columns = {headline_metric(name)[0] for name in rows["dataset_name"].unique()}
     metrics = sorted([(c, name) for c, name in QUALITY if c in rows and rows[c].notna().any()],
                      key=lambda metric: metric[0] not in headline_columns)  # headlines first
@@ -90,7 +97,7 @@ def quality(results: Results) -> View:
                                           else [])
     random = random_weight_experiments(rows)
     labels = [wrap(results.labels[e] + (RANDOM_MARK if e in random else ""), 60)
-              for e in results.runs()]
+              for e in dict.fromkeys(rows[RUN])]
     width = min(FIGURE_WIDTH, 3.4 * len(metrics))
     figure, axes = new_figure(width, 2.6 * len(axes_x) + legend_height(labels, width),
                            len(axes_x), len(metrics))
@@ -133,65 +140,6 @@ def quality(results: Results) -> View:
                  f"about the method")
     return View("quality", "Quality vs iteration and vs time", figure, rows, note,
                 Table(header, summary))
-
-
-def reading_order(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """Runs (``per_run`` rows) sorted by configuration, then by ranks, so that
-    the runs of one configuration on each world size sit together."""
-    keys = [c for c in configuration_columns(rows) if c in table] + \
-        [c for c in (WORLD, "idx_rep") if c in table]
-    if not keys:
-        return table
-
-    def order(column: pd.Series) -> pd.Series:  # numbers ascending, names as first seen
-        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-            return column
-        seen = {value: rank for rank, value in enumerate(dict.fromkeys(column.astype(str)))}
-        return column.astype(str).map(seen)
-
-    return table.sort_values(keys, kind="stable", key=order)
-
-
-def step_breakdown(results: Results) -> View:
-    table = reading_order(per_run(results.rows), results.rows)
-    parts = {}
-    for step in INFERENCE_STEPS:
-        time, comm = measured(table, f"objective_{step}_time_s"), \
-            measured(table, f"objective_{step}_comm_time_s")
-        if time is None:
-            continue
-        communication = table[comm].fillna(0.0) if comm else 0.0
-        parts[f"{step} (compute)"] = (table[time] - communication).clip(lower=0)
-        if comm:
-            parts[f"{step} (communication)"] = communication
-    if not parts:
-        return skip("steps", "Per-step time", "no per-step time column "
-                     "(objective_grad_time_s, objective_denoise_time_s)")
-    frame = pd.DataFrame(parts).fillna(0.0)
-    labels = [wrap(results.labels[e]) for e in frame.index]
-    figure, axes = new_figure(FIGURE_WIDTH, 0.9 + bar_height(labels) * len(frame)
-                           + legend_height(list(parts), FIGURE_WIDTH))
-    axis = axes[0][0]
-    plotted = frame.set_axis(labels)
-    plotted.plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
-    axis.set_xlim(0, headroom(frame.sum(axis=1)))
-    axis.set(xlabel="seconds per iteration (mean; maximum over ranks)", ylabel="")
-    axis.invert_yaxis()
-    axis.tick_params(labelsize=SMALL_FONT)
-    axis.grid(axis="x", alpha=0.3)
-    legend_below(figure, axis)
-    busy = {step: column for step in INFERENCE_STEPS
-            for column in [measured(table, f"objective_{step}_cpu_utilization", "mean")]
-            if column}
-    summary = [[results.labels[e], *(number(frame.loc[e, part]) for part in parts),
-                number(frame.loc[e].sum()), *(number(table.loc[e, c]) for c in busy.values())]
-               for e in frame.index]
-    return View("steps", "Per-step time: gradient, denoiser, communication", figure,
-                results.rows, "communication is the time inside collectives, counted in its "
-                "step; CPU busy: CPU time of the rank's threads over the step's wall time "
-                "(cores kept busy, mean over ranks)",
-                Table(["run", *(f"{part} (s)" for part in parts), "total (s)",
-                       *(f"{step} CPU busy (cores)" for step in busy)], summary))
 
 
 def _pixels_axis(axis, pixels: pd.Series) -> None:
@@ -379,47 +327,8 @@ def compile_speedup(results: Results) -> View:
                        "with compile (s)", "speedup"], summary))
 
 
-def training(results: Results) -> View:
-    """Throughput, and its trade-off with memory under checkpointing (training results)."""
-    rows = results.rows
-    throughput = next((c for c in rows.columns if "throughput" in c
-                       and pd.api.types.is_numeric_dtype(rows[c])), None)
-    if throughput is None:
-        return skip("training", "Training throughput", "no training results (no throughput "
-                     "column)")
-    table = per_run(rows)
-    # The mode that ran ('auto' resolves to one), and what a step itself needs: its peak
-    # increase on the device when measured there, else on the host.
-    checkpointing = next((c for c in ("objective_checkpointing_used", "p_solver_checkpointing")
-                          if c in table), None)
-    peak = next(filter(None, (measured(table, f"objective_step_peak_increase_{kind}")
-                              for kind in ("cuda_alloc_mib", "host_rss_mib"))), None)
-    panels = 2 if checkpointing and peak else 1
-    labels = [wrap(results.labels[e]) for e in table.index]
-    figure, axes = new_figure(min(FIGURE_WIDTH, 5 * panels),
-                           1.2 + bar_height(labels) * len(labels), 1, panels)
-    axes[0][0].barh(labels, table[throughput], height=0.7)
-    axes[0][0].set(xlabel=throughput)
-    axes[0][0].invert_yaxis()
-    axes[0][0].tick_params(labelsize=SMALL_FONT)
-    if panels == 2:
-        for value, group in table.groupby(checkpointing, dropna=False):
-            axes[0][1].scatter(group[peak], group[throughput],
-                               label=f"{checkpointing}={parameter_text(value)}")
-        axes[0][1].set(xlabel=peak, ylabel=throughput)
-        axes[0][1].set_xlim(0, headroom(table[peak]))
-        axes[0][1].set_ylim(0, headroom(table[throughput]))
-        axes[0][1].tick_params(labelsize=SMALL_FONT)
-        legend_below(figure, axes[0][1])
-    summary = [[results.labels[e], number(row[throughput]),
-                *([number(row[peak])] if panels == 2 else [])] for e, row in table.iterrows()]
-    return View("training", "Training throughput and checkpointing trade-off", figure, rows,
-                summary=Table(["run", throughput, *([peak] if panels == 2 else [])],
-                              summary))
-
-
-VIEWS = (quality, methods, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
-         compile_speedup, training)
+VIEWS = (quality, methods, step_breakdown, standalone_denoiser, memory, capacity, strong_scaling,
+         weak_scaling, compile_speedup, training)
 
 
 def all_views(results: Results) -> list[View]:
