@@ -27,6 +27,7 @@ from scalebench.results.report.data import (
     run_labels,
     step_peaks,
 )
+from scalebench.results.report.environments import environments
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
     SMALL_FONT,
@@ -411,7 +412,7 @@ def training(results: Results) -> View:
 
 
 VIEWS = (quality, methods, step_breakdown, memory, capacity, strong_scaling, weak_scaling,
-         compile_speedup, training)
+         compile_speedup, training, environments)
 
 
 def all_views(results: Results) -> list[View]:
