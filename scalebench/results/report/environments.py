@@ -18,7 +18,6 @@ from provenance.environments import (
     environment_labels,
 )
 from provenance.schema import column
-from scalebench.results.compare import run_measures
 from scalebench.results.report.data import RUN, Results, experiment_key, headline_metric
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
@@ -32,7 +31,11 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
+from scalebench.results.report.measures import run_measures
 
+# Where the runs ran, shown per environment (provenance.environments.SHOWN_FIELDS: no part
+# of it).
+HOST_FIELDS = tuple(f for f in SHOWN_FIELDS if f in ("hostname", "slurm_job_id"))
 TITLE = "Environments: the same experiment in each environment"
 
 
@@ -105,13 +108,13 @@ def _summary(results: Results, first: pd.DataFrame, figures: pd.DataFrame,
     table = []
     for index, key in enumerate(keys):
         runs = first[first["_environment"] == key]
-        hosts = sorted({str(v) for f in SHOWN_FIELDS if column(f) in runs
+        hosts = sorted({str(v) for f in HOST_FIELDS if column(f) in runs
                         for v in runs[column(f)].dropna() if str(v)})
         measured = []
         for name in measures:
             band = figures.loc[runs.index, name]
-            measured.append(f"{number(band.median(), 4)} ({number(band.min(), 3)}–"
-                            f"{number(band.max(), 3)})")
+            measured.append(f"{number(band.median(), 4)} ({number(band.min(), 4)}–"
+                            f"{number(band.max(), 4)})")
         table.append([label, names[key], "; ".join(f"{field}={values[index]}" for field, values
                                                    in differences.items()),
                       ", ".join(hosts), str(len(runs)), *measured])
