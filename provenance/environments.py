@@ -37,8 +37,10 @@ ENVIRONMENT_FIELDS: dict[str, str] = {
 RESOURCE_FIELDS = ("world_size", "ranks_per_node")
 # Shown beside an environment, never part of it: where and when a run ran.
 SHOWN_FIELDS = ("hostname", "rank_hosts", "slurm_job_id", "slurm_nodelist")
-# Fields whose difference can change an estimate's bits (``scalebench replay`` compares them
-# before a bit-for-bit comparison): a subset of ENVIRONMENT_FIELDS.
+# Fields whose difference can change an estimate's bits: ``scalebench replay`` compares them
+# before a bit-for-bit comparison (the image, code and its uncommitted changes, GPUs and their
+# driver, ranks and threads, the numerical packages, the CPU: tomography's projector 'auto'
+# follows ASTRA's presence). A subset of ENVIRONMENT_FIELDS.
 RESULT_FIELDS = ("image_digest", "code_commit", "gpu_models", "gpu_driver", "world_size",
                  "torch_threads", "code_dirty", "code_diff_sha256", "torch", "deepinv",
                  "benchopt", "numpy", "astra", "cpu_model")

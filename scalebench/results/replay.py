@@ -25,20 +25,17 @@ import torch
 import yaml
 
 from provenance import collect, config_hash
+from provenance.environments import RESULT_FIELDS
 from provenance.results import read_results
-from provenance.schema import REPLAY_ENVIRONMENT, column
+from provenance.schema import column
 from scalebench.benchmarks import FOLDER_BY_OBJECTIVE
 from scalebench.errors import ScalebenchError
 from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
-# Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
-# and the CPU, any of which can change results without changing the config (tomography's
-# projector 'auto' follows ASTRA's presence, the machine's GPUs and whether that ASTRA build
-# has CUDA: the first two are compared).
-ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
-               "benchopt", "numpy", "astra", "cpu_model")
+# The fields whose difference can change an estimate's bits (provenance.environments).
+ENVIRONMENT = RESULT_FIELDS
 BENCHMARK_FOLDERS = {folder.name: folder for folder in FOLDER_BY_OBJECTIVE.values()}
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
