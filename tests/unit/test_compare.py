@@ -214,3 +214,18 @@ def test_the_report_keeps_a_run_per_environment_labelled_by_what_differs(tmp_pat
     copy = tmp_path / "copy.parquet"
     copy.write_bytes(two.read_bytes())
     assert len(load_results([two, copy]).dropped) == 3  # one environment: duplicates
+
+
+def test_time_views_draw_repetitions_as_their_median_and_band(tmp_path):
+    from scalebench.results.report.data import load_results
+    from scalebench.results.report.repetitions import time_bands
+
+    path = tmp_path / "three.parquet"
+    results_file(path)
+    rows = load_results([path]).rows
+    rows.loc[rows["idx_rep"] == 2, "time"] *= 3  # one slow repetition
+    bands = time_bands(rows, "objective_psnr_db")
+    first, *others = list(dict.fromkeys(rows["run"]))
+    assert bands[first] is not None and all(bands[run] is None for run in others)
+    last = bands[first].loc[3]
+    assert (last["median"], last["min"], last["max"]) == (4.5, 4.5, 13.5)
