@@ -118,6 +118,9 @@ def _metric_difference(base: pd.DataFrame, candidate: pd.DataFrame,
 def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
                        tolerance: float) -> Experiment:
     """Every measure of one experiment on both sides (``base``, ``candidate``: its rows)."""
+    # The same run in the same environment on both sides is still two runs here.
+    base, candidate = (frame.assign(**{RUN: side + frame[RUN]})
+                       for side, frame in (("base:", base), ("candidate:", candidate)))
     measures, values = run_measures(pd.concat([base, candidate], ignore_index=True))
     sides = [values.loc[list(dict.fromkeys(frame[RUN]))] for frame in (base, candidate)]
     found = []

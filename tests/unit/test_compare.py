@@ -229,3 +229,26 @@ def test_time_views_draw_repetitions_as_their_median_and_band(tmp_path):
     assert bands[first] is not None and all(bands[run] is None for run in others)
     last = bands[first].loc[3]
     assert (last["median"], last["min"], last["max"]) == (4.5, 4.5, 13.5)
+
+
+def test_training_rows_are_compared_by_steps_throughput_and_memory(tmp_path, capsys):
+    def training_file(path, step: float) -> str:
+        rows = [{"solver_name": "train", "dataset_name": "denoising_patches",
+                 "objective_name": "supervised_training", "stop_val": s, "idx_rep": rep,
+                 "time": s * step, "objective_forward_time_s": step / 2,
+                 "objective_backward_time_s": step / 2, "objective_step_time_s": step,
+                 "objective_throughput_pixels_per_s": 1000 / step,
+                 "objective_step_peak_host_rss_mib": 500.0, "prov_config_hash": "7a",
+                 "prov_world_size": 1, "prov_torch_threads": 2}
+                for rep in range(3) for s in range(1, 4)]
+        pd.DataFrame(rows).to_parquet(path)
+        return str(path)
+
+    base = training_file(tmp_path / "base.parquet", 1.0)
+    slow = training_file(tmp_path / "slow.parquet", 2.0)
+    assert main(["compare", base, slow, "--format", "json"]) == 1
+    measures = {m["measure"]: m["verdict"]
+                for m in json.loads(capsys.readouterr().out)["experiments"][0]["measures"]}
+    assert measures == {"forward (s/iteration)": "slower", "backward (s/iteration)": "slower",
+                        "step (s/iteration)": "slower", "iteration (s)": "slower",
+                        "peak host memory (MiB)": "same", "throughput (pixels/s)": "slower"}
