@@ -4,7 +4,7 @@ says, and how often it cries wolf.
 - Campaign ``cores2``: CT (tomography_2d) at ``--size``², ``--angles`` angles, PnP-TV,
   ``--iterations`` iterations, ``--repetitions`` repetitions, on every core; campaign
   ``core1``: the same under ``taskset -c 0`` (torch then runs one thread). Prints
-  ``scalebench compare cores2 core1``'s differing fields, the gradient step's and the
+  ``scalebench compare core1 cores2``'s differing fields, the gradient step's and the
   iteration's ratio with their spreads and verdicts, and whether the estimates agree.
 - ``--identical`` campaigns on every core (``cores2`` is the first): over every ordered pair
   and every measure, the share of 'slower'/'larger'/'worse' verdicts (false alarms: nothing
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     alarms, tolerance = false_alarms(identical, args.tolerances)
     print("\n".join([
         f"### {args.identical} identical campaigns on every core: false alarms", "", *alarms,
-        *_pair_section(f"every core (base) against taskset -c 0 (candidate), tolerance "
-                       f"{tolerance:.0%}", _compare(identical[0], one_core, tolerance)),
+        *_pair_section(f"taskset -c 0 (base) against every core (candidate), tolerance "
+                       f"{tolerance:.0%}", _compare(one_core, identical[0], tolerance)),
         *podman_section(folder, args.image, identical[0], tolerance)]))
     return 0
 
