@@ -99,9 +99,19 @@ def experiment_key(frame: pd.DataFrame) -> pd.Series:
 def _run_key(frame: pd.DataFrame) -> pd.Series:
     """The experiment, the repetition and the environment: the same run in two environments
     (threads, image, commit...) is two runs of a series, not a duplicate."""
-    records = frame[[c for c in frame if c.startswith("prov_")]].to_dict("records")
     return experiment_key(frame) + "/rep" + frame["idx_rep"].astype(str) + "/env" + \
-        pd.Series([environment_key(r) for r in records], index=frame.index)
+        _environment_keys(frame)
+
+
+def _environment_keys(frame: pd.DataFrame) -> pd.Series:
+    """Per row, its environment key, computed once per distinct environment."""
+    columns = [prov_column(f) for f in ENVIRONMENT_FIELDS if prov_column(f) in frame]
+    if not columns:
+        return pd.Series(environment_key({}), index=frame.index)
+    groups = frame.groupby(columns, dropna=False, sort=False).ngroup()
+    keys = {group: environment_key(frame.loc[index, columns].to_dict())
+            for index, group in groups.drop_duplicates().items()}
+    return groups.map(keys)
 
 
 def _latest(frame: pd.DataFrame, order: int) -> tuple:
