@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", type=Path, help="results parquet file to judge")
     parser.add_argument("--tolerance", default=str(DEFAULT_TOLERANCE),
                         help=f"a fraction in (0, 1): differences within it of the base median "
-                        f"are 'same' (default {DEFAULT_TOLERANCE:g}, from the false-alarm "
-                        f"rate of identical runs; docs/performance.md); with fewer than "
+                        f"are 'same' (default {DEFAULT_TOLERANCE:g}; false alarms of identical "
+                        f"campaigns: docs/performance.md); with fewer than "
                         f"{MIN_REPETITIONS} repetitions on a side the verdict is 'unknown'")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="a table (default) or JSON")
