@@ -135,3 +135,19 @@ def test_bad_input_from_the_command_line_is_one_line_and_exit_2(page_run, tmp_pa
         assert done.returncode == 2 and done.stdout == "", done.stderr
         assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_measurement_tool_prints_threads_false_alarms_and_why_podman_is_missing(tmp_path):
+    """tools/compare_environments.py on a tiny CT: the tables docs/performance.md records."""
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset is not installed")
+    done = subprocess.run([sys.executable, "-m", "tools.compare_environments", "--size", "32",
+                           "--angles", "12", "--iterations", "2", "--identical", "2",
+                           "--tolerances", "0.1", "0.2", "--folder", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"\| 10% \| \d+ \| \d+ \|", done.stdout), done.stdout
+    assert re.search(r"\| 20% \| \d+ \| \d+ \|", done.stdout), done.stdout
+    assert "differing fields: torch_threads: 1 -> " in done.stdout
+    assert "### host against the podman image" in done.stdout
+    assert ("not measured: " in done.stdout) == (shutil.which("podman") is None)
