@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 MIN_REPETITIONS = 3
 # The default --tolerance. Over 5 identical campaigns on this project's loaded 2-core machine
-# no tolerance of 5, 10, 20 or 50 % was free of false 'slower' verdicts: the load drifted 2x
-# between campaigns (docs/performance.md). 20 %, the largest the measurement set out to choose
-# from: below it, a quiet machine's run-to-run spread (5-20 %) alone raises alarms.
+# no tolerance of 5, 10, 20 or 50 % was free of false 'slower' verdicts: the load drifted up
+# to 4.7x between campaigns (docs/performance.md). 20 %, the largest the measurement set out to
+# choose from: below it, a quiet machine's run-to-run spread (5-20 %) alone raises alarms.
 DEFAULT_TOLERANCE = 0.2
 LOWER, HIGHER = -1, 1  # which way a measure is better
 # Verdict words per kind of measure: (better, worse).
