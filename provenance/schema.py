@@ -73,10 +73,6 @@ FIELDS: dict[str, tuple[type, str]] = {
     "result_sha256": (str, "sha256 of this row's estimate (dtype, shape, bytes)"),
 }
 
-# Fields compared before a bit-for-bit replay: a difference makes bitwise equality moot.
-REPLAY_ENVIRONMENT = ("image_digest", "code_commit", "gpu_models", "gpu_driver", "world_size",
-                      "torch_threads")
-
 
 def column(field: str) -> str:
     return COLUMN_PREFIX + field

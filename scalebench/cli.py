@@ -26,6 +26,7 @@ from scalebench.errors import (
     warn,
 )
 from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
+from scalebench.results import compare_command
 
 
 def positive_int(text: str) -> int:
@@ -55,6 +56,7 @@ DESCRIPTIONS = {
                 "(--quick: no refinement; one line per configuration and rank count).",
     "report": "Merge results files into one self-contained HTML page (no network request): "
               "quality, per-step time, memory, capacity, scaling, images and provenance.",
+    "compare": compare_command.DESCRIPTION,
     "check": "Check that every row of a results file has complete provenance of the right "
              "types (exit 0 good, 1 findings, 2 unreadable).",
     "replay": "Re-run the runs of archived rows (one per config, repetition and world size) "
@@ -161,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--capacity", type=Path, action="append", default=[], metavar="FILE",
                         help="answers of `scalebench capacity --format json` for the capacity "
                         "view (repeatable)")
+    compare_command.add_arguments(command("compare", compare_command.SUMMARY))
     check = command("check", "check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = command("replay", "re-run archived results, compare bit for bit")
@@ -345,8 +348,8 @@ def _verify_image(args: argparse.Namespace) -> int:
 
 # The function each subcommand runs.
 COMMANDS = {"run": _run, "validate": _validate, "plan": _plan, "capacity": _capacity,
-            "report": _report, "check": _check, "replay": _replay,
-            "verify-image": _verify_image, "fetch": _fetch}
+            "report": _report, "compare": compare_command.run_compare, "check": _check,
+            "replay": _replay, "verify-image": _verify_image, "fetch": _fetch}
 
 
 def main(argv: list[str] | None = None) -> int:

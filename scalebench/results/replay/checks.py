@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from provenance import canonical_json, config_hash
-from provenance.schema import REPLAY_ENVIRONMENT, column
+from provenance.environments import RESULT_FIELDS
+from provenance.schema import column
 from scalebench.benchmarks import BENCHMARKS
 from scalebench.errors import ScalebenchError
 from scalebench.param_spec import renamed_parameters, resolved_parameters
@@ -25,12 +26,8 @@ from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
-# Besides the schema's replay fields: the code's uncommitted changes, the numerical packages
-# and the CPU, any of which can change results without changing the config (tomography's
-# projector 'auto' follows ASTRA's presence, the machine's GPUs and whether that ASTRA build
-# has CUDA: the first two are compared).
-ENVIRONMENT = (*REPLAY_ENVIRONMENT, "code_dirty", "code_diff_sha256", "torch", "deepinv",
-               "benchopt", "numpy", "astra", "cpu_model")
+# The fields whose difference can change an estimate's bits (provenance.environments).
+ENVIRONMENT = RESULT_FIELDS
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 
 

@@ -15,24 +15,27 @@ from pathlib import Path
 
 import pandas as pd
 
+from provenance.environments import (
+    ENVIRONMENT_FIELDS,
+    RESOURCE_FIELDS,
+    differing_fields,
+    environment_key,
+    environment_labels,
+)
 from provenance.results import read_results
+from provenance.schema import column as prov_column
 from scalebench.benchmarks import problem_spec
 from scalebench.problems.spec import DEFAULT_HEADLINE
 from scalebench.rank.names import INFERENCE_STEPS, metric_column
 from scalebench.results.store import run_status
 
-# Fields whose difference makes two rows' measurements incomparable (shown as warnings).
-ENVIRONMENT_FIELDS = ("prov_image_digest", "prov_gpu_models", "prov_gpu_driver",
-                      "prov_code_commit")
-# Fields of the provenance tables, one table per distinct environment.
-PROVENANCE_FIELDS = (*ENVIRONMENT_FIELDS, "prov_gpu_count", "prov_cuda_runtime",
-                     "prov_cpu_model", "prov_torch", "prov_deepinv", "prov_benchopt",
-                     "prov_python", "prov_code_dirty", "prov_deterministic_mode",
+# Fields of the provenance tables, one table per distinct environment (provenance.environments),
+# resources aside: a scaling campaign runs one environment on several world sizes.
+PROVENANCE_FIELDS = (*(prov_column(f) for f in ENVIRONMENT_FIELDS if f not in RESOURCE_FIELDS),
                      "prov_complete")
-# Fields of one run's resources: listed per run, not another environment (a scaling
-# campaign runs one environment on several world sizes).
+# Fields of one run's resources, listed per run.
 RUN_FIELDS = ("prov_world_size", "prov_rank_hosts", "prov_slurm_job_id")
-RUN = "run"  # column added here: the run (a config hash, repetition and world size)
+RUN = "run"  # column added here: the run (config hash, repetition, world size, environment)
 
 
 def headline_metric(dataset_name: str) -> tuple[str, str]:
@@ -80,17 +83,34 @@ class Results:
         return list(dict.fromkeys(self.rows[RUN]))
 
 
-def _run_key(frame: pd.DataFrame) -> pd.Series:
-    """Config, repetition and world size: one config run on 1 and on 2 ranks (``--nproc``)
-    is two runs of a scaling series, not a duplicate."""
+def experiment_key(frame: pd.DataFrame) -> pd.Series:
+    """Config and world size: one config run on 1 and on 2 ranks (``--nproc``) is two
+    experiments of a scaling series."""
     names = frame["dataset_name"].astype(str) + " x " + frame["solver_name"].astype(str)
     if "prov_config_hash" in frame:
         names = frame["prov_config_hash"].astype(str).str[:16].where(
             frame["prov_config_hash"].notna(), names)
-    names = names + "/rep" + frame["idx_rep"].astype(str)
     if "prov_world_size" in frame:
         names = names + "/ranks" + frame["prov_world_size"].astype(str)
     return names
+
+
+def _run_key(frame: pd.DataFrame) -> pd.Series:
+    """The experiment, the repetition and the environment: the same run in two environments
+    (threads, image, commit...) is two runs of a series, not a duplicate."""
+    return experiment_key(frame) + "/rep" + frame["idx_rep"].astype(str) + "/env" + \
+        _environment_keys(frame)
+
+
+def _environment_keys(frame: pd.DataFrame) -> pd.Series:
+    """Per row, its environment key, computed once per distinct environment."""
+    columns = [prov_column(f) for f in ENVIRONMENT_FIELDS if prov_column(f) in frame]
+    if not columns:
+        return pd.Series(environment_key({}), index=frame.index)
+    groups = frame.groupby(columns, dropna=False, sort=False).ngroup()
+    keys = {group: environment_key(frame.loc[index, columns].to_dict())
+            for index, group in groups.drop_duplicates().items()}
+    return groups.map(keys)
 
 
 def _latest(frame: pd.DataFrame, order: int) -> tuple:
@@ -180,7 +200,20 @@ def run_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> dict[str,
         labels[run] = " ".join([f"{owners['p_solver_'][run]} on "
                                 f"{owners['p_dataset_'][run]}", *params]) \
             + repetition + ranks
+    for run, environment in series_environments(first).items():
+        labels[run] += f" {environment}"
     return labels
+
+
+def series_environments(first: pd.DataFrame) -> dict[str, str]:
+    """Per run (``first``: each run's first row, indexed by run), the environment fields that
+    differ between the runs of its experiment, as a label; runs of a one-environment
+    experiment are left out."""
+    found = {}
+    for _, group in first.groupby(experiment_key(first), sort=False):
+        texts = environment_labels(group.to_dict("records"))
+        found.update({run: text for run, text in zip(group.index, texts, strict=True) if text})
+    return found
 
 
 def configuration_columns(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> list[str]:
@@ -192,14 +225,12 @@ def configuration_columns(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -
 
 
 def mixed_environment(rows: pd.DataFrame) -> dict[str, list[str]]:
-    """Environment fields with more than one value among ``rows``: field -> values."""
-    differences = {}
-    for name in ENVIRONMENT_FIELDS:
-        if name in rows:
-            values = sorted(rows[name].dropna().astype(str).unique())
-            if len(values) > 1:
-                differences[name] = values
-    return differences
+    """Environment fields (resources aside) with more than one value among ``rows``:
+    ``prov_<field>`` -> values."""
+    fields = [f for f in ENVIRONMENT_FIELDS if f not in RESOURCE_FIELDS and prov_column(f) in rows]
+    distinct = rows[[prov_column(f) for f in fields]].drop_duplicates().to_dict("records")
+    return {prov_column(field): sorted(set(values))
+            for field, values in differing_fields(distinct, fields).items()}
 
 
 def environment_groups(results: Results) -> list[tuple[dict, list[str]]]:

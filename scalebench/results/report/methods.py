@@ -10,6 +10,7 @@ solver had such a parameter simply lack the column. Seconds are benchopt's solve
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -34,6 +35,7 @@ from scalebench.results.report.figures import (
     skip,
     wrap,
 )
+from scalebench.results.report.repetitions import draw_time_band, time_bands
 
 # The solver parameters that, with the solver, name a method (absent columns are skipped):
 # pnp's algorithm and denoiser, a filtered back-projection's filter, what CLEAN's rows score.
@@ -46,6 +48,7 @@ TARGET_TOLERANCE_DB = 0.5
 # reconstruction is asked to meet.
 NOT_RECONSTRUCTIONS = ("denoiser",)
 NOT_REACHED = "not reached"
+ALL_REPETITIONS = re.compile(r" rep \d+")  # a band's label: the series, not one repetition
 
 
 def solver_of(name: object) -> str:
@@ -144,12 +147,17 @@ def methods(results: Results) -> View:
     summary, handles = [], {}
     for axis, (dataset, part, metric, name) in zip(axes[0], datasets, strict=True):
         target = time_to_target(part, metric)
+        bands = time_bands(part, metric)  # repetitions: their median and band, drawn once
         for run, curve in part.groupby(RUN, sort=False):
             curve = curve.sort_values("stop_val")
-            handles[shown[run]] = axis.plot(
-                curve["time"], curve[metric], marker="o", markersize=3,
-                color=colours[method[curve.index[0]]], label=shown[run],
-                markerfacecolor="none" if run in random else None)[0]
+            style = {"color": colours[method[curve.index[0]]], "label": shown[run],
+                     "markerfacecolor": "none" if run in random else None}
+            if run not in bands:
+                handles[shown[run]] = axis.plot(curve["time"], curve[metric], marker="o",
+                                                markersize=3, **style)[0]
+            elif bands[run] is not None:
+                style["label"] = ALL_REPETITIONS.sub(" all repetitions", shown[run])
+                handles[style["label"]] = draw_time_band(axis, bands[run], metric, **style)[0]
             found = target.runs.loc[run]
             if pd.notna(found["seconds"]):
                 axis.plot([found["seconds"]], [curve.loc[curve["stop_val"] ==
@@ -171,7 +179,8 @@ def methods(results: Results) -> View:
         axis.tick_params(labelsize=SMALL_FONT)
     legend_below(figure, axes[0][0], handles)  # every dataset's runs
     return View("methods", "Time to quality per method", figure, rows,
-                f"one line per run, coloured by method (solver, algorithm, denoiser); dashed: "
+                f"one line per run (its repetitions as their median, with a band from the fastest "
+                f"to the slowest), coloured by method (solver, algorithm, denoiser); dashed: "
                 f"the dataset's target, {TARGET_TOLERANCE_DB:g} dB below the best value any run "
                 f"reached; a star where a run first reaches it; the standalone denoiser, which "
                 f"reconstructs nothing, is left out"

@@ -90,8 +90,8 @@ def _files_section(results: Results) -> str:
     parts = ["<h2>Result files</h2>", _table(["file", "rows", "run status", "failures"], rows)]
     if results.dropped:
         parts.append(f'<div class="warning">{len(results.dropped)} duplicate run(s) '
-                     f'dropped: identical runs (same config hash, repetition and world size) keep '
-                     f'the latest run.</div>')
+                     f'dropped: identical runs (same config hash, repetition, world size and '
+                     f'environment) keep the latest run.</div>')
         parts.append(_table(["run", "kept (file, run date)", "dropped (file, run date)"],
                             [[d["run"], f"{d['kept_file']} ({d['kept_date']})",
                               f"{d['dropped_file']} ({d['dropped_date']})"]

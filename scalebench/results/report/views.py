@@ -29,6 +29,7 @@ from scalebench.results.report.data import (
     step_peaks,
 )
 from scalebench.results.report.denoiser import standalone_denoiser
+from scalebench.results.report.environments import environments
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
     SMALL_FONT,
@@ -45,6 +46,7 @@ from scalebench.results.report.figures import (
 )
 from scalebench.results.report.methods import methods, reconstructions
 from scalebench.results.report.order import WORLD, reading_order
+from scalebench.results.report.repetitions import draw_time_band, time_bands
 from scalebench.results.report.steps import step_breakdown
 from scalebench.results.report.training import training
 
@@ -105,11 +107,16 @@ def quality(results: Results) -> View:
     styles = line_styles(results)
     parts = dict(list(rows.groupby(RUN, sort=False)))
     blank_sky = beats_blank_sky(rows)
+    bands = {metric: time_bands(rows, metric) if "time" in rows else {} for metric, _ in metrics}
     for run in reading_order(per_run(rows), rows).index:
         part = parts[run].sort_values("stop_val")
         label = results.labels[run] + (RANDOM_MARK if run in random else "")
         for i, (x, _) in enumerate(axes_x):
             for j, (metric, _) in enumerate(metrics):
+                if x == "time" and run in bands[metric]:  # repetitions: median and band
+                    if bands[metric][run] is not None:
+                        draw_time_band(axes[i][j], bands[metric][run], metric, **styles[run])
+                    continue
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
                                 label=wrap(label, 60), **styles[run],
                                 markerfacecolor="none" if run in random else None)
@@ -130,7 +137,9 @@ def quality(results: Results) -> View:
                                              for when in ("initial", "final")),
               *(["beats a blank sky (final SNR > 0 dB)"] if not blank_sky.empty else [])]
     headlines = sorted({headline_metric(name)[1] for name in rows["dataset_name"].unique()})
-    note = (f"one line per run; iteration 0 is the initial estimate; headline metric: "
+    note = (f"one line per run (against time, the repetitions of a run as their median, with a "
+            f"band from the fastest to the slowest); iteration 0 is the initial estimate; "
+            f"headline metric: "
             f"{' and '.join(headlines)}")
     if "objective_snr_db" in headline_columns:
         note += " (radio interferometry: SNR, which a blank sky cannot win)"
@@ -328,7 +337,8 @@ def compile_speedup(results: Results) -> View:
 
 
 VIEWS = (quality, methods, step_breakdown, standalone_denoiser, memory, capacity, strong_scaling,
-         weak_scaling, compile_speedup, training)
+         weak_scaling, compile_speedup, training,
+         environments)
 
 
 def all_views(results: Results) -> list[View]:

@@ -1,0 +1,192 @@
+"""``scalebench compare BASE CANDIDATE``: the same experiments in two environments, measure by
+measure, with their spread and a verdict, and the environment fields that differ.
+
+Experiments are matched by config hash and world size. Per run (one repetition) each measure
+is one figure (``run_measures``); per side, the median over repetitions and the range from
+the lowest to the highest. A difference counts only beyond ``tolerance`` (a fraction of the
+base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS`` on a
+side the spread is unknown and so is the verdict. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from provenance.environments import (
+    ENVIRONMENT_FIELDS,
+    SHOWN_FIELDS,
+    differing_fields,
+    value_text,
+)
+from provenance.results import UnreadableResults
+from provenance.schema import column
+from scalebench.errors import ScalebenchError
+from scalebench.results.compare_rules import (
+    DEFAULT_TOLERANCE,
+    Side,
+    is_regression,
+    verdict,
+)
+from scalebench.results.report.data import (
+    RUN,
+    experiment_key,
+    headline_metric,
+    load_results,
+    run_labels,
+)
+from scalebench.results.report.measures import run_measures
+
+
+@dataclass
+class Experiment:
+    name: str
+    repetitions: tuple[int, int]
+    measures: list[dict]
+    bitwise: str  # whether the estimates are equal bit for bit
+    largest_metric_difference: float | None  # headline metric, over iterations and reps
+    metric: str = ""
+
+
+@dataclass
+class Comparison:
+    base: Path
+    candidate: Path
+    tolerance: float
+    differences: dict[str, list[str]]  # environment field -> [base, candidate]
+    shown: dict[str, list[str]]  # hosts and jobs: shown, no part of the environment
+    experiments: list[Experiment] = field(default_factory=list)
+    only_base: list[str] = field(default_factory=list)
+    only_candidate: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> int:
+        return sum(m["regression"] for e in self.experiments for m in e.measures)
+
+    def to_json(self) -> dict:
+        return {"base": str(self.base), "candidate": str(self.candidate),
+                "tolerance": self.tolerance, "differences": self.differences,
+                "shown": self.shown,
+                "experiments": [{"experiment": e.name, "repetitions": list(e.repetitions),
+                                 "bit_for_bit": e.bitwise,
+                                 "largest_metric_difference": e.largest_metric_difference,
+                                 "metric": e.metric, "measures": e.measures}
+                                for e in self.experiments],
+                "only_in_base": self.only_base, "only_in_candidate": self.only_candidate,
+                "regressions": self.regressions}
+
+
+def _side_values(rows: pd.DataFrame) -> str:
+    return ", ".join(sorted({value_text(v) for v in rows})) if len(rows) else ""
+
+
+def environment_differences(base: pd.DataFrame, candidate: pd.DataFrame,
+                            fields) -> dict[str, list[str]]:
+    """Fields whose values differ between the two sides: field -> [base, candidate] (each the
+    side's distinct values, comma-separated)."""
+    sides = [{column(f): _side_values(frame[column(f)]) if column(f) in frame else ""
+              for f in fields} for frame in (base, candidate)]
+    return differing_fields(sides, fields)
+
+
+def _bitwise(base: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    digest = column("result_sha256")
+    if digest not in base or digest not in candidate:
+        return "not recorded"
+    keys = ["idx_rep", "stop_val"]
+    joined = base[keys + [digest]].merge(candidate[keys + [digest]], on=keys)
+    if joined.empty:
+        return "no common iteration"
+    equal = int((joined[f"{digest}_x"] == joined[f"{digest}_y"]).sum())
+    return "equal" if equal == len(joined) else f"differ ({len(joined) - equal} of " \
+        f"{len(joined)} rows)"
+
+
+def _metric_difference(base: pd.DataFrame, candidate: pd.DataFrame,
+                       metric: str) -> float | None:
+    if metric not in base or metric not in candidate:
+        return None
+    keys = ["idx_rep", "stop_val"]
+    joined = base[keys + [metric]].merge(candidate[keys + [metric]], on=keys)
+    difference = (joined[f"{metric}_x"] - joined[f"{metric}_y"]).abs()
+    return float(difference.max()) if difference.notna().any() else None
+
+
+def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
+                       tolerance: float) -> Experiment:
+    """Every measure of one experiment on both sides (``base``, ``candidate``: its rows)."""
+    # The same run in the same environment on both sides is still two runs here.
+    base, candidate = (frame.assign(**{RUN: side + frame[RUN]})
+                       for side, frame in (("base:", base), ("candidate:", candidate)))
+    measures, values = run_measures(pd.concat([base, candidate], ignore_index=True))
+    sides = [values.loc[list(dict.fromkeys(frame[RUN]))] for frame in (base, candidate)]
+    found = []
+    for measure in measures:
+        left, right = (Side(side[measure.name].tolist()) for side in sides)
+        word = verdict(measure, left, right, tolerance)
+        found.append({"measure": measure.name, "base": _number(left.median),
+                      "base_spread": _number(left.spread),
+                      "candidate": _number(right.median),
+                      "candidate_spread": _number(right.spread),
+                      "ratio": _number(right.median / left.median
+                                       if left.median and right.median is not None else None),
+                      "verdict": word, "regression": is_regression(measure, word)})
+    metric, label = headline_metric(base["dataset_name"].iloc[0])
+    return Experiment(name, (len(sides[0]), len(sides[1])), found, _bitwise(base, candidate),
+                      _metric_difference(base, candidate, metric), label)
+
+
+def _number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _load(path: Path):
+    results = load_results([path])
+    if column("config_hash") not in results.rows:
+        raise UnreadableResults(f"{path}: not a scalebench results file (no provenance column "
+                                f"{column('config_hash')})")
+    results.rows["_experiment"] = experiment_key(results.rows)
+    return results
+
+
+def check_inputs(base: Path, candidate: Path, tolerance: float) -> None:
+    if not 0 < tolerance < 1:
+        raise ScalebenchError(f"--tolerance must be a fraction in (0, 1), e.g. 0.1 for 10 %; "
+                              f"got {tolerance:g}")
+    for path in (base, candidate):
+        if not path.is_file():
+            raise UnreadableResults(f"{path}: no such file")
+    if os.path.samefile(base, candidate):
+        raise ScalebenchError(f"{candidate} is {base} itself: compare a file with another "
+                              f"results file")
+
+
+def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
+    """The comparison of two results files (bad input raises ScalebenchError or
+    UnreadableResults, naming the file)."""
+    check_inputs(base, candidate, tolerance)
+    left, right = _load(base), _load(candidate)
+    names = {**run_labels(right.rows, ("idx_rep",)), **run_labels(left.rows, ("idx_rep",))}
+    keys = [dict.fromkeys(side.rows["_experiment"]) for side in (left, right)]
+    common = [k for k in keys[0] if k in keys[1]]
+    if not common:
+        raise ScalebenchError(f"{base} and {candidate} share no experiment (same config hash "
+                              f"and world size): nothing to compare")
+    matched = [side.rows[side.rows["_experiment"].isin(common)] for side in (left, right)]
+    comparison = Comparison(base, candidate, tolerance,
+                            environment_differences(*matched, ENVIRONMENT_FIELDS),
+                            environment_differences(*matched, SHOWN_FIELDS))
+
+    def name(side, key: str) -> str:
+        return names[side.rows.loc[side.rows["_experiment"] == key, RUN].iloc[0]]
+
+    for key in common:
+        rows = [side.rows[side.rows["_experiment"] == key] for side in (left, right)]
+        comparison.experiments.append(compare_experiment(name(left, key), *rows, tolerance))
+    comparison.only_base = [name(left, k) for k in keys[0] if k not in keys[1]]
+    comparison.only_candidate = [name(right, k) for k in keys[1] if k not in keys[0]]
+    return comparison
+

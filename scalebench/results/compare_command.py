@@ -1,0 +1,101 @@
+"""The ``scalebench compare`` subcommand: its arguments, and the comparison as a table or JSON.
+
+Imports only the standard library at module level (the ``scalebench`` command line loads it
+to build its parser); the comparison itself (pandas) loads when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from scalebench.errors import EXIT_FAILED, EXIT_OK, ScalebenchError
+
+DESCRIPTION = ("Compare the same experiments in two results files (two machines, images, "
+               "commits or core counts): per measure the median over repetitions on each side, "
+               "the spread, the ratio and a verdict, whether the estimates are equal bit for "
+               "bit, and the environment fields that differ (exit 0 nothing worse beyond the "
+               "tolerance and the spread, 1 something is, 2 bad input).")
+SUMMARY = "compare two results files: timings, memory, quality and environments"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from scalebench.results.compare_rules import DEFAULT_TOLERANCE, MIN_REPETITIONS
+
+    parser.add_argument("base", type=Path, help="results parquet file of reference (e.g. an "
+                        "archived one)")
+    parser.add_argument("candidate", type=Path, help="results parquet file to judge")
+    parser.add_argument("--tolerance", default=str(DEFAULT_TOLERANCE),
+                        help=f"a fraction in (0, 1): differences within it of the base median "
+                        f"are 'same' (default {DEFAULT_TOLERANCE:g}; false alarms of identical "
+                        f"campaigns: docs/performance.md); with fewer than "
+                        f"{MIN_REPETITIONS} repetitions on a side the verdict is 'unknown'")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="a table (default) or JSON")
+
+
+def _tolerance(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ScalebenchError(f"--tolerance must be a fraction in (0, 1), e.g. 0.1 for 10 %; "
+                              f"got {text!r}") from None
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from scalebench.results.compare import compare
+
+    comparison = compare(args.base, args.candidate, _tolerance(args.tolerance))
+    if args.format == "json":
+        print(json.dumps(comparison.to_json(), indent=1))
+    else:
+        print("\n".join(text_lines(comparison)))
+    return EXIT_FAILED if comparison.regressions else EXIT_OK
+
+
+def _figure(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _with_spread(median: float | None, spread: float | None) -> str:
+    return f"{_figure(median)} ±{_figure(spread, 2)}" if spread is not None \
+        else f"{_figure(median)} (spread ?)"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]]
+
+
+def text_lines(comparison) -> list[str]:
+    """The comparison as a reader scans it: what differs, then one table per experiment."""
+    lines = [f"base:      {comparison.base}", f"candidate: {comparison.candidate}",
+             f"tolerance: {comparison.tolerance:.0%} of the base median, and beyond both sides' "
+             f"spread (highest minus lowest repetition)"]
+    if comparison.differences:
+        lines.append("environment fields that differ (base -> candidate):")
+        lines += [f"  {name}: {base or '-'} -> {candidate or '-'}"
+                  for name, (base, candidate) in comparison.differences.items()]
+    else:
+        lines.append("environment: the same on both sides")
+    lines += [f"  (shown, not compared) {name}: {base or '-'} -> {candidate or '-'}"
+              for name, (base, candidate) in comparison.shown.items()]
+    for experiment in comparison.experiments:
+        base_reps, candidate_reps = experiment.repetitions
+        lines += ["", f"{experiment.name} ({base_reps} -> {candidate_reps} repetition(s)); "
+                      f"estimates bit for bit: {experiment.bitwise}; largest "
+                      f"{experiment.metric} difference over iterations: "
+                      f"{_figure(experiment.largest_metric_difference)}"]
+        rows = [[m["measure"], _with_spread(m["base"], m["base_spread"]),
+                 _with_spread(m["candidate"], m["candidate_spread"]), _figure(m["ratio"], 3),
+                 m["verdict"]] for m in experiment.measures]
+        lines += ["  " + line for line in _table(
+            ["measure", "base median", "candidate median", "ratio", "verdict"], rows)]
+    for side, names in (("base", comparison.only_base),
+                        ("candidate", comparison.only_candidate)):
+        lines += [f"only in {side}: {name}" for name in names]
+    lines += ["", f"{comparison.regressions} regression(s) (slower, larger, worse) beyond the "
+                  f"tolerance and the spread"]
+    return lines

@@ -1,0 +1,53 @@
+"""The figures a run's repetition gives each measure: per step seconds per iteration, the
+iteration, peak host and device memory, training throughput, the best and final headline metric
+and the seconds to the common quality target of the runs compared. ``scalebench compare`` and
+the report's environments view both read them here. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from scalebench.rank.names import INFERENCE_STEPS, TRAINING_STEPS
+from scalebench.results.compare_rules import HIGHER, LOWER, Measure
+from scalebench.results.report.data import RUN, headline_metric, measured, per_run
+from scalebench.results.report.methods import time_to_target
+
+STEPS = (*INFERENCE_STEPS, *TRAINING_STEPS, "step")  # "step": a whole training step
+PEAKS = {"peak host memory (MiB)": "host_rss", "peak device memory (MiB)": "cuda_alloc"}
+
+
+def _step_peak(table: pd.DataFrame, kind: str) -> pd.Series | None:
+    columns = [c for step in STEPS for c in [measured(table, f"objective_{step}_peak_{kind}_mib")]
+               if c]
+    return table[columns].max(axis=1) if columns else None
+
+
+def run_measures(rows: pd.DataFrame) -> tuple[list[Measure], pd.DataFrame]:
+    """The measures of the runs of one experiment (``rows``: one or more environments; the
+    quality target is common to all of them) and one figure per run and measure."""
+    table, measures, values = per_run(rows), [], {}
+
+    def add(measure: Measure, series: pd.Series | None) -> None:
+        if series is not None and series.notna().any():
+            measures.append(measure)
+            values[measure.name] = series
+
+    for step in STEPS:
+        name = measured(table, f"objective_{step}_time_s")
+        add(Measure(f"{step} (s/iteration)", "time", LOWER), table[name] if name else None)
+    add(Measure("iteration (s)", "time", LOWER), table["time_per_iteration_s"])
+    for name, kind in PEAKS.items():
+        add(Measure(name, "memory", LOWER), _step_peak(table, kind))
+    if "objective_throughput_pixels_per_s" in table:
+        add(Measure("throughput (pixels/s)", "throughput", HIGHER),
+            table["objective_throughput_pixels_per_s"])
+    metric, label = headline_metric(rows["dataset_name"].iloc[0])
+    if metric in rows and rows[metric].notna().any():
+        ordered = rows.sort_values("stop_val").groupby(RUN, sort=False)[metric]
+        add(Measure(f"best {label}", "quality", HIGHER), ordered.max())
+        add(Measure(f"final {label}", "quality", HIGHER), ordered.last())
+        if "time" in rows:
+            seconds = time_to_target(rows, metric).runs["seconds"]
+            add(Measure(f"seconds to the common {label} target", "time", LOWER), seconds)
+    return measures, pd.DataFrame(values, index=table.index)

@@ -1,0 +1,153 @@
+"""docs/comparing.md's commands run for real, in a clone of the repository: the same CT config
+on every core and under ``taskset -c 0``, then ``scalebench compare`` and ``scalebench report``
+on the two files; the commit before against the current one. The host-against-image block
+needs podman and a built image (tests/system/test_containers.py builds one): skipped here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.paths import REPO
+
+PAGE = REPO / "docs" / "comparing.md"
+OUTPUTS = Path("benchmark_inference") / "outputs"  # where the page's commands write
+BLOCK = re.compile(r"<!-- commands: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
+# Blocks a test cannot run here, and why.
+NOT_RUN = {"podman": "needs podman and a built scalebench image; the image is built and run "
+                     "by tests/system/test_containers.py"}
+
+
+def page_blocks() -> dict[str, list[str]]:
+    return {m.group("name"): m.group("body").strip().splitlines()
+            for m in BLOCK.finditer(PAGE.read_text())}
+
+
+def clone(folder: Path) -> Path:
+    """The repository's committed state, plus the working tree's tracked changes (so the page
+    runs the code under test), committed, with an empty commit on top: ``HEAD~1`` is the same
+    code under another commit."""
+    copy = folder / "repository"
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run([*git, "clone", "--quiet", str(REPO), str(copy)], check=True)
+    diff = subprocess.run(["git", "diff", "HEAD"], cwd=REPO, capture_output=True, check=True)
+    if diff.stdout:
+        subprocess.run(["git", "apply"], cwd=copy, input=diff.stdout, check=True)
+    for message in ("the working tree under test", "the commit compared with the one before"):
+        subprocess.run([*git, "commit", "--quiet", "--allow-empty", "-am", message], cwd=copy,
+                       check=True)
+    return copy
+
+
+def shell(copy: Path) -> dict[str, str]:
+    """An environment whose ``scalebench`` is this interpreter running the clone's code."""
+    bin_folder = copy.parent / "bin"
+    bin_folder.mkdir(exist_ok=True)
+    command = bin_folder / "scalebench"
+    command.write_text(f'#!/bin/sh\nexec {sys.executable} -m scalebench "$@"\n')
+    command.chmod(command.stat().st_mode | stat.S_IXUSR)
+    return {**os.environ, "PATH": f"{bin_folder}:{os.environ['PATH']}", "PYTHONPATH": str(copy)}
+
+
+def run_block(name: str, copy: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
+    done = []
+    for line in page_blocks()[name]:
+        done.append(subprocess.run(["bash", "-c", line], cwd=copy, env=env, capture_output=True,
+                                   text=True, timeout=900, check=False))
+        allowed = (0, 1) if " compare " in f" {line} " else (0,)
+        assert done[-1].returncode in allowed, f"{line}\n{done[-1].stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def page_run(tmp_path_factory):
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset is not installed")
+    copy = clone(tmp_path_factory.mktemp("comparing"))
+    env = shell(copy)
+    return copy, {name: run_block(name, copy, env) for name in ("cores", "commits")}
+
+
+def test_the_page_has_the_three_comparisons_and_says_why_one_is_not_run():
+    assert set(page_blocks()) == {"cores", "podman", "commits"}
+    assert set(NOT_RUN) <= set(page_blocks())
+    pytest.skip(f"the podman block: {NOT_RUN['podman']}")
+
+
+def test_two_core_counts_differ_in_threads_only(page_run):
+    copy, done = page_run
+    text = done["cores"][2].stdout
+    assert re.search(r"environment fields that differ \(base -> candidate\):\n"
+                     r"  torch_threads: 1 -> \d+\n\n", text), text
+    found = json.loads((copy / OUTPUTS / "comparison.json").read_text())
+    assert list(found["differences"]) == ["torch_threads"]
+    experiment, = found["experiments"]
+    assert experiment["repetitions"] == [3, 3]
+    verdicts = {m["measure"]: m["verdict"] for m in experiment["measures"]}
+    assert {"grad (s/iteration)", "denoise (s/iteration)", "iteration (s)",
+            "peak host memory (MiB)", "best PSNR", "final PSNR"} <= set(verdicts)
+    assert set(verdicts.values()) <= {"faster", "slower", "same", "smaller", "larger",
+                                      "better", "worse"}
+    assert found["regressions"] == sum(m["regression"] for m in experiment["measures"])
+    assert done["cores"][2].returncode == (1 if found["regressions"] else 0)
+
+
+def test_the_report_keeps_both_core_counts_labelled_by_threads(page_run):
+    copy, done = page_run
+    summary = done["cores"][4].stdout
+    assert "6 run(s) from 2 file(s)" in summary and "0 duplicate(s) dropped" in summary
+    assert "environments" in summary.split("figures:")[1]
+    page = (copy / OUTPUTS / "environments.html").read_text()
+    assert "threads=1" in page and re.search(r"threads=[2-9]", page)
+    assert "Environments: the same experiment in each environment" in page
+
+
+def test_two_commits_differ_in_the_commit(page_run):
+    copy, done = page_run
+    text = done["commits"][-1].stdout
+    commits = subprocess.run(["git", "rev-parse", "HEAD~1", "HEAD"], cwd=copy,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert f"code_commit: {commits[0]} -> {commits[1]}" in text
+    rows = pd.read_parquet(copy / OUTPUTS / "after.parquet")
+    assert set(rows["prov_code_commit"]) == {commits[1]}
+
+
+def test_bad_input_from_the_command_line_is_one_line_and_exit_2(page_run, tmp_path):
+    copy, _ = page_run
+    results = copy / OUTPUTS
+    cases = [([results / "one_core.parquet", results / "one_core.parquet"], "itself"),
+             ([results / "one_core.parquet", PAGE], "not a readable parquet file"),
+             ([results / "one_core.parquet", results / "all_cores.parquet", "--tolerance",
+               "0"], "--tolerance must be a fraction in (0, 1)")]
+    for arguments, message in cases:
+        done = run_cli("compare", *arguments, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_measurement_tool_prints_threads_false_alarms_and_why_podman_is_missing(tmp_path):
+    """tools/compare_environments.py on a tiny CT: the tables docs/performance.md records."""
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset is not installed")
+    done = subprocess.run([sys.executable, "-m", "tools.compare_environments", "--size", "32",
+                           "--angles", "12", "--iterations", "2", "--identical", "2",
+                           "--tolerances", "0.1", "0.2", "--folder", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"\| 10% \| \d+ \| \d+ \|", done.stdout), done.stdout
+    assert re.search(r"\| 20% \| \d+ \| \d+ \|", done.stdout), done.stdout
+    assert "differing fields: torch_threads: 1 -> " in done.stdout
+    assert "### host against the podman image" in done.stdout
+    assert ("not measured: " in done.stdout) == (shutil.which("podman") is None)
