@@ -113,9 +113,9 @@ def default_experiment() -> str:
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """The ``scalebench`` subcommands and their parsers, in the parser's order."""
-    from scalebench.cli import _parser
+    from scalebench.cli_arguments import build_parser
 
-    actions = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(actions[0].choices)
 
 

@@ -1,5 +1,6 @@
-"""The ``scalebench`` command line: one parser, one function per subcommand (``COMMANDS``) and
-one exit-status rule (scalebench.errors.exit_status). docs/cli.md is generated from the parser.
+"""The ``scalebench`` command line: one function per subcommand (``COMMANDS``) and one
+exit-status rule (scalebench.errors.exit_status); the parser is scalebench.cli_arguments
+(docs/cli.md is generated from it).
 
 This module and the launcher import only the standard library: the process that waits for a
 run holds no torch, deepinv or problem data.
@@ -15,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalebench import __version__
+from scalebench.cli_arguments import build_parser
 from scalebench.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -27,172 +28,6 @@ from scalebench.errors import (
 )
 from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
 from scalebench.results import compare_command
-
-
-def positive_int(text: str) -> int:
-    """An argument that counts something (ranks, repeats): a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-# What each subcommand does, at length (its --help and docs/cli.md).
-DESCRIPTIONS = {
-    "run": "Validate the whole experiment file, then run each of its experiments (locally on "
-           "--nproc ranks, or with --launcher srun across a SLURM allocation), publishing the "
-           "results parquet atomically after each and the HTML report at the end; --resume "
-           "completes a partial run; --runtime with --image runs the ranks in a container.",
-    "validate": "Check an experiment file for --nproc ranks and exit: every problem one line.",
-    "plan": "Every job of an experiment with its resources, memory per rank and command, and "
-            "the campaign's GPU- and CPU core-hours; every problem one line, before anything "
-            "is submitted.",
-    "capacity": "The largest size of each configuration whose predicted per-rank peak fits "
-                "the memory budget, from a memory model calibrated by short real runs, then "
-                "refined by runs near the answer until they are predicted within 10 % "
-                "(--quick: no refinement; one line per configuration and rank count).",
-    "report": "Merge results files into one self-contained HTML page (no network request): "
-              "quality, per-step time, memory, capacity, scaling, images and provenance.",
-    "compare": compare_command.DESCRIPTION,
-    "check": "Check that every row of a results file has complete provenance of the right "
-             "types (exit 0 good, 1 findings, 2 unreadable).",
-    "replay": "Re-run the runs of archived rows (one per config, repetition and world size) "
-              "and compare them bit for bit (exit 0 when every run matches).",
-    "verify-image": "Check that a container image is the one rows recorded, before a replay "
-                    "(exit 0 it is, 1 another image, 2 bad input).",
-    "fetch": "Download and verify the pretrained weights (into the torch hub cache) and data "
-             "sets (into the scalebench cache) the manifest lists.",
-}
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="scalebench", description=f"{__doc__.splitlines()[0]} (scalebench {__version__})")
-    parser.add_argument("--version", action="version", version=f"scalebench {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, summary: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=summary, description=DESCRIPTIONS[name])
-
-    run_parser = command("run", "validate and run an experiment file")
-    run_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
-    run_parser.add_argument("--benchmark", type=Path,
-                            help="benchopt benchmark folder (default: the repository's folder "
-                            "for the objective the config names)")
-    run_parser.add_argument("--output", help="result name: <benchmark>/outputs/<name>.parquet "
-                            "(default: <config name>_<date-time>); never overwrites")
-    run_parser.add_argument("--outputs", type=Path, default=None,
-                            help="results folder (default: <benchmark>/outputs)")
-    run_parser.add_argument("--no-html", action="store_true", help="skip the HTML report")
-    run_parser.add_argument("--nproc", type=positive_int, default=1,
-                            help="ranks on this machine (default 1)")
-    run_parser.add_argument("--launcher", choices=("local", "srun"), default="local",
-                            help="local processes, or one srun step per experiment inside a "
-                            "SLURM allocation (ranks = the allocation's tasks)")
-    run_parser.add_argument("--resume", action="store_true",
-                            help="complete the partial result named by --output")
-    interpreter = run_parser.add_mutually_exclusive_group()
-    interpreter.add_argument("--python", default=None,
-                             help="command that runs Python with the benchmark's stack, for "
-                             "the ranks and the launcher's children (default: "
-                             "this interpreter), e.g. 'slurm_templates/task-python.sh'")
-    interpreter.add_argument("--runtime", choices=("apptainer", "docker", "podman"),
-                             help="run the launcher's children and the ranks inside --image (GPUs, "
-                             "binds "
-                             "and engine options: the SB_* variables of "
-                             "scalebench.launch.launch_variables)")
-    run_parser.add_argument("--image", help="SIF file (apptainer) or image (docker, podman)")
-    run_parser.add_argument("--srun-args", default="",
-                            help="extra srun options for every experiment's step")
-    validate = command("validate", "check an experiment file and exit")
-    validate.add_argument("config", type=Path, help="experiment YAML file")
-    validate.add_argument("--nproc", type=positive_int, default=1, help="ranks to check for")
-    plan = command("plan", "list and check every job of an experiment "
-                               "before submitting it")
-    plan.add_argument("config", type=Path, help="experiment YAML file")
-    plan.add_argument("--parallel-config", type=Path, default=None,
-                      help="benchopt submitit parallel config (e.g. configs/scaling/"
-                      "submitit.yml): jobs are planned as benchopt would submit them")
-    plan.add_argument("--nproc", type=positive_int, default=1,
-                      help="ranks of a local run for experiments that set none (default 1)")
-    plan.add_argument("--format", choices=("text", "json"), default="text",
-                      help="a table (default) or JSON")
-    plan.add_argument("--configs", type=Path, default=None,
-                      help="write each job's one-run config here; its command then runs it alone")
-    plan.add_argument("--benchmark", type=Path,
-                      help="benchopt benchmark folder (default: the repository's folder for "
-                      "the objective the config names)")
-    capacity = command("capacity", "the largest size of each configuration "
-                                   "whose predicted per-rank peak fits a memory budget")
-    capacity.add_argument("config", type=Path, help="experiment YAML file")
-    capacity.add_argument("--memory", required=True,
-                          help="budget per rank, e.g. 80GiB (device memory with --device cuda, "
-                          "host memory on the CPU)")
-    capacity.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                          help="device of the runs (default: each solver's own)")
-    ranks = capacity.add_mutually_exclusive_group()
-    ranks.add_argument("--nproc", type=positive_int, default=1,
-                       help="ranks of experiments that set none (default 1)")
-    ranks.add_argument("--parallel-config", type=Path, default=None,
-                       help="benchopt submitit parallel config: ranks as the jobs would ask "
-                       "for them (its slurm_nodes x slurm_ntasks_per_node under the solver's)")
-    capacity.add_argument("--size-parameter", default="image_size",
-                          help="the dataset parameter that sets the size (default image_size)")
-    capacity.add_argument("--calibration-size", type=positive_int, default=128,
-                          help="largest size probed to calibrate (default 128; probes at a "
-                          "quarter, half, three quarters of it and at it)")
-    capacity.add_argument("--format", choices=("text", "json"), default="text",
-                          help="a table (default) or JSON, with what the report's capacity "
-                          "view draws")
-    capacity.add_argument("--verify", action="store_true",
-                          help="run the largest predicted size of each one-rank line once, "
-                          "whole (no repetition cut as in the probes), and print its "
-                          "predicted and measured peak and their ratio")
-    capacity.add_argument("--quick", action="store_true",
-                          help="calibrate at the small sizes only, without probing near the "
-                          "answer: faster, a bound (high by up to 2x far from the probes)")
-    report = command("report", "one offline HTML page of merged results")
-    report.add_argument("results", type=Path, nargs="+", help="results parquet files")
-    report.add_argument("-o", "--output", type=Path, default=Path("report.html"),
-                        help="HTML file to write (default: report.html)")
-    report.add_argument("--png", type=Path, default=None,
-                        help="also write every figure as a PNG file into this folder")
-    report.add_argument("--capacity", type=Path, action="append", default=[], metavar="FILE",
-                        help="answers of `scalebench capacity --format json` for the capacity "
-                        "view (repeatable)")
-    compare_command.add_arguments(command("compare", compare_command.SUMMARY))
-    check = command("check", "check the provenance of a results file")
-    check.add_argument("results", type=Path, help="results parquet file")
-    replay = command("replay", "re-run archived results, compare bit for bit")
-    replay.add_argument("results", type=Path, help="results parquet file")
-    replay.add_argument("--rows", help="rows whose experiments to replay, e.g. '0,4-7' "
-                        "(default: all)")
-    replay.add_argument("--force", action="store_true", help="replay even where the "
-                        "environment differs, comparing within a tolerance")
-    replay.add_argument("--benchmark", type=Path, help="benchopt benchmark folder (default: "
-                        "the one each result row's stored config names)")
-    verify = command("verify-image", "check a container image's digest before a replay")
-    verify.add_argument("image", help="SIF file, or image name/ID known to the engine")
-    verify.add_argument("--digest", required=True, help="expected digest, sha256:HEX")
-    verify.add_argument("--engine", default=os.environ.get("SCALEBENCH_ENGINE", "docker"),
-                        help="docker or podman, with global options")
-    fetch = command("fetch", "download and verify weights and data sets")
-    fetch.add_argument("--weights", action="store_true",
-                       help="every pretrained weights file (into $TORCH_HOME/hub/checkpoints)")
-    fetch.add_argument("--data", action="append", default=[], metavar="NAME",
-                       help="a data set (repeatable), e.g. walnut")
-    fetch.add_argument("--cache", type=Path, default=None,
-                       help="data cache folder (default: $SCALEBENCH_CACHE, else "
-                       "$XDG_CACHE_HOME/scalebench, else ~/.cache/scalebench)")
-    fetch.add_argument("--allow-unverified", action="store_true",
-                       help="accept files whose checksum the manifest does not know, recording "
-                       "their sha256 as they arrive")
-    fetch.add_argument("--manifest", type=Path, default=None,
-                       help="manifest to read instead of the packaged one (e.g. a mirror's)")
-    return parser
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -355,7 +190,7 @@ COMMANDS = {"run": _run, "validate": _validate, "plan": _plan, "capacity": _capa
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand; every error ends in ``scalebench: error:`` lines and the exit
     status of errors.exit_status (2 bad input, 1 failed work)."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
 
     def command() -> int:
         if args.command in ("run", "validate", "plan", "capacity"):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Generic, TextIO, TypeVar
 import yaml
 
 from scalebench.benchmarks import INFERENCE
-from scalebench.cli import positive_int
+from scalebench.cli_arguments import positive_int
 from scalebench.repository import REPO
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ from tests.support.paths import REPO
 HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 
 
-LIGHT_MODULES = ("scalebench.cli", "scalebench.launch.runner", "scalebench.launch.failures",
+LIGHT_MODULES = ("scalebench.cli", "scalebench.cli_arguments",
+                 "scalebench.launch.runner", "scalebench.launch.failures",
                  "scalebench.launch.processes", "scalebench.launch.rank_entry",
                  "scalebench.launch.progress",
                  "scalebench.launch.containers", "scalebench.launch.rank_env",
