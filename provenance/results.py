@@ -100,6 +100,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """``text`` at ``path`` (its folder made), whole or not at all, through a temporary file of
+    this writer's own: two writers of one cache entry both succeed, and the entry is one of
+    theirs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as temporary:
+        temporary.write_text(text)
+
+
 def write_atomically(table: pa.Table, path: Path) -> None:
     """Write next to ``path`` then rename: readers see the old file or the new one."""
     with atomic_path(path) as temporary:

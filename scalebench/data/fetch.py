@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from provenance.results import atomic_path
+from provenance.results import atomic_path, write_text_atomically
 from scalebench.data.cache import cache_root, offline
 from scalebench.data.manifest import Entry
 from scalebench.errors import CommandFailed, ConfigError, MissingFileError
@@ -98,15 +98,10 @@ def require_file(entry: Entry, path: Path) -> Path:
     return path
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    with atomic_path(path) as temporary:
-        temporary.write_text(text)
-
-
 def accept_file(path: Path) -> str:
     """Record the sha256 of ``path`` as accepted (for files the manifest has no checksum for)."""
     sha256 = file_digest(path)
-    _write_atomically(_accepted(path), sha256 + "\n")
+    write_text_atomically(_accepted(path), sha256 + "\n")
     return sha256
 
 
@@ -176,7 +171,7 @@ def fetch(entry: Entry, path: Path, allow_unverified: bool = False) -> bool:
     with atomic_path(path) as partial:
         sha256 = _download(entry, partial)
     if not entry.verifiable:
-        _write_atomically(_accepted(path), sha256 + "\n")  # the sha256 computed while streaming
+        write_text_atomically(_accepted(path), sha256 + "\n")  # the sha256 computed while streaming
         print(f"{entry.name}: accepted without a published checksum: sha256 {sha256}",
               file=sys.stderr)
     return True

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from provenance.results import atomic_path
+from provenance.results import write_text_atomically
 from scalebench.data.cache import cache_root
 from scalebench.rank.settings import process_settings
 
@@ -195,9 +195,7 @@ def read_cached(path: Path, key: dict) -> float | None:
 
 def write_atomically(path: Path, entry: dict) -> None:
     """Write ``entry`` as JSON to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as temporary:
-        temporary.write_text(json.dumps(entry, sort_keys=True))
+    write_text_atomically(path, json.dumps(entry, sort_keys=True))
 
 
 def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,

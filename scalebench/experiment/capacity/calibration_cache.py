@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from provenance.results import write_text_atomically
 from scalebench.data.cache import cache_root
 from scalebench.experiment.capacity.configuration import Configuration, configuration_key
 from scalebench.experiment.capacity.model import MemoryModel
@@ -41,11 +42,9 @@ def read_entry(path: Path) -> tuple[MemoryModel, dict] | None:
 
 def write_entry(path: Path, record: dict) -> None:
     """``record`` at ``path``, whole or not at all (a parallel reader sees the old entry or
-    the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(record))
-    partial.replace(path)
+    the new one; two calibrations of one configuration each write through their own
+    temporary file)."""
+    write_text_atomically(path, json.dumps(record))
 
 
 def cached_model(configuration: Configuration, sizes: list[int] | None = None
