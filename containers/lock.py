@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provenance.results import atomic_path
+from provenance.files import atomic_path
 
 HEADER = ("# Every version of the environment, as installed and tested together (pip freeze).\n"
           "# Used as pip constraints by the Makefile; regenerate with: make lock\n")

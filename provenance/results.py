@@ -7,16 +7,13 @@ blobs behind a marker; such a value is refused with an error naming its column.
 from __future__ import annotations
 
 import json
-import os
-import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from provenance.files import atomic_path
 from provenance.schema import BENCHOPT_PREFIX, COLUMN_PREFIX, METADATA_KEY, SCHEMA_VERSION
 
 BENCHOPT_COLUMNS = ("solver_name", "dataset_name", "objective_name", "stop_val", "idx_rep")
@@ -83,30 +80,6 @@ def distinct_records(table: pa.Table) -> list[dict]:
               if n.startswith(COLUMN_PREFIX) and n != COLUMN_PREFIX + "result_sha256"]
     frame = table.select(fields).to_pandas().drop_duplicates()
     return json.loads(frame.to_json(orient="records"))
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A fresh temporary file next to ``path`` for the block to write; renamed onto ``path``
-    when the block ends normally, removed otherwise. Readers see the old file or the new one;
-    concurrent writers (ranks filling one cache entry) never share a temporary file; the new
-    file has a plain file's permissions (umask applied), so other users can read a cache."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part")
-    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """``text`` at ``path`` (its folder made), whole or not at all, through a temporary file of
-    this writer's own: two writers of one cache entry both succeed, and the entry is one of
-    theirs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as temporary:
-        temporary.write_text(text)
 
 
 def write_atomically(table: pa.Table, path: Path) -> None:

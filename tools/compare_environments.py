@@ -22,7 +22,6 @@ is what the identical campaigns measure.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import shutil
@@ -32,7 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from scalebench.benchmarks import INFERENCE
+from scalebench.cli_arguments import positive_int
+from tools.measuring import REPO, add_iterations, tool_parser
 
 
 def _config(size: int, angles: int, iterations: int, repetitions: int) -> str:
@@ -124,12 +125,12 @@ def podman_section(folder: Path, image: str | None, host: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=512)
-    parser.add_argument("--angles", type=int, default=128)
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--identical", type=int, default=5)
+    parser = tool_parser(__doc__, __file__)
+    parser.add_argument("--size", type=positive_int, default=512)
+    parser.add_argument("--angles", type=positive_int, default=128)
+    add_iterations(parser, 10)
+    parser.add_argument("--repetitions", type=positive_int, default=3)
+    parser.add_argument("--identical", type=positive_int, default=5)
     parser.add_argument("--tolerances", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5])
     parser.add_argument("--image", default=None, help="podman image for the host comparison")
     parser.add_argument("--folder", type=Path, default=None,
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "ct.yml").write_text(_config(args.size, args.angles, args.iterations,
                                            args.repetitions))
-    shutil.copytree(REPO / "benchmark_inference", folder / "benchmark_inference",
+    shutil.copytree(INFERENCE.path, folder / INFERENCE.folder,
                     ignore=shutil.ignore_patterns("outputs", "__pycache__"), dirs_exist_ok=True)
     identical = [_run(folder, f"cores2_{i}", []) for i in range(args.identical)]
     one_core = _run(folder, "core1", ["taskset", "-c", "0"])

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from provenance.results import atomic_path, write_text_atomically
+from provenance.files import atomic_path, write_text_atomically
 from scalebench.data.cache import cache_root, offline
 from scalebench.data.manifest import Entry
 from scalebench.errors import CommandFailed, ConfigError, MissingFileError

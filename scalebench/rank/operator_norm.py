@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from provenance.results import write_text_atomically
+from provenance.files import write_text_atomically
 from scalebench.data.cache import cache_root
 from scalebench.rank.settings import process_settings
 

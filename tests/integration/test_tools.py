@@ -46,7 +46,7 @@ def test_every_tool_answers_help_with_its_module_command():
                           capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     answers = json.loads(done.stdout.splitlines()[-1])
-    assert sorted(answers) == TOOLS and len(TOOLS) == 22
+    assert sorted(answers) == TOOLS and len(TOOLS) > 20  # the glob found the tools
     for name, (code, text) in answers.items():
         assert code in (0, None), (name, code)
         assert text.startswith(f"usage: python -m tools.{name}"), (name, text[:200])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from provenance.results import write_text_atomically
+from provenance.files import write_text_atomically
 from scalebench.data.cache import cache_root
 from scalebench.experiment.capacity.configuration import Configuration, configuration_key
 from scalebench.experiment.capacity.model import MemoryModel

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from provenance.results import atomic_path
+from provenance.files import atomic_path
 from scalebench.errors import ScalebenchError
 from scalebench.results.report.capacity import load_capacity
 from scalebench.results.report.data import Results, estimate_images, load_results
