@@ -92,12 +92,18 @@ def environment_differences(base: pd.DataFrame, candidate: pd.DataFrame,
     return differing_fields(sides, fields)
 
 
+def _paired(base: pd.DataFrame, candidate: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Column ``name`` of both sides on their common repetitions and iterations (``name``_x:
+    the base's, ``name``_y: the candidate's)."""
+    keys = ["idx_rep", "stop_val"]
+    return base[keys + [name]].merge(candidate[keys + [name]], on=keys)
+
+
 def _bitwise(base: pd.DataFrame, candidate: pd.DataFrame) -> str:
     digest = column("result_sha256")
     if digest not in base or digest not in candidate:
         return "not recorded"
-    keys = ["idx_rep", "stop_val"]
-    joined = base[keys + [digest]].merge(candidate[keys + [digest]], on=keys)
+    joined = _paired(base, candidate, digest)
     if joined.empty:
         return "no common iteration"
     equal = int((joined[f"{digest}_x"] == joined[f"{digest}_y"]).sum())
@@ -109,8 +115,7 @@ def _metric_difference(base: pd.DataFrame, candidate: pd.DataFrame,
                        metric: str) -> float | None:
     if metric not in base or metric not in candidate:
         return None
-    keys = ["idx_rep", "stop_val"]
-    joined = base[keys + [metric]].merge(candidate[keys + [metric]], on=keys)
+    joined = _paired(base, candidate, metric)
     difference = (joined[f"{metric}_x"] - joined[f"{metric}_y"]).abs()
     return float(difference.max()) if difference.notna().any() else None
 
