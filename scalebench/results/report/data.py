@@ -317,12 +317,13 @@ def per_run(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def step_peaks(table: pd.DataFrame) -> dict[str, pd.Series]:
-    """Per ``per_run`` row, the largest peak of any step and any rank, by memory:
+def step_peaks(table: pd.DataFrame, steps: tuple[str, ...] = INFERENCE_STEPS
+               ) -> dict[str, pd.Series]:
+    """Per ``per_run`` row, the largest peak of any of ``steps`` and any rank, by memory:
     'host_rss' (resident set) and 'cuda_alloc' (CUDA allocated), those recorded."""
     peaks = {}
     for kind in ("host_rss", "cuda_alloc"):
-        columns = [c for step in INFERENCE_STEPS
+        columns = [c for step in steps
                    for c in [measured(table, f"objective_{step}_peak_{kind}_mib")] if c]
         if columns:
             peaks[kind] = table[columns].max(axis=1)

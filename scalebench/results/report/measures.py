@@ -10,17 +10,11 @@ import pandas as pd
 
 from scalebench.rank.names import INFERENCE_STEPS, TRAINING_STEPS
 from scalebench.results.compare_rules import HIGHER, LOWER, Measure
-from scalebench.results.report.data import RUN, headline_metric, measured, per_run
+from scalebench.results.report.data import RUN, headline_metric, measured, per_run, step_peaks
 from scalebench.results.report.methods import time_to_target
 
 STEPS = (*INFERENCE_STEPS, *TRAINING_STEPS, "step")  # "step": a whole training step
 PEAKS = {"peak host memory (MiB)": "host_rss", "peak device memory (MiB)": "cuda_alloc"}
-
-
-def _step_peak(table: pd.DataFrame, kind: str) -> pd.Series | None:
-    columns = [c for step in STEPS for c in [measured(table, f"objective_{step}_peak_{kind}_mib")]
-               if c]
-    return table[columns].max(axis=1) if columns else None
 
 
 def run_measures(rows: pd.DataFrame) -> tuple[list[Measure], pd.DataFrame]:
@@ -37,8 +31,9 @@ def run_measures(rows: pd.DataFrame) -> tuple[list[Measure], pd.DataFrame]:
         name = measured(table, f"objective_{step}_time_s")
         add(Measure(f"{step} (s/iteration)", "time", LOWER), table[name] if name else None)
     add(Measure("iteration (s)", "time", LOWER), table["time_per_iteration_s"])
+    peaks = step_peaks(table, STEPS)
     for name, kind in PEAKS.items():
-        add(Measure(name, "memory", LOWER), _step_peak(table, kind))
+        add(Measure(name, "memory", LOWER), peaks.get(kind))
     if "objective_throughput_pixels_per_s" in table:
         add(Measure("throughput (pixels/s)", "throughput", HIGHER),
             table["objective_throughput_pixels_per_s"])
