@@ -252,8 +252,9 @@ def print_figures(figures: dict) -> None:
 
 def private_benchmark(folder: Path) -> Path:
     """A copy of the inference benchmark in ``folder``: a launch's outputs land there, not in
-    the repository's."""
-    return Path(shutil.copytree(INFERENCE.path, folder / INFERENCE.folder,
+    the repository's. A copy already there (a tool's ``--folder`` given again) is brought up to
+    date and keeps its outputs."""
+    return Path(shutil.copytree(INFERENCE.path, folder / INFERENCE.folder, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns("outputs", "__pycache__")))
 
 
@@ -290,10 +291,12 @@ def scalebench_command(*args: object) -> list[str]:
     return [sys.executable, "-m", "scalebench", *map(str, args)]
 
 
-def launch_command(config: Path, benchmark: Path, output: str, nproc: int = 1) -> list[str]:
-    """`scalebench run` of ``config`` into ``benchmark``'s outputs/OUTPUT.parquet."""
+def launch_command(config: Path, benchmark: Path, output: str, nproc: int = 1,
+                   options: Sequence[object] = ()) -> list[str]:
+    """`scalebench run` of ``config`` into ``benchmark``'s outputs/OUTPUT.parquet, with
+    further `run` ``options`` (``--runtime podman``...)."""
     return scalebench_command("run", config, "--benchmark", benchmark, "--output", output,
-                              "--no-html", "--nproc", nproc)
+                              "--no-html", "--nproc", nproc, *options)
 
 
 @dataclass(frozen=True)
@@ -334,7 +337,14 @@ class Launch:
         return pd.read_parquet(self.results)
 
 
-def run_config(config: Path, benchmark: Path, output: str, nproc: int = 1) -> Launch:
-    finished = _finished(launch_command(config, benchmark, output, nproc))
-    return Launch(finished, benchmark / "outputs" / f"{output}.parquet")
+def run_config(config: Path, benchmark: Path, output: str, nproc: int = 1,
+               options: Sequence[object] = (), prefix: Sequence[str] = ()) -> Launch:
+    """`launch_command`, timed, under the command ``prefix`` (``taskset -c 0``) if any."""
+    finished = _finished([*prefix, *launch_command(config, benchmark, output, nproc, options)])
+    return Launch(finished, launched_results(benchmark, output))
+
+
+def launched_results(benchmark: Path, output: str) -> Path:
+    """Where `launch_command` publishes the results named ``output``."""
+    return benchmark / "outputs" / f"{output}.parquet"
 
