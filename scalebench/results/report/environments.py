@@ -27,11 +27,11 @@ from scalebench.results.report.figures import (
     legend_below,
     legend_height,
     new_figure,
-    number,
     skip,
     wrap,
 )
 from scalebench.results.report.measures import run_measures
+from scalebench.results.report.repetitions import values_text
 
 # Where the runs ran, shown per environment (provenance.environments.SHOWN_FIELDS: no part
 # of it).
@@ -110,11 +110,7 @@ def _summary(results: Results, first: pd.DataFrame, figures: pd.DataFrame,
         runs = first[first["_environment"] == key]
         hosts = sorted({str(v) for f in HOST_FIELDS if column(f) in runs
                         for v in runs[column(f)].dropna() if str(v)})
-        measured = []
-        for name in measures:
-            band = figures.loc[runs.index, name]
-            measured.append(f"{number(band.median(), 4)} ({number(band.min(), 4)}–"
-                            f"{number(band.max(), 4)})")
+        measured = [values_text(figures.loc[runs.index, name], 4) for name in measures]
         table.append([label, names[key], "; ".join(f"{field}={values[index]}" for field, values
                                                    in differences.items()),
                       ", ".join(hosts), str(len(runs)), *measured])
