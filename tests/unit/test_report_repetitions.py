@@ -75,10 +75,15 @@ def test_a_series_is_the_run_without_its_repetition_with_median_lowest_and_highe
 def test_the_per_step_bars_show_each_step_s_median_and_the_total_s_range():
     steps = [{"objective_grad_time_s_max": grad, "objective_denoise_time_s_max": 0.1}
              for grad in (0.4, 0.1, 0.2)]
-    view = step_breakdown(_results(*(_rep(rep, 1.0, step) for rep, step in enumerate(steps))))
-    assert _error_bars(view.figure.axes[0]) == [(0.2, 0.5)]  # the totals' range
-    (row,) = _table(view)
-    assert row["run"] == "pnp on tomography_2d"  # one bar for the three repetitions
+    single = _rep(0, 1.0, {"objective_grad_time_s_max": 0.3}, config="dd",
+                  solver="pnp[algorithm=drs]", p_solver_algorithm="drs")
+    view = step_breakdown(_results(*(_rep(rep, 1.0, step, p_solver_algorithm="pgd")
+                                     for rep, step in enumerate(steps)), single))
+    # the totals' range; the run of one repetition beside it has no error bar
+    assert _error_bars(view.figure.axes[0]) == [(0.2, 0.5)]
+    row, alone = _table(view)
+    assert (alone["run"], alone["total (s)"]) == ("pnp on tomography_2d algorithm=drs", "0.3")
+    assert row["run"] == "pnp on tomography_2d algorithm=pgd"  # one bar, three repetitions
     assert (row["grad (s)"], row["denoise (s)"], row["total (s)"]) == \
         ("0.2 (0.1–0.4)", "0.1 (0.1–0.1)", "0.3 (0.2–0.5)")
 

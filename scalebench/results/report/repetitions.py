@@ -58,12 +58,13 @@ class Repetitions:
         """Whether any series has two or more repetitions (else no bar and no band)."""
         return bool((self.count > 1).any())
 
-    def errors(self, column: str, centre: pd.Series | None = None) -> list[list[float]]:
-        """Error-bar lengths below and above ``centre`` (default the median) reaching the
-        lowest and the highest repetition, per series (0 for a single repetition)."""
-        centre = self.median[column] if centre is None else centre
-        below = (centre - self.low[column]).clip(lower=0).where(self.count > 1, 0.0)
-        above = (self.high[column] - centre).clip(lower=0).where(self.count > 1, 0.0)
+    def errors(self, column: str, series: list[str] | None = None) -> list[list[float]]:
+        """Error-bar lengths below and above the median reaching the lowest and the highest
+        repetition, per series (of ``series``, default all; 0 for a single repetition)."""
+        index = list(self.first.index) if series is None else list(series)
+        median, repeated = self.median.loc[index, column], self.count[index] > 1
+        below = (median - self.low.loc[index, column]).clip(lower=0).where(repeated, 0.0)
+        above = (self.high.loc[index, column] - median).clip(lower=0).where(repeated, 0.0)
         return [below.fillna(0.0).tolist(), above.fillna(0.0).tolist()]
 
 
@@ -78,12 +79,25 @@ def repetitions(table: pd.DataFrame, columns: list[str]) -> Repetitions:
                        groups.max().loc[order], groups.size().loc[order])
 
 
+def draw_ranges(axis, positions, centres, low, high, count) -> None:
+    """Horizontal error bars at ``positions`` (the bars' rows) from ``low`` to ``high``,
+    drawn for the series of two or more repetitions only (a single one has no range)."""
+    centres, low, high = (pd.Series(list(v), dtype=float) for v in (centres, low, high))
+    keep = (pd.Series(list(count)) > 1) & low.notna() & high.notna()
+    if keep.any():
+        axis.errorbar(centres[keep], pd.Series(list(positions))[keep],
+                      xerr=[(centres - low).clip(lower=0)[keep],
+                            (high - centres).clip(lower=0)[keep]], fmt="none", **ERROR_STYLE)
+
+
 def draw_bars(axis, labels: list[str], spread: Repetitions, column: str, **style) -> None:
     """Horizontal bars of the medians, with an error bar from the lowest to the highest
     repetition where a series has several."""
-    errors = spread.errors(column) if spread.repeated() else None
-    axis.barh(labels, spread.median[column], height=0.7, xerr=errors,
-              error_kw=ERROR_STYLE, **style)
+    rows = range(len(labels))
+    axis.barh(rows, spread.median[column], height=0.7, **style)
+    axis.set_yticks(rows, labels)
+    draw_ranges(axis, rows, spread.median[column], spread.low[column], spread.high[column],
+                spread.count)
 
 
 def draw_line(axis, x, median: pd.Series, low: pd.Series, high: pd.Series, repeated: bool,

@@ -29,7 +29,7 @@ from scalebench.results.report.figures import (
 )
 from scalebench.results.report.methods import reconstructions
 from scalebench.results.report.order import reading_order
-from scalebench.results.report.repetitions import ERROR_STYLE, Repetitions, repetitions
+from scalebench.results.report.repetitions import Repetitions, draw_ranges, repetitions
 
 TOTAL, COMMUNICATED, BUSY = "total", "communication", "busy"
 
@@ -83,9 +83,8 @@ def _figure(labels: list[str], steps: list[str], spread: Repetitions, communicat
     axis = axes[0][0]
     frame.set_axis(labels).plot.barh(stacked=True, ax=axis, width=0.7, legend=False)
     ends = frame.sum(axis=1)
-    if spread.repeated():
-        axis.errorbar(ends, range(len(frame)), xerr=spread.errors(TOTAL, ends), fmt="none",
-                      **ERROR_STYLE)
+    draw_ranges(axis, range(len(frame)), ends, spread.low[TOTAL], spread.high[TOTAL],
+                spread.count)
     axis.set_xlim(0, headroom(pd.concat([ends, spread.high[TOTAL]])))
     axis.set(xlabel="seconds per iteration (mean; maximum over ranks; median over "
              "repetitions)", ylabel="")

@@ -72,7 +72,8 @@ def _trade_off(figure, axis, spread, checkpointing: str, peak: str, throughput: 
     for value, group in spread.first.groupby(checkpointing, dropna=False):
         index = group.index
         axis.errorbar(spread.median.loc[index, peak], spread.median.loc[index, throughput],
-                      xerr=_errors(spread, peak, index), yerr=_errors(spread, throughput, index),
+                      xerr=spread.errors(peak, index) if spread.repeated() else None,
+                      yerr=spread.errors(throughput, index) if spread.repeated() else None,
                       fmt="o", label=f"{checkpointing}={parameter_text(value)}", **ERROR_STYLE)
     axis.set(xlabel=peak, ylabel=throughput)
     axis.set_xlim(0, headroom(spread.high[peak]))
@@ -80,11 +81,3 @@ def _trade_off(figure, axis, spread, checkpointing: str, peak: str, throughput: 
     axis.tick_params(labelsize=SMALL_FONT)
     legend_below(figure, axis)
 
-
-def _errors(spread, column: str, index) -> list | None:
-    """``spread``'s error bars of ``column`` for the series ``index`` (None: one repetition)."""
-    if not spread.repeated():
-        return None
-    below, above = spread.errors(column)
-    where = [list(spread.first.index).index(series) for series in index]
-    return [[below[i] for i in where], [above[i] for i in where]]

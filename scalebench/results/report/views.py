@@ -46,7 +46,7 @@ from scalebench.results.report.figures import (
 from scalebench.results.report.methods import methods, reconstructions
 from scalebench.results.report.order import WORLD, reading_order
 from scalebench.results.report.repetitions import (
-    ERROR_STYLE,
+    draw_ranges,
     draw_time_band,
     range_text,
     repetitions,
@@ -224,11 +224,11 @@ def compile_speedup(results: Results) -> View:
                              for _, plain, compiled in pairs], index=[wrap(n) for n, _, _ in pairs])
     figure, axes = new_figure(8, 0.9 + bar_height(list(speedups.index)) * len(pairs))
     axis = axes[0][0]
-    repeated = speedups["count"] > 1
-    axis.barh(list(speedups.index), speedups["median"], color="tab:green", height=0.7,
-              xerr=[(speedups["median"] - speedups["low"]).where(repeated, 0.0),
-                    (speedups["high"] - speedups["median"]).where(repeated, 0.0)]
-              if repeated.any() else None, error_kw=ERROR_STYLE)
+    rows = range(len(pairs))
+    axis.barh(rows, speedups["median"], color="tab:green", height=0.7)
+    axis.set_yticks(rows, list(speedups.index))
+    draw_ranges(axis, rows, speedups["median"], speedups["low"], speedups["high"],
+                speedups["count"])
     axis.axvline(1.0, color="grey", linestyle=":")
     axis.set(xlabel="denoiser step: time without compile / time with compile (medians over "
              "repetitions)")
