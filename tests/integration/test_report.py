@@ -30,7 +30,7 @@ def test_scalebench_run_renders_the_offline_report_next_to_the_results(campaign)
 
 def test_scaling_axes_come_from_the_measured_world_size(campaign):
     from scalebench.results.report.data import load_results
-    from scalebench.results.report.views import per_run, strong_scaling
+    from scalebench.results.report.scaling import per_run, strong_scaling
 
     results = load_results([campaign[0]])
     table = per_run(results.rows)
@@ -44,7 +44,7 @@ def test_weak_scaling_counts_work_per_rank_not_seeds(campaign, tmp_path):
     """12 angles on 1 rank and 24 on 2 are one series; a seed growing with the ranks is not
     work, so the same runs with a constant angle count give no series."""
     from scalebench.results.report.data import load_results
-    from scalebench.results.report.views import weak_scaling
+    from scalebench.results.report.scaling import weak_scaling
 
     results, _ = campaign
     view = weak_scaling(load_results([results]))

@@ -9,7 +9,7 @@ from scalebench.benchmarks import BENCHMARKS, registered_problems, registered_so
 from scalebench.param_spec import validate_parameters
 from scalebench.rank.names import QUALITY_METRICS, metric_column
 from scalebench.results.report.data import headline_metric
-from scalebench.results.report.views import WORK_PARAMETERS
+from scalebench.results.report.scaling import WORK_PARAMETERS
 
 PROBLEMS = registered_problems()
 

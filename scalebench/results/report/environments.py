@@ -27,11 +27,11 @@ from scalebench.results.report.figures import (
     legend_below,
     legend_height,
     new_figure,
-    number,
     skip,
     wrap,
 )
 from scalebench.results.report.measures import run_measures
+from scalebench.results.report.repetitions import draw_ranges, draw_time_band, values_text
 
 # Where the runs ran, shown per environment (provenance.environments.SHOWN_FIELDS: no part
 # of it).
@@ -52,11 +52,6 @@ def _series(results: Results) -> list[tuple[str, pd.DataFrame]]:
             if group["_environment"].nunique() > 1]
 
 
-def _median_band(values: pd.Series, groups: pd.Series) -> pd.DataFrame:
-    """Per environment: median, lowest and highest repetition."""
-    return values.groupby(groups, sort=False).agg(["median", "min", "max"])
-
-
 def _bars(axis, figures: pd.DataFrame, columns: list[str], environments: pd.Series,
           names: dict[str, str], xlabel: str) -> None:
     """Side-by-side horizontal bars: one group per measure, one bar per environment (median,
@@ -64,13 +59,13 @@ def _bars(axis, figures: pd.DataFrame, columns: list[str], environments: pd.Seri
     keys = list(dict.fromkeys(environments))
     height = 0.8 / len(keys)
     for index, key in enumerate(keys):
-        bands = [_median_band(figures[c], environments).loc[key] for c in columns]
+        bands = [figures[c].groupby(environments, sort=False).agg(
+            ["median", "min", "max", "count"]).loc[key] for c in columns]
         positions = [row + index * height for row in range(len(columns))]
-        medians = [band["median"] for band in bands]
-        errors = [[band["median"] - band["min"] for band in bands],
-                  [band["max"] - band["median"] for band in bands]]
-        axis.barh(positions, medians, height=height, xerr=errors, capsize=2,
+        axis.barh(positions, [band["median"] for band in bands], height=height,
                   color=f"C{index % 10}", label=names[key])
+        draw_ranges(axis, positions, *([band[part] for band in bands]
+                                       for part in ("median", "min", "max", "count")))
     axis.set_yticks([row + 0.4 - height / 2 for row in range(len(columns))],
                     [wrap(c, 24) for c in columns])
     axis.invert_yaxis()
@@ -86,12 +81,9 @@ def _curves(axis, rows: pd.DataFrame, environments: pd.Series, names: dict[str, 
     rows = rows.assign(_environment=rows[RUN].map(environments))
     for index, (key, part) in enumerate(rows.groupby("_environment", sort=False)):
         by_iteration = part.groupby("stop_val")
-        time, value = by_iteration["time"].agg(["median", "min", "max"]), \
-            by_iteration[metric].median()
-        axis.plot(time["median"], value, marker="o", markersize=3, color=f"C{index % 10}",
-                  label=names[key])
-        axis.fill_betweenx(value, time["min"], time["max"], color=f"C{index % 10}",
-                           alpha=0.25, linewidth=0)
+        band = by_iteration["time"].agg(["median", "min", "max"]).assign(
+            **{metric: by_iteration[metric].median()})
+        draw_time_band(axis, band, metric, color=f"C{index % 10}", label=names[key])
     axis.set(xlabel="solver time (s, set-up excluded)", ylabel=label)
     axis.tick_params(labelsize=SMALL_FONT)
     axis.grid(alpha=0.3)
@@ -110,11 +102,7 @@ def _summary(results: Results, first: pd.DataFrame, figures: pd.DataFrame,
         runs = first[first["_environment"] == key]
         hosts = sorted({str(v) for f in HOST_FIELDS if column(f) in runs
                         for v in runs[column(f)].dropna() if str(v)})
-        measured = []
-        for name in measures:
-            band = figures.loc[runs.index, name]
-            measured.append(f"{number(band.median(), 4)} ({number(band.min(), 4)}–"
-                            f"{number(band.max(), 4)})")
+        measured = [values_text(figures.loc[runs.index, name], 4) for name in measures]
         table.append([label, names[key], "; ".join(f"{field}={values[index]}" for field, values
                                                    in differences.items()),
                       ", ".join(hosts), str(len(runs)), *measured])

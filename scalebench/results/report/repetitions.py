@@ -1,19 +1,114 @@
-"""Repetitions drawn as one: where a run's series (its experiment in one environment) holds
-two or more repetitions, views that plot time draw their median with a band from the fastest
-to the slowest repetition, once, instead of a line per repetition. Imports no torch."""
+"""A run's repetitions, drawn and tabled as one: the rule of every view that plots time.
+
+A series is a run without its repetition: one experiment (config hash, world size) in one
+environment, across ``idx_rep``. Per time figure a series shows its median, with an error bar
+or a band from the lowest to the highest repetition, and tables print "median (lowest–
+highest)"; a series of one repetition draws and prints its figure alone, with no band.
+Imports no torch.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 
 from scalebench.results.report.data import RUN
+from scalebench.results.report.figures import number
 
 BAND_ALPHA = 0.2
+ERROR_STYLE = {"ecolor": "black", "elinewidth": 0.8, "capsize": 2}
 
 
 def series_of(runs: pd.Series) -> pd.Series:
     """Per run key, its series: the run without its repetition."""
     return runs.astype(str).str.replace(r"/rep[^/]*", "", regex=True)
+
+
+def range_text(median, low, high, count: int, digits: int = 3) -> str:
+    """A figure over repetitions for a table: 'median (lowest–highest)' where two or more
+    repetitions measured it, else the figure alone ('-' when missing)."""
+    if count < 2 or pd.isna(low) or pd.isna(high):
+        return number(median, digits)
+    return f"{number(median, digits)} ({number(low, digits)}–{number(high, digits)})"
+
+
+def values_text(values: pd.Series, digits: int = 3) -> str:
+    """``range_text`` of one series' repetitions (``values``, one per repetition)."""
+    known = values.dropna()
+    return range_text(known.median(), known.min(), known.max(), len(known), digits)
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """Per series, indexed by its first run: the first run's row of the table, and per figure
+    column the median, lowest and highest repetition and the repetitions counted."""
+
+    first: pd.DataFrame
+    median: pd.DataFrame
+    low: pd.DataFrame
+    high: pd.DataFrame
+    count: pd.Series
+
+    def text(self, column: str, series: str, digits: int = 3) -> str:
+        return range_text(self.median.loc[series, column], self.low.loc[series, column],
+                          self.high.loc[series, column], int(self.count[series]), digits)
+
+    def repeated(self) -> bool:
+        """Whether any series has two or more repetitions (else no bar and no band)."""
+        return bool((self.count > 1).any())
+
+    def errors(self, column: str, series: list[str] | None = None) -> list[list[float]]:
+        """Error-bar lengths below and above the median reaching the lowest and the highest
+        repetition, per series (of ``series``, default all; 0 for a single repetition)."""
+        index = list(self.first.index) if series is None else list(series)
+        median, repeated = self.median.loc[index, column], self.count[index] > 1
+        below = (median - self.low.loc[index, column]).clip(lower=0).where(repeated, 0.0)
+        above = (self.high.loc[index, column] - median).clip(lower=0).where(repeated, 0.0)
+        return [below.fillna(0.0).tolist(), above.fillna(0.0).tolist()]
+
+
+def repetitions(table: pd.DataFrame, columns: list[str]) -> Repetitions:
+    """The series of ``table`` (one row per run, indexed by run, as ``per_run`` gives it) in
+    its order, with the median, lowest and highest repetition of each of ``columns``."""
+    runs = table.index.to_series()
+    firsts = runs.groupby(series_of(runs), sort=False).transform("first")
+    groups = table[columns].groupby(firsts, sort=False)
+    order = list(dict.fromkeys(firsts))
+    return Repetitions(table.loc[order], groups.median().loc[order], groups.min().loc[order],
+                       groups.max().loc[order], groups.size().loc[order])
+
+
+def draw_ranges(axis, positions, centres, low, high, count) -> None:
+    """Horizontal error bars at ``positions`` (the bars' rows) from ``low`` to ``high``,
+    drawn for the series of two or more repetitions only (a single one has no range)."""
+    centres, low, high = (pd.Series(list(v), dtype=float) for v in (centres, low, high))
+    keep = (pd.Series(list(count)) > 1) & low.notna() & high.notna()
+    if keep.any():
+        axis.errorbar(centres[keep], pd.Series(list(positions))[keep],
+                      xerr=[(centres - low).clip(lower=0)[keep],
+                            (high - centres).clip(lower=0)[keep]], fmt="none", **ERROR_STYLE)
+
+
+def draw_bars(axis, labels: list[str], spread: Repetitions, column: str, **style) -> None:
+    """Horizontal bars of the medians, with an error bar from the lowest to the highest
+    repetition where a series has several."""
+    rows = range(len(labels))
+    axis.barh(rows, spread.median[column], height=0.7, **style)
+    axis.set_yticks(rows, labels)
+    draw_ranges(axis, rows, spread.median[column], spread.low[column], spread.high[column],
+                spread.count)
+
+
+def draw_line(axis, x, median: pd.Series, low: pd.Series, high: pd.Series, repeated: bool,
+              **style) -> list:
+    """A line of medians and, where repetitions differ, a band from the lowest to the
+    highest."""
+    line = axis.plot(x, median, marker="o", **style)
+    if repeated:
+        axis.fill_between(x, low, high, alpha=BAND_ALPHA, linewidth=0,
+                          color=line[0].get_color())
+    return line
 
 
 def time_bands(rows: pd.DataFrame, metric: str) -> dict[str, pd.DataFrame | None]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from scalebench.benchmarks import registered_problems, registered_solvers
 from scalebench.rank.names import QUALITY_METRICS, metric_column
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
@@ -46,27 +45,25 @@ from scalebench.results.report.figures import (
 )
 from scalebench.results.report.methods import methods, reconstructions
 from scalebench.results.report.order import WORLD, reading_order
-from scalebench.results.report.repetitions import draw_time_band, time_bands
+from scalebench.results.report.repetitions import (
+    draw_ranges,
+    draw_time_band,
+    range_text,
+    repetitions,
+    series_of,
+    time_bands,
+)
+from scalebench.results.report.scaling import (
+    configurations,
+    strong_scaling,
+    weak_scaling,
+)
 from scalebench.results.report.steps import step_breakdown
 from scalebench.results.report.training import training
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
                 for name in ("psnr_db", "snr_db", "ssim", "asinh_psnr_db"))
-
-
-def work_parameters() -> dict[str, int]:
-    """Parameter columns whose growth is more work, and the power the work grows with, as the
-    problems' and solvers' specs give them (counts of views, frames, time steps, channels or
-    patches: 1; image and patch sides: 2), counts first. Seeds and noise levels are not work."""
-    columns = {f"p_dataset_{name}": power for spec in registered_problems().values()
-               for name, power in spec.work_parameters.items()}
-    columns = dict(sorted(columns.items(), key=lambda item: item[1]))
-    return {**columns, **{f"p_solver_{name}": power for spec in registered_solvers().values()
-                          for name, power in spec.work_parameters.items()}}
-
-
-WORK_PARAMETERS = work_parameters()
 
 
 def line_styles(results: Results) -> dict[str, dict]:
@@ -199,139 +196,54 @@ def memory(results: Results) -> View:
                                                      for kind in kinds)], summary))
 
 
-def _series(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame):
-    """Runs grouped by configuration without resources and ``leave_out``."""
-    keys = [c for c in configuration_columns(rows, leave_out) if c in table]
-    if not keys:
-        return [("", table)]
-    return list(table.groupby(keys, dropna=False, sort=False))
-
-
-def strong_scaling(results: Results) -> View:
-    table = per_run(results.rows)
-    if WORLD not in table or table["time_per_iteration_s"].isna().all():
-        return skip("strong_scaling", "Strong scaling", "needs prov_world_size and timed "
-                     "iterations")
-    curves = []
-    for _, group in _series(table, (), results.rows):
-        group = group.dropna(subset=["time_per_iteration_s"]).sort_values(WORLD)
-        by_ranks = group.groupby(WORLD)["time_per_iteration_s"].min()
-        if len(by_ranks) >= 2:
-            curves.append((group, by_ranks))
-    if not curves:
-        return skip("strong_scaling", "Strong scaling", "no configuration was measured on "
-                     "two or more world sizes")
-    names = run_labels(results.rows, (WORLD,))
-    labels = [wrap(names[group.index[0]], 60) for group, _ in curves] + ["ideal"]
-    figure, axes = new_figure(FIGURE_WIDTH, 3.6 + legend_height(labels, FIGURE_WIDTH), 1, 2)
-    speed, efficiency = axes[0]
-    compared, summary = [], []
-    for (group, by_ranks), label in zip(curves, labels, strict=False):
-        base_ranks, base_time = by_ranks.index[0], by_ranks.iloc[0]
-        speedup = base_time / by_ranks
-        ratio = speedup * base_ranks / by_ranks.index
-        speed.plot(by_ranks.index, speedup, marker="o", label=label)
-        efficiency.plot(by_ranks.index, ratio, marker="o", label=label)
-        compared.append(results.rows[results.rows[RUN].isin(group.index)])
-        summary += [[names[group.index[0]], parameter_text(ranks), number(by_ranks[ranks]),
-                     number(speedup[ranks]), number(ratio[ranks])] for ranks in by_ranks.index]
-    top = max(by_ranks.index.max() for _, by_ranks in curves)
-    low = min(by_ranks.index.min() for _, by_ranks in curves)
-    speed.plot([low, top], [1, top / low], color="grey", linestyle=":", label="ideal")
-    bases = {by_ranks.index[0] for _, by_ranks in curves}  # each curve's own fewest ranks
-    speed.set(xlabel="ranks (measured world size)",
-              ylabel=f"speedup vs {low} rank(s)" if len(bases) == 1
-              else "speedup vs each configuration's fewest ranks")
-    fastest = max((by_ranks.iloc[0] / by_ranks).max() for _, by_ranks in curves)
-    speed.set_ylim(0, max(top / low, fastest) * 1.1)
-    efficiency.set(xlabel="ranks (measured world size)", ylabel="parallel efficiency",
-                   ylim=(0, 1.15))
-    for axis in (speed, efficiency):
-        axis.grid(alpha=0.3)
-        axis.tick_params(labelsize=SMALL_FONT)
-        axis.set_xticks(sorted({r for _, by_ranks in curves for r in by_ranks.index}))
-    legend_below(figure, speed)
-    return View("strong_scaling", "Strong scaling: speedup and parallel efficiency", figure,
-                pd.concat(compared), "time per iteration of the same configuration on each "
-                "world size; efficiency = speedup x base ranks / ranks",
-                Table(["configuration", "ranks", "time per iteration (s)", "speedup",
-                       "efficiency"], summary))
-
-
-def weak_scaling(results: Results) -> View:
-    table = per_run(results.rows)
-    if WORLD not in table or table["time_per_iteration_s"].isna().all():
-        return skip("weak_scaling", "Weak scaling", "needs prov_world_size and timed "
-                     "iterations")
-    found = []  # (label, by_ranks, runs)
-    sizes = [c for c in WORK_PARAMETERS if c in table and table[c].nunique() > 1]
-    for size in sizes:
-        configurations = _series(table, (size,), results.rows)
-        names = run_labels(results.rows, (size, WORLD))
-        for _, group in configurations:
-            work = group[size].astype(float) ** WORK_PARAMETERS[size] / group[WORLD]
-            for per_rank, series in group.groupby(work):
-                by_ranks = series.groupby(WORLD)["time_per_iteration_s"].min().dropna()
-                if len(by_ranks) < 2:
-                    continue
-                label = f"{size.removeprefix('p_dataset_')}/rank = {per_rank:g}"
-                if len(configurations) > 1:  # the legend names what differs
-                    label = f"{names[series.index[0]]}: {label}"
-                found.append((label, by_ranks, series))
-    if not found:
-        return skip("weak_scaling", "Weak scaling", "no series with the same work per rank "
-                     "(views, frames, batch or pixels / world size) on two or more world "
-                     "sizes")
-    labels = [wrap(label, 60) for label, _, _ in found]
-    figure, axes = new_figure(8, 3.6 + legend_height(labels, 8))
-    axis = axes[0][0]
-    compared, summary = [], []
-    for (label, by_ranks, series), shown in zip(found, labels, strict=True):
-        ratio = by_ranks.iloc[0] / by_ranks
-        axis.plot(by_ranks.index, ratio, marker="o", label=shown)
-        compared.append(results.rows[results.rows[RUN].isin(series.index)])
-        summary += [[label, parameter_text(ranks), number(by_ranks[ranks]),
-                     number(ratio[ranks])] for ranks in by_ranks.index]
-    axis.set(xlabel="ranks (measured world size)", ylabel="weak-scaling efficiency",
-             ylim=(0, 1.15))
-    axis.set_xticks(sorted({r for _, by_ranks, _ in found for r in by_ranks.index}))
-    axis.tick_params(labelsize=SMALL_FONT)
-    axis.grid(alpha=0.3)
-    legend_below(figure, axis)
-    return View("weak_scaling", "Weak scaling efficiency", figure, pd.concat(compared),
-                "efficiency = time per iteration on the fewest ranks / time on N ranks, at "
-                "constant work per rank (a count, or a side squared, over the ranks)",
-                Table(["series", "ranks", "time per iteration (s)", "efficiency"], summary))
-
-
 def compile_speedup(results: Results) -> View:
     table = per_run(results.rows)
     denoise = measured(table, "objective_denoise_time_s")
     if "p_solver_compile" not in table or denoise is None:
         return skip("compile", "Compile speedup", "needs p_solver_compile and denoiser times")
-    bars, compared, summary = {}, [], []
-    names = run_labels(results.rows, ("p_solver_compile",))
-    for _, group in _series(table, ("p_solver_compile",), results.rows):
-        plain = group[group["p_solver_compile"] == False][denoise]  # noqa: E712
-        compiled = group[group["p_solver_compile"] == True][denoise]  # noqa: E712
-        if len(plain) and len(compiled):
-            name = names[compiled.index[0]]
-            bars[wrap(name)] = plain.iloc[0] / compiled.iloc[0]
-            summary.append([name, number(plain.iloc[0]), number(compiled.iloc[0]),
-                            number(bars[wrap(name)])])
-            compared.append(results.rows[results.rows[RUN].isin(group.index)])
-    if not bars:
+    spread = repetitions(table, [denoise])
+    series = spread.first.assign(median=spread.median[denoise], low=spread.low[denoise],
+                                 high=spread.high[denoise], count=spread.count)
+    names = run_labels(results.rows, ("p_solver_compile", "idx_rep"))
+    pairs = []  # (name, without compile, with compile): the first series of each side
+    for _, group in configurations(series, ("p_solver_compile",), results.rows):
+        for _, same in group.groupby(WORLD, dropna=False, sort=False) if WORLD in group \
+                else [("", group)]:
+            plain = same[same["p_solver_compile"] == False]  # noqa: E712
+            compiled = same[same["p_solver_compile"] == True]  # noqa: E712
+            if len(plain) and len(compiled):
+                pairs.append((names[compiled.index[0]], plain.iloc[0], compiled.iloc[0]))
+    if not pairs:
         return skip("compile", "Compile speedup", "no configuration was run both with and "
                      "without compile")
-    figure, axes = new_figure(8, 0.9 + bar_height(list(bars)) * len(bars))
+    # The speedup's range: the slowest plain over the fastest compiled repetition, and back.
+    speedups = pd.DataFrame([{"median": plain["median"] / compiled["median"],
+                              "low": plain["low"] / compiled["high"],
+                              "high": plain["high"] / compiled["low"],
+                              "count": max(plain["count"], compiled["count"])}
+                             for _, plain, compiled in pairs], index=[wrap(n) for n, _, _ in pairs])
+    figure, axes = new_figure(8, 0.9 + bar_height(list(speedups.index)) * len(pairs))
     axis = axes[0][0]
-    axis.barh(list(bars), list(bars.values()), color="tab:green", height=0.7)
+    rows = range(len(pairs))
+    axis.barh(rows, speedups["median"], color="tab:green", height=0.7)
+    axis.set_yticks(rows, list(speedups.index))
+    draw_ranges(axis, rows, speedups["median"], speedups["low"], speedups["high"],
+                speedups["count"])
     axis.axvline(1.0, color="grey", linestyle=":")
-    axis.set(xlabel="denoiser step: time without compile / time with compile")
+    axis.set(xlabel="denoiser step: time without compile / time with compile (medians over "
+             "repetitions)")
     axis.invert_yaxis()
     axis.tick_params(labelsize=SMALL_FONT)
-    return View("compile", "Compile speedup of the denoiser step", figure, pd.concat(compared),
-                "compilation time itself is set-up (objective_compile_time_s), not counted",
+    summary = [[name, *(range_text(side["median"], side["low"], side["high"], side["count"])
+                        for side in (plain, compiled, speedup))]
+               for (name, plain, compiled), (_, speedup) in zip(pairs, speedups.iterrows(),
+                                                                 strict=True)]
+    compared = results.rows[series_of(results.rows[RUN]).isin(set(series_of(pd.Series(
+        [run for _, plain, compiled in pairs for run in (plain.name, compiled.name)]))))]
+    return View("compile", "Compile speedup of the denoiser step", figure, compared,
+                "compilation time itself is set-up (objective_compile_time_s), not counted; "
+                "speedup: the median without compile over the median with it, its bar from "
+                "the slowest repetition without over the fastest with, and back",
                 Table(["configuration", "denoiser step without compile (s)",
                        "with compile (s)", "speedup"], summary))
 
