@@ -88,6 +88,12 @@ def workspace_elements(image_size: int, num_angles: int, batch_channels: int = 1
                                  _adjoint_per_angle(image_size, batch_channels)))
 
 
+def geometry_dtype(values: torch.Tensor) -> torch.dtype:
+    """The precision of the ray geometry for ``values``: float64 for float64 data (exact
+    adjoints in double), float32 otherwise (the bits of every float32 run)."""
+    return torch.float64 if values.dtype == torch.float64 else torch.float32
+
+
 class TorchParallelBeam:
     """Joseph forward projector and its exact transpose, in chunks of angles (any device)."""
 
@@ -100,8 +106,10 @@ class TorchParallelBeam:
         self.rows = self.cos.abs() >= self.sin.abs()  # True: the ray is sampled row by row
         self.step = torch.maximum(self.cos.abs(), self.sin.abs())  # 1 / ray length per row
 
-    def _sample_grid(self, chunk: slice, device: torch.device) -> torch.Tensor:
-        """Normalised (x, y) of every sample of the chunk's rays: (1, angles*W, N, 2).
+    def _sample_grid(self, chunk: slice, device: torch.device, dtype: torch.dtype
+                     ) -> torch.Tensor:
+        """Normalised (x, y) of every sample of the chunk's rays: (1, angles*W, N, 2), in
+        ``dtype`` (grid_sample takes the image's).
 
         Sample r of ray j lies on image row r (or column r) at an affine function of (j, r),
         so the grid is two broadcast sums of per-angle coefficients.
@@ -122,10 +130,10 @@ class TorchParallelBeam:
         ], dim=1) * (2.0 / (n - 1))
         coefficients[:, 0] -= 1.0
         coefficients[:, 3] -= 1.0
-        k = coefficients.to(device=device, dtype=torch.float32)[:, :, None, None]
-        j = torch.arange(self.width, dtype=torch.float32, device=device)[:, None]
-        r = torch.arange(n, dtype=torch.float32, device=device)[None, :]
-        grid = torch.empty(len(cos), self.width, n, 2, device=device)
+        k = coefficients.to(device=device, dtype=dtype)[:, :, None, None]
+        j = torch.arange(self.width, dtype=dtype, device=device)[:, None]
+        r = torch.arange(n, dtype=dtype, device=device)[None, :]
+        grid = torch.empty(len(cos), self.width, n, 2, dtype=dtype, device=device)
         torch.add(k[:, 0] + k[:, 1] * j, k[:, 2] * r, out=grid[..., 0])
         torch.add(k[:, 3] + k[:, 4] * j, k[:, 5] * r, out=grid[..., 1])
         return grid.reshape(1, -1, n, 2)
@@ -135,7 +143,8 @@ class TorchParallelBeam:
         batch, channels = x.shape[:2]
         parts = []
         for chunk in _chunks(len(self.cos), _forward_per_angle(self.size, batch * channels)):
-            grid = self._sample_grid(chunk, x.device).expand(batch, -1, -1, -1)
+            grid = self._sample_grid(chunk, x.device, geometry_dtype(x)).expand(
+                batch, -1, -1, -1)
             samples = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros",
                                     align_corners=True)
             sums = samples.sum(-1).reshape(batch, channels, -1, self.width)
@@ -145,14 +154,14 @@ class TorchParallelBeam:
     def adjoint(self, y: torch.Tensor) -> torch.Tensor:
         """Back-projection (B, C, N, N) of sinograms y (B, C, W, angles)."""
         batch, channels = y.shape[:2]
-        n, device = self.size, y.device
-        offsets = torch.arange(n, dtype=torch.float32, device=device) - self.img_centre
+        n, device, dtype = self.size, y.device, geometry_dtype(y)
+        offsets = torch.arange(n, dtype=dtype, device=device) - self.img_centre
         flat = y.reshape(batch * channels, self.width, -1)
         image = torch.zeros(batch * channels, n * n, dtype=y.dtype, device=device)
         for chunk in _chunks(len(self.cos), _adjoint_per_angle(n, batch * channels)):
-            cos = self.cos[chunk, None, None].to(device=device, dtype=torch.float32)
-            sin = self.sin[chunk, None, None].to(device=device, dtype=torch.float32)
-            inv = 1.0 / self.step[chunk, None].to(device=device, dtype=torch.float32)
+            cos = self.cos[chunk, None, None].to(device=device, dtype=dtype)
+            sin = self.sin[chunk, None, None].to(device=device, dtype=dtype)
+            inv = 1.0 / self.step[chunk, None].to(device=device, dtype=dtype)
             # detector coordinate of every pixel: rows of the image vary dy, columns dx
             t = (self.det_centre + cos * offsets[None, None, :]) - sin * offsets[None, :, None]
             t = t.reshape(t.shape[0], -1)

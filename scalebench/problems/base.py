@@ -61,8 +61,8 @@ class Problem:
     def to(self, device: torch.device | str) -> Problem:
         """The same problem with every tensor and operator on ``device``."""
         device = torch.device(device)
-        start = None if self.norm_start is None else self.norm_start.to(device)
-        return replace(self, physics=self.physics.to(device), x_true=self.x_true.to(device),
+        start = None if self.norm_start is None else moved(self.norm_start, device)
+        return replace(self, physics=moved(self.physics, device), x_true=self.x_true.to(device),
                        y=TensorList([y_k.to(device) for y_k in self.y]), norm_start=start)
 
 
@@ -140,3 +140,9 @@ def operator_noise(clean: torch.Tensor, seed: int, k: int) -> torch.Tensor:
 def stack(operators: list[LinearPhysics]) -> StackedLinearPhysics:
     """Operators as one stacked physics whose adjoint sums over the stack."""
     return StackedLinearPhysics(operators)
+
+
+def moved(stacked: StackedLinearPhysics, device: torch.device) -> StackedLinearPhysics:
+    """The stack with each operator on ``device``: the stack keeps its operators in a plain
+    list, which its own ``to`` does not reach."""
+    return stack([operator.to(device) for operator in stacked.physics_list])

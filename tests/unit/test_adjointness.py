@@ -51,6 +51,14 @@ def torch_conebeam_in_double() -> Operator:
                     torch.float64)
 
 
+def torch_parallel_beam_in_double() -> Operator:
+    """The torch parallel-beam projector in float64 (the precision the algorithm tests
+    compare with deepinv in), where it runs wherever ASTRA does not."""
+    problem = setup_problem("tomography_2d", image_size=24, num_angles=10,
+                            projector="torch").build()
+    return Operator(problem.physics, tuple(problem.x_true.shape), torch.float64)
+
+
 # What an AdjointCase.requires names, and the skip where it is missing.
 REQUIRES = {
     "astra": pytest.mark.skipif(not astra_available(), reason="astra-toolbox is an optional "
@@ -77,6 +85,7 @@ CASES = [
        (REQUIRES[case.requires],) if case.requires else ())
       for name, spec in sorted(registered_problems().items()) for case in spec.adjoint_cases],
     ("walnut_conebeam", "torch", torch_conebeam_in_double, ()),
+    ("tomography_2d", "torch", torch_parallel_beam_in_double, ()),
 ]
 
 pytestmark = pytest.mark.usefixtures("in_walnut_cache")  # walnut_conebeam reads it
@@ -143,3 +152,33 @@ def test_the_registry_lists_each_datasets_backends():
     assert {("walnut_conebeam", p) for p in ("torch", "rtk", "astra")} <= backends
     assert ("radio_interferometry", "dft") in backends
     assert ("synthetic", None) in backends and ("tomography_2d", None) not in backends
+
+
+def module_tensors(physics: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor an operator holds: its parameters and buffers, and the tensors its modules
+    keep as plain attributes (which ``Module.to`` would leave behind)."""
+    found = {f"{type(physics).__name__}.{name}": t for name, t in physics.named_parameters()}
+    found.update({f"{type(physics).__name__}.{name}": t for name, t in physics.named_buffers()})
+    for module in physics.modules():
+        found.update({f"{type(module).__name__}.{name}": value
+                      for name, value in vars(module).items() if isinstance(value, torch.Tensor)})
+    return found
+
+
+SPEC_CASES = [pytest.param(spec, case.params, marks=(REQUIRES[case.requires],)
+                           if case.requires else (), id=f"{name}-{i}")
+              for name, spec in sorted(registered_problems().items())
+              for i, case in enumerate(spec.adjoint_cases)]
+
+
+@pytest.mark.parametrize(("spec", "params"), SPEC_CASES)
+def test_a_moved_problem_has_every_tensor_on_its_device(spec, params):
+    """``Problem.to`` reaches each operator of the stack and of the norm's start (the stack
+    keeps them in a plain list); 'meta' stands for a GPU here."""
+    problem = setup_problem(spec.name, problems={spec.name: spec}, **params).build().to("meta")
+    stacks = [problem.physics] + ([problem.norm_start] if problem.norm_start else [])
+    elsewhere = {name: str(t.device) for stack in stacks for operator in stack.physics_list
+                 for name, t in module_tensors(operator).items() if t.device.type != "meta"}
+    assert not elsewhere
+    assert problem.x_true.device.type == "meta"
+    assert all(y_k.device.type == "meta" for y_k in problem.y)

@@ -10,9 +10,13 @@ import pytest
 import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.experiment import plan as plan_module
 from scalebench.experiment.plan import format_text, make_plan
 from tests.support.paths import BENCHMARK
 from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
+
+# The node the memory tests plan for (the test machine's size; a larger host would fit more).
+NODE_MEMORY_BYTES = 24 * 2**30
 
 
 def test_shipped_default_and_example_configs_give_their_exact_job_lists():
@@ -181,6 +185,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
     from scalebench.experiment.memory import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(plan_module, "machine_memory_bytes", lambda: NODE_MEMORY_BYTES)
     large = [{"tomography_2d": {"image_size": 8192, "num_angles": 2048}}]
     plan = plan_of(config_file(tmp_path, dataset=large, solver=pnp()))
     assert plan.errors == []
@@ -205,6 +210,7 @@ def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypa
     from scalebench.experiment.capacity.model import MemoryModel
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(plan_module, "machine_memory_bytes", lambda: NODE_MEMORY_BYTES)
     dataset = {"image_size": 8192, "num_angles": 2048}
     solver = {"max_iter": 2, "device": "cpu"}
     configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
