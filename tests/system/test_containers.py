@@ -1,5 +1,6 @@
 """The Docker/OCI image built with podman and run for real: the benchmark and its replay bit
-for bit, the launcher's ranks in the image, its self-description and self-test, the pinned
+for bit, the launcher's ranks in the image, the host compared with the image
+(docs/comparing.md's podman block), its self-description and self-test, the pinned
 interpreter, verify-image by ID."""
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import pytest
 import yaml
 
 from tests.support.cli import tiny_experiment
+from tests.support.comparing_page import (
+    OUTPUTS,
+    PODMAN_BLOCK_TEST,
+    clone,
+    run_block,
+    shell,
+)
 from tests.support.container_tools import (
     BASE_IMAGE,
     BASE_TAG,
@@ -119,6 +127,32 @@ def test_launcher_runs_steps_and_ranks_in_the_image(image, tmp_path):
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     rows = rows_of_the_image(podman, digest, results / "two.parquet")[0]
     assert set(rows["prov_world_size"]) == {2}
+
+
+@pytest.mark.slow
+def test_compare_names_what_the_image_changes(image, tmp_path):
+    """docs/comparing.md's podman block in a clone: the same config on the host and in the
+    image, then `scalebench compare`: the image digest is among the differing fields, host
+    names and dates are not, and every measure of both sides' three repetitions is judged.
+    The comparison is printed (``pytest -s``) for docs/performance.md."""
+    podman, digest = image
+    assert PODMAN_BLOCK_TEST.endswith("::test_compare_names_what_the_image_changes")
+    copy = clone(tmp_path)
+    env = {**shell(copy), **podman.environment(), "SB_ENGINE": " ".join(podman.command)}
+    done = run_block("podman", copy, env, {"localhost/scalebench:latest":
+                                           "localhost/scalebench:test"})
+    print(f"\n{done[-1].stdout}")
+    rows_of_the_image(podman, digest, copy / OUTPUTS / "image.parquet")
+    found = json.loads(subprocess.run(
+        ["bash", "-c", "scalebench compare benchmark_inference/outputs/host.parquet "
+         "benchmark_inference/outputs/image.parquet --format json"], cwd=copy, env=env,
+        capture_output=True, text=True, timeout=300, check=False).stdout)
+    assert found["differences"]["image_digest"] == ["none", digest]
+    assert not {"hostname", "rank_hosts", "job_id", "timestamp"} & set(found["differences"])
+    experiment, = found["experiments"]
+    assert experiment["repetitions"] == [3, 3]
+    assert {m["verdict"] for m in experiment["measures"]} <= {
+        "faster", "slower", "same", "smaller", "larger", "better", "worse"}
 
 
 @pytest.mark.slow
