@@ -17,8 +17,10 @@ import re
 import signal
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from scalebench.launch.processes import RankGroup
+if TYPE_CHECKING:  # rank_entry reads error lines here, and processes imports rank_entry
+    from scalebench.launch.processes import RankGroup
 
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
 RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")
@@ -35,7 +37,7 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
     the launcher had stopped the ranks, failed in consequence and comes after the others."""
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
     candidates = []  # (consequence, time, rank, host, how)
-    notes = [json.loads(p.read_text()) for p in folder.glob("rank*.failed")]
+    notes = rank_notes(folder)
     for note in notes:
         error = error_line(note["log_tail"])
         consequence = note.get("signalled", False) or bool(LOST_PEER.search(error)) \
@@ -53,6 +55,12 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
     _, _, rank, host, how = min(candidates)
     return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
+
+
+def rank_notes(folder: Path) -> list[dict]:
+    """The failure notes the ranks of an experiment left in ``folder``, by rank."""
+    notes = [json.loads(path.read_text()) for path in folder.glob("rank*.failed")]
+    return sorted(notes, key=lambda note: note["rank"])
 
 
 def failure_message(failure: dict, position: str, log: Path) -> str:
