@@ -12,8 +12,8 @@ running experiment, keep what finished (marked partial) and remove the staging f
 over-quota or read-only file system stops the launch at once, in one line (``storage``).
 
 Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
-written when none finished); 2 bad input; 3 a file system refused a write (the file keeps the
-experiments published before); 128 + signal number when stopped by a signal.
+written when none finished); 2 bad input; 3 a file system refused a write; 128 + signal
+number when stopped by a signal.
 """
 
 from __future__ import annotations
