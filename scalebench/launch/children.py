@@ -11,7 +11,7 @@ node without a GPU can check a GPU config.
 folder that runs the objective CONFIG names, after refusing a FOLDER (the launch's
 ``--benchmark``) that is the repository's folder of another objective (scalebench.benchmarks).
 ``... status RESULTS`` prints the run status of a results file (scalebench.results.store) and
-its number of rows.
+its number of rows; a parquet without a run status is bad input.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata.
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
@@ -88,9 +88,14 @@ def _run(args: argparse.Namespace) -> str:
         return benchmark_name(args.config, args.benchmark)
     if args.child == "status":
         from provenance.results import read_row_count
+        from scalebench.errors import ConfigError
         from scalebench.results.store import run_status
 
-        return json.dumps({**run_status(args.results), "rows": read_row_count(args.results)})
+        record = run_status(args.results)
+        if not record:
+            raise ConfigError(f"{args.results} is not a results file of scalebench run (no "
+                              f"run status in its metadata)")
+        return json.dumps({**record, "rows": read_row_count(args.results)})
     if args.child == "publish":
         from scalebench.results.store import publish
 

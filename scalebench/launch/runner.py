@@ -145,12 +145,9 @@ def _finished(request: LaunchRequest, final: Path) -> set[str]:
                               f"name of the interrupted run)")
     try:
         record = json.loads(run_child(request, "status", str(final)))
-    except ScalebenchError as error:  # truncated, not parquet: the file stays as it is
+    except ScalebenchError as error:  # truncated, not parquet, not ours: left as it is
         raise error if isinstance(error, CommandFailed) else ScalebenchError(
             f"--resume: {error}; the file is left as it is") from None
-    if not record.get("status"):
-        raise ScalebenchError(f"--resume: {final} is not a results file of scalebench run (no "
-                              f"run status in its metadata); the file is left as it is")
     if record.get("status") != "partial":
         raise ScalebenchError(f"--resume: {final} is not a partial run (status "
                               f"{record.get('status', 'unknown')!r}); nothing to resume")
