@@ -62,8 +62,11 @@ def storage_full(error: OSError, what: str = "") -> StorageFull:
     """The one-line StorageFull for ``error``: what could not be written (``what``, else the
     error's file name) and why."""
     where = what or (f"cannot write {error.filename}" if error.filename else "cannot write")
-    reason = os.strerror(error.errno) if error.errno in STORAGE_ERRNOS else \
-        str(error).splitlines()[0]
+    number = error.errno
+    if number not in STORAGE_ERRNOS:  # pyarrow's errors may give it only in their text
+        named = re.search(r"\[errno (\d+)\]", str(error), re.I)
+        number = int(named.group(1)) if named else None
+    reason = os.strerror(number) if number in STORAGE_ERRNOS else str(error).splitlines()[0]
     return StorageFull(f"{where}: {reason}")
 
 
