@@ -73,7 +73,8 @@ def stopped_message(fault: StorageFull, final: Path, record: dict | None,
 
 def go_on_command(argv: list[str], final: Path, resume: bool) -> str:
     """The launch's command (``argv``: its arguments after the program) with its result's
-    name and folder pinned (a default name holds the date) and ``--resume`` when asked."""
+    folder and name pinned (a default name holds the date): ``final``'s to ``resume``, else a
+    free one."""
     kept, skip = [], False
     for argument in argv:
         if skip:
@@ -82,8 +83,19 @@ def go_on_command(argv: list[str], final: Path, resume: bool) -> str:
             skip = True
         elif not argument.startswith(("--output=", "--outputs=")) and argument != "--resume":
             kept.append(argument)
-    pinned = [*kept, "--output", final.stem, "--outputs", str(final.parent)]
+    name = final.stem if resume else free_name(final)
+    pinned = [*kept, "--output", name, "--outputs", str(final.parent)]
     return shlex.join([*program(), *pinned, *(["--resume"] if resume else [])])
+
+
+def free_name(final: Path) -> str:
+    """A result name beside ``final`` that no file or folder holds yet: a launch that
+    published nothing still kept its logs under its own name."""
+    number = 2
+    while any(taken.exists() for taken in (final.with_name(f"{final.stem}_{number}.parquet"),
+                                           final.with_name(f"{final.stem}_{number}"))):
+        number += 1
+    return f"{final.stem}_{number}"
 
 
 def program() -> list[str]:

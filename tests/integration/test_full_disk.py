@@ -7,14 +7,11 @@ Mounting a tmpfs needs root: elsewhere the full-disk tests are skipped with the 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shlex
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,64 +22,37 @@ import pytest
 from scalebench.errors import EXIT_BAD_INPUT, EXIT_STORAGE_FULL
 from scalebench.results.store import RUN_KEY
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment, write_experiment
+from tests.support.full_disk import (
+    NotMountable,
+    after_first_publish,
+    before_second_publish,
+    during_second_run,
+    fill,
+    free,
+    run_filling,
+    small_tmpfs,
+)
 from tests.support.paths import REPO
 
 SEEDS = 3  # experiments of the launch
 ROWS = 3  # rows of each experiment: its 2 iterations and the initial estimate
-FILLER = ".filler"
 
 
 @pytest.fixture
 def small_disk(tmp_path) -> Iterator[Path]:
-    """A 24 MiB tmpfs, unmounted at the end whatever happens."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)],
-                             capture_output=True, text=True, check=False)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "--lazy", str(disk)], check=False)
+        with small_tmpfs(tmp_path / "disk") as disk:
+            yield disk
+    except NotMountable as reason:
+        pytest.skip(str(reason))
 
 
-def fill(disk: Path) -> None:
-    """Write zeros into ``disk`` until it is full."""
-    with (disk / FILLER).open("ab", buffering=0) as filler:
-        try:
-            while True:
-                filler.write(bytes(1 << 20))
-        except OSError as error:
-            assert error.errno == errno.ENOSPC, error
-
-
-def launch(config: Path, benchmark: Path, outputs: Path, fill_when: Callable[[], bool],
-           disk: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run the launch, filling ``disk`` the moment ``fill_when()`` holds (polled every 10 ms
-    on a thread); fails the test if that moment never came."""
+def launch(config: Path, benchmark: Path, disk: Path,
+           fill_when: Callable[[], bool]) -> subprocess.CompletedProcess:
+    """The launch into ``disk``, filled the moment ``fill_when()`` holds."""
     command = [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
-               str(benchmark), "--output", "t", "--outputs", str(outputs), "--no-html"]
-    launcher = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-    filled = threading.Event()
-
-    def watch() -> None:
-        while launcher.poll() is None:
-            if fill_when():
-                fill(disk)
-                filled.set()
-                return
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    stdout, stderr = launcher.communicate(timeout=600)
-    watcher.join()
-    assert filled.is_set(), f"the launch ended before the disk was filled: {stderr[-3000:]}"
-    return subprocess.CompletedProcess(command, launcher.returncode, stdout, stderr)
+               str(benchmark), "--output", "t", "--outputs", str(disk), "--no-html"]
+    return run_filling(command, disk, fill_when, REPO)
 
 
 @pytest.fixture
@@ -94,31 +64,16 @@ def three_experiments(tmp_path) -> tuple[Path, Path]:
     return write_experiment(tmp_path, experiment, "three.yml"), copy_benchmark(tmp_path)
 
 
-def after_first_publish(disk: Path) -> Callable[[], bool]:
-    return lambda: (disk / "t.parquet").exists()
-
-
-def during_second_run(disk: Path) -> Callable[[], bool]:
-    """Experiment 2's rank is running: its log in the staging folder has its first lines."""
-    return lambda: (disk / "t.parquet").exists() and any(
-        log.stat().st_size > 0 for log in disk.glob(".staging-t-*/*/rank0.log"))
-
-
-def before_second_publish(disk: Path) -> Callable[[], bool]:
-    """Experiment 2 ended and its log was kept: the launcher is publishing it."""
-    return lambda: len(list((disk / "t" / "logs").glob("*.rank0.log"))) >= 2
-
-
 @pytest.mark.parametrize(("moment", "what"), [
     (after_first_publish, "rank 0 of experiment 2/3"),
     (during_second_run, "rank 0 of experiment 2/3"),
     (before_second_publish, "cannot write the results file"),
-], ids=["after-first-publish", "during-a-rank-run", "during-the-publish"])
+], ids=["after-the-first-publish", "during-a-rank-run", "during-the-publish"])
 def test_a_full_results_disk_stops_in_one_line_and_resume_completes(
         small_disk, three_experiments, moment, what):
     config, benchmark = three_experiments
     final = small_disk / "t.parquet"
-    done = launch(config, benchmark, small_disk, moment(small_disk), small_disk)
+    done = launch(config, benchmark, small_disk, moment(small_disk, "t"))
     assert done.returncode == EXIT_STORAGE_FULL, done.stderr[-3000:]
     output = done.stdout + done.stderr
     assert "Traceback" not in output and "OSError" not in output, output[-3000:]
@@ -132,7 +87,7 @@ def test_a_full_results_disk_stops_in_one_line_and_resume_completes(
     assert pq.read_table(final).num_rows == ROWS
     assert not list(small_disk.glob(".staging-*")) and not list(small_disk.glob(".*.part"))
 
-    (small_disk / FILLER).unlink()
+    free(small_disk)
     resume = line.split("free space, then resume with: ", 1)[1]
     assert resume.endswith(" --resume")
     resumed = subprocess.run(shlex.split(resume), cwd=REPO, capture_output=True, text=True,
@@ -156,6 +111,12 @@ def test_a_full_cache_stops_the_first_experiment_in_one_line(small_disk, three_e
     assert f"No space left on device: '{small_disk / 'cache'}" in errors[0], errors[0]
     assert "no experiment finished" in errors[0] and "run again with: " in errors[0]
     assert not (tmp_path / "results" / "t.parquet").exists()
+
+    free(small_disk)
+    again = subprocess.run(shlex.split(errors[0].split("run again with: ", 1)[1]), cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert pq.read_table(tmp_path / "results" / "t_2.parquet").num_rows == SEEDS * ROWS
 
 
 def run_cli_env(config: Path, benchmark: Path, outputs: Path,

@@ -154,11 +154,14 @@ def test_the_line_says_what_the_partial_file_holds_and_the_command_that_resumes(
     assert "\n" not in line
 
 
-def test_without_a_published_file_the_line_says_so_and_runs_again_without_resume():
-    line = stopped_message(StorageFull("x"), FINAL, None, 4, ARGV)
-    assert "no experiment finished, /scratch/out/t.parquet was not written" in line
-    assert line.endswith("run again with: " + go_on_command(ARGV, FINAL, resume=False))
-    assert "--resume" not in line
+def test_without_a_published_file_the_line_says_so_and_runs_again_under_a_free_name(tmp_path):
+    final = tmp_path / "t.parquet"
+    (tmp_path / "t").mkdir()  # the logs of the launch that published nothing
+    (tmp_path / "t_2.parquet").write_bytes(b"another launch's")
+    line = stopped_message(StorageFull("x"), final, None, 4, ARGV)
+    assert f"no experiment finished, {final} was not written" in line
+    assert line.endswith(f"run again with: {sys.executable} -m scalebench run configs/x.yml "
+                         f"--nproc 2 --output t_3 --outputs {tmp_path}")
 
 
 def test_a_complete_file_whose_report_could_not_be_written_says_how_to_write_it():
