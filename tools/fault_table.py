@@ -74,9 +74,13 @@ def kept_rows(final: Path) -> int:
 
 
 def go_on(command: list[str], final: Path) -> tuple[int, float, int]:
-    """The command that goes on: its exit status, wall time, and the rows it leaves."""
+    """The command that goes on: its exit status, wall time, and the rows of the file it
+    writes (``final``, or the one its --output and --outputs name)."""
     with Stopwatch() as watch:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if "--outputs" in command:
+        final = Path(command[command.index("--outputs") + 1]) / \
+            f"{command[command.index('--output') + 1]}.parquet"
     return done.returncode, watch.seconds, kept_rows(final)
 
 
