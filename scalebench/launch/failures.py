@@ -17,10 +17,8 @@ import re
 import signal
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # rank_entry reads error lines here, and processes imports rank_entry
-    from scalebench.launch.processes import RankGroup
+from scalebench.launch.processes import RankGroup
 
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
 RANK_PREFIX = re.compile(r"^\s*\[rank\d+\]:")

@@ -8,10 +8,10 @@ colour codes, and the rank's progress as plain lines); rank 0 shows its progress
 standard output (``scalebench.launch.progress``), with the warnings and scalebench notes of
 its run, but no traceback: those stay in the logs. A rank that fails writes
 ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, the signal that ended benchopt,
-whether this process was itself signalled, where the run was, the log's tail). A write that a
-full, over-quota or read-only file system refuses (the log, the note, benchopt's rows or a
-cache) ends the rank with EXIT_STORAGE_FULL and no traceback. SIGTERM / SIGINT are passed on
-to benchopt.
+whether this process was itself signalled, where the run was, the log's tail). A write of its
+own (the log, the note) that a full, over-quota or read-only file system refuses ends the rank
+with EXIT_STORAGE_FULL and no traceback; benchopt's (its rows, a cache) is in the note's
+tail. SIGTERM / SIGINT are passed on to benchopt.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
 variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from provenance.files import write_text_atomically
-from scalebench.errors import EXIT_STORAGE_FULL, STORAGE_ERROR_LINE, is_storage_error
+from scalebench.errors import EXIT_STORAGE_FULL, is_storage_error
 from scalebench.launch import progress
-from scalebench.launch.failures import error_line
 from scalebench.launch.rank_env import slurm_ranks
 
 LOG_TAIL_LINES = 80
@@ -78,19 +77,6 @@ def benchopt_command(python: list[str], benchmark: Path, config: Path, output: P
 
 def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
              position: str = "1/1") -> int:
-    """Run the rank; its exit status: benchopt's on failure, EXIT_STORAGE_FULL (without a
-    traceback: the launcher prints the one line) when a file system refused a write of its
-    own (its log, its note) or of benchopt's (its rows, a cache)."""
-    try:
-        return _run_rank(folder, benchmark, config, env, position)
-    except OSError as error:
-        if not is_storage_error(error):
-            raise
-        return EXIT_STORAGE_FULL
-
-
-def _run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
-              position: str) -> int:
     rank = int(env.get("RANK", "0"))
     output = result_path(folder, rank)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -130,17 +116,8 @@ def _run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
                 "progress": reporter.status.where(), "log_tail": tail}
         # whole or absent: a full file system must not leave a note the launcher cannot read
         write_text_atomically(folder / f"rank{rank}.failed", json.dumps(note))
-        return failed_status(status, tail)
+        return status if 0 < status != EXIT_STORAGE_FULL else 1  # 3: only a full disk's
     return 0
-
-
-def failed_status(status: int, tail: list[str]) -> int:
-    """The exit status of a rank whose benchopt ended with ``status`` and ``tail``:
-    EXIT_STORAGE_FULL when benchopt could not write (its rows, a cache), else benchopt's
-    status, never EXIT_STORAGE_FULL by chance."""
-    if STORAGE_ERROR_LINE.search(error_line(tail)):
-        return EXIT_STORAGE_FULL
-    return status if status > 0 and status != EXIT_STORAGE_FULL else 1
 
 
 def relay(stream: BinaryIO, log: TextIO, reporter: progress.Reporter) -> list[str]:
@@ -193,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     if args.from_slurm and "RANK" not in env:
         env.update(slurm_ranks(env))
-    return run_rank(args.folder, args.benchmark, args.config, env, args.position)
+    try:
+        return run_rank(args.folder, args.benchmark, args.config, env, args.position)
+    except OSError as error:  # its log, its notes: the launcher prints the one line
+        if not is_storage_error(error):
+            raise
+        return EXIT_STORAGE_FULL
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from scalebench.errors import (
     reported,
     writing,
 )
-from scalebench.launch.rank_entry import failed_status
 from scalebench.launch.storage import (
     go_on_command,
     rank_storage_fault,
@@ -99,19 +98,6 @@ def test_an_atomic_write_refused_names_its_file_keeps_the_old_one_and_no_tempora
             raise OSError(errno.ENOSPC, "No space left on device")  # as a write() raises it
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
-
-
-def test_a_rank_whose_benchopt_could_not_write_ends_with_the_storage_status():
-    tail = ["Traceback (most recent call last):", f"OSError: {PYARROW_ENOSPC}"]
-    assert failed_status(1, tail) == EXIT_STORAGE_FULL
-    assert failed_status(1, ["OSError: [Errno 122] Disk quota exceeded: '/c/x.json'"]) \
-        == EXIT_STORAGE_FULL
-
-
-def test_a_rank_that_failed_otherwise_never_ends_with_the_storage_status_by_chance():
-    assert failed_status(EXIT_STORAGE_FULL, ["ValueError: bad"]) == 1
-    assert failed_status(2, ["ValueError: bad"]) == 2
-    assert failed_status(-9, []) == 1
 
 
 def note(folder: Path, rank: int, tail: list[str]) -> None:
