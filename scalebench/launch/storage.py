@@ -3,10 +3,9 @@ one line that says so, what the published file holds and the command that goes o
 
 Such a fault stops the launch at once (``runner``): every later experiment would fail the
 same way, each leaving tracebacks and no rows. A rank tells it by its exit status
-(``EXIT_STORAGE_FULL``: its log, its note or its rows could not be written) or by the error
-line of its note (benchopt's write of a cache on another file system); the launcher's own
-writes and its children's tell it as a StorageFull. Standard library only, as the whole
-launcher.
+(``EXIT_STORAGE_FULL``: its log or its failure note could not be written) or by the error line
+of its note (benchopt could not write its rows or a cache entry); the launcher's own writes
+and its children's tell it as a StorageFull. Standard library only, as the whole launcher.
 """
 
 from __future__ import annotations
