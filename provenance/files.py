@@ -21,6 +21,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield temporary
         os.replace(temporary, path)
+    except OSError as error:
+        if error.filename or error.errno is None:
+            raise
+        # A write's error names no file (a full disk's ENOSPC): name the one being written.
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
     finally:
         temporary.unlink(missing_ok=True)
 

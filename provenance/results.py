@@ -33,6 +33,11 @@ def read_schema(path: Path) -> pa.Schema:
     return _read(path, pq.read_schema)
 
 
+def read_row_count(path: Path) -> int:
+    """The number of rows of a parquet file, from its footer."""
+    return _read(path, lambda source: pq.read_metadata(source).num_rows)
+
+
 def _read(path: Path, reader):
     """``reader(path)``; a missing or unreadable file is an UnreadableResults naming it."""
     try:

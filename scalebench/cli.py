@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         hand_down_image_digest()  # inside a SIF: hashed once, not once per rank
     request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
-                         args.outputs.resolve() if args.outputs else None)
+                         args.outputs.resolve() if args.outputs else None, args.argv)
     return run(request)
 
 
@@ -189,8 +189,10 @@ COMMANDS = {"run": _run, "validate": _validate, "plan": _plan, "capacity": _capa
 
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand; every error ends in ``scalebench: error:`` lines and the exit
-    status of errors.exit_status (2 bad input, 1 failed work)."""
+    status of errors.exit_status (2 bad input, 1 failed work, 3 a file system refused a
+    write)."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a stopped run's resume line
 
     def command() -> int:
         if args.command in ("run", "validate", "plan", "capacity"):

@@ -10,12 +10,14 @@ node without a GPU can check a GPU config.
 ``... benchmark CONFIG [--benchmark FOLDER]`` prints the name of the repository's benchmark
 folder that runs the objective CONFIG names, after refusing a FOLDER (the launch's
 ``--benchmark``) that is the repository's folder of another objective (scalebench.benchmarks).
-``... status RESULTS`` prints the run status of a results file (scalebench.results.store).
+``... status RESULTS`` prints the run status of a results file (scalebench.results.store) and
+its number of rows; a parquet without a run status is bad input.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata.
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
 Each child imports what it needs when it runs (this module's own imports are the standard
-library's). Exit status 2 with one line on stderr per problem for bad input.
+library's). Exit status 2 with one line on stderr per problem for bad input, 3 with one line
+for a write that a full, over-quota or read-only file system refused.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalebench.errors import reported
+from scalebench.errors import reported, writing
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,9 +87,15 @@ def _run(args: argparse.Namespace) -> str:
     if args.child == "benchmark":
         return benchmark_name(args.config, args.benchmark)
     if args.child == "status":
+        from provenance.results import read_row_count
+        from scalebench.errors import ConfigError
         from scalebench.results.store import run_status
 
-        return json.dumps(run_status(args.results))
+        record = run_status(args.results)
+        if not record:
+            raise ConfigError(f"{args.results} is not a results file of scalebench run (no "
+                              f"run status in its metadata)")
+        return json.dumps({**record, "rows": read_row_count(args.results)})
     if args.child == "publish":
         from scalebench.results.store import publish
 
@@ -95,7 +103,9 @@ def _run(args: argparse.Namespace) -> str:
         from scalebench.results.report.data import load_results
         from scalebench.results.report.summary import closing_lines
 
-        rows = publish(args.final, parts, args.status, json.loads(args.failures), args.config)
+        with writing(f"the results file {args.final}"):
+            rows = publish(args.final, parts, args.status, json.loads(args.failures),
+                           args.config)
         # the launcher's closing lines: the best quality per dataset, the radio runs against
         # a blank sky
         return json.dumps({"rows": rows,
@@ -103,7 +113,8 @@ def _run(args: argparse.Namespace) -> str:
     from scalebench.results.report import write_report
 
     report = args.results.with_suffix(".html")
-    write_report([args.results], report)
+    with writing(f"the report {report}"):
+        write_report([args.results], report)
     return str(report)
 
 

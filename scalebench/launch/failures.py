@@ -35,7 +35,7 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
     the launcher had stopped the ranks, failed in consequence and comes after the others."""
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
     candidates = []  # (consequence, time, rank, host, how)
-    notes = [json.loads(p.read_text()) for p in folder.glob("rank*.failed")]
+    notes = rank_notes(folder)
     for note in notes:
         error = error_line(note["log_tail"])
         consequence = note.get("signalled", False) or bool(LOST_PEER.search(error)) \
@@ -53,6 +53,12 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
     _, _, rank, host, how = min(candidates)
     return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
+
+
+def rank_notes(folder: Path) -> list[dict]:
+    """The failure notes the ranks of an experiment left in ``folder``, by rank."""
+    notes = [json.loads(path.read_text()) for path in folder.glob("rank*.failed")]
+    return sorted(notes, key=lambda note: note["rank"])
 
 
 def failure_message(failure: dict, position: str, log: Path) -> str:

@@ -8,8 +8,10 @@ colour codes, and the rank's progress as plain lines); rank 0 shows its progress
 standard output (``scalebench.launch.progress``), with the warnings and scalebench notes of
 its run, but no traceback: those stay in the logs. A rank that fails writes
 ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, the signal that ended benchopt,
-whether this process was itself signalled, where the run was, the log's tail). SIGTERM /
-SIGINT are passed on to benchopt.
+whether this process was itself signalled, where the run was, the log's tail). A write of its
+own (the log, the note) that a full, over-quota or read-only file system refuses ends the rank
+with EXIT_STORAGE_FULL and no traceback; benchopt's (its rows, a cache) is in the note's
+tail. SIGTERM / SIGINT are passed on to benchopt.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
 variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
@@ -34,6 +36,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from provenance.files import write_text_atomically
+from scalebench.errors import EXIT_STORAGE_FULL, is_storage_error
 from scalebench.launch import progress
 from scalebench.launch.rank_env import slurm_ranks
 
@@ -93,7 +97,12 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, forward)
-        tail = relay(process.stdout, log, reporter)
+        try:
+            tail = relay(process.stdout, log, reporter)
+        except OSError:
+            process.terminate()  # its output can no longer be kept
+            process.wait()
+            raise
         status = process.wait()
         ended_at = time.time()
         succeeded = status == 0 and (rank != 0 or output.is_file())
@@ -105,8 +114,9 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
                 "signal": signal.Signals(-status).name if status < 0 else None,
                 "signalled": bool(signalled), "failed_at": ended_at,
                 "progress": reporter.status.where(), "log_tail": tail}
-        (folder / f"rank{rank}.failed").write_text(json.dumps(note))
-        return status if status > 0 else 1
+        # whole or absent: a full file system must not leave a note the launcher cannot read
+        write_text_atomically(folder / f"rank{rank}.failed", json.dumps(note))
+        return status if 0 < status != EXIT_STORAGE_FULL else 1  # 3: only a full disk's
     return 0
 
 
@@ -160,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     if args.from_slurm and "RANK" not in env:
         env.update(slurm_ranks(env))
-    return run_rank(args.folder, args.benchmark, args.config, env, args.position)
+    try:
+        return run_rank(args.folder, args.benchmark, args.config, env, args.position)
+    except OSError as error:  # its log, its notes: the launcher prints the one line
+        if not is_storage_error(error):
+            raise
+        return EXIT_STORAGE_FULL
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ results file with every experiment finished so far (atomically, marked partial u
 last one). A failing experiment is recorded (experiment, rank, error: ``failures`` tells
 which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
 running experiment, keep what finished (marked partial) and remove the staging folder;
-``--resume`` runs only the experiments a partial file lacks.
+``--resume`` runs only the experiments a partial file lacks. A write refused by a full,
+over-quota or read-only file system stops the launch at once, in one line (``storage``).
 
 Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
-written when none finished); 2 bad input; 128 + signal number when stopped by a signal.
+written when none finished); 2 bad input; 3 a file system refused a write; 128 + signal
+number when stopped by a signal.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ from scalebench.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_STORAGE_FULL,
     WARNING_PREFIX,
     CommandFailed,
     ScalebenchError,
+    StorageFull,
+    is_storage_error,
 )
 from scalebench.launch import processes
 from scalebench.launch.failures import experiment_failure, failure_message
@@ -43,6 +48,7 @@ from scalebench.launch.resources import (
     experiment_solver_params,
     srun_resources,
 )
+from scalebench.launch.storage import rank_storage_fault, stopped_launch
 from scalebench.repository import REPO
 
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
@@ -66,6 +72,7 @@ class LaunchRequest:
     python: list[str] = field(default_factory=lambda: [sys.executable])
     srun_args: list[str] = field(default_factory=list)
     outputs: Path | None = None  # results folder; default <benchmark>/outputs
+    argv: list[str] = field(default_factory=list)  # the command's arguments ("run", ...)
 
 
 @dataclass
@@ -96,7 +103,8 @@ def run_child(request: LaunchRequest, *args: str) -> str:
                  if line.startswith(ERROR_PREFIX)]  # every problem the step names
         message = "\n".join(named) if named else lines[-1] if lines else \
             f"step '{args[0]}' failed ({result.returncode})"
-        error = LaunchFailed if result.returncode != EXIT_BAD_INPUT else ScalebenchError
+        error = {EXIT_BAD_INPUT: ScalebenchError, EXIT_STORAGE_FULL: StorageFull}.get(
+            result.returncode, LaunchFailed)
         raise error(message)
     for line in result.stderr.splitlines():  # e.g. an old parameter name: the user's to see
         if line.startswith(WARNING_PREFIX):
@@ -135,7 +143,11 @@ def _finished(request: LaunchRequest, final: Path) -> set[str]:
     if not final.is_file():
         raise ScalebenchError(f"--resume: no result {final} to resume (give the --output "
                               f"name of the interrupted run)")
-    record = json.loads(run_child(request, "status", str(final)))
+    try:
+        record = json.loads(run_child(request, "status", str(final)))
+    except ScalebenchError as error:  # truncated, not parquet, not ours: left as it is
+        raise error if isinstance(error, CommandFailed) else ScalebenchError(
+            f"--resume: {error}; the file is left as it is") from None
     if record.get("status") != "partial":
         raise ScalebenchError(f"--resume: {final} is not a partial run (status "
                               f"{record.get('status', 'unknown')!r}); nothing to resume")
@@ -161,6 +173,7 @@ def run(request: LaunchRequest) -> int:
     state = LaunchState(final, staging)
     previous = {sig: signal.signal(sig, lambda signum, _: _stop(state, signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
+    experiments: list[dict] = []  # their number goes into a full disk's line
     try:
         experiments = json.loads(run_child(request, "expand", str(request.config.resolve()),
                                        "--world-size", str(world_size(request)),
@@ -175,6 +188,12 @@ def run(request: LaunchRequest) -> int:
             _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}",
                             last=index == len(todo) - 1)
         return _conclude(request, state, len(experiments), len(todo))
+    except (StorageFull, OSError) as error:
+        if isinstance(error, OSError) and not is_storage_error(error):
+            raise
+        argv = request.argv or ["run", str(request.config)]
+        raise stopped_launch(error, final, len(experiments), argv, lambda: json.loads(
+            run_child(request, "status", str(final)))) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -241,6 +260,10 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
     state.group = None
     logs = state.final.with_suffix("") / "logs"
     _keep_artefacts(folder, state.final.with_suffix(""), experiment["id"])
+    fault = rank_storage_fault(folder, position, experiment["id"], statuses,
+                               request.launcher == "local", state.final)
+    if fault is not None and state.stopped_by is None:
+        raise fault  # every later experiment would fail the same way
     result = folder / "result.parquet"
     if all(s == 0 for s in statuses) and result.is_file():
         state.parts.append((experiment["id"], result))

@@ -27,7 +27,7 @@ HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 LIGHT_MODULES = ("scalebench.cli", "scalebench.cli_arguments",
                  "scalebench.launch.runner", "scalebench.launch.failures",
                  "scalebench.launch.processes", "scalebench.launch.rank_entry",
-                 "scalebench.launch.progress",
+                 "scalebench.launch.progress", "scalebench.launch.storage",
                  "scalebench.launch.containers", "scalebench.launch.rank_env",
                  "scalebench.launch.resources", "scalebench.errors", "provenance",
                  "provenance.environment", "provenance.sif")
