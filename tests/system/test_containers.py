@@ -138,7 +138,7 @@ def test_compare_names_what_the_image_changes(image, tmp_path):
     podman, digest = image
     assert PODMAN_BLOCK_TEST.endswith("::test_compare_names_what_the_image_changes")
     copy = clone(tmp_path)
-    env = {**shell(copy), **podman.environment(), "SB_ENGINE": " ".join(podman.command)}
+    env = {**podman.environment(), **shell(copy), "SB_ENGINE": " ".join(podman.command)}
     done = run_block("podman", copy, env, {"localhost/scalebench:latest":
                                            "localhost/scalebench:test"})
     print(f"\n{done[-1].stdout}")
