@@ -4,12 +4,16 @@ The grid is expanded and validated by the launcher's own ``expand`` step (one jo
 solver parameter combination, in the order ``scalebench run`` runs them). Each job gets the
 resources it will ask for: the solver's ``slurm_*`` parameters over the parallel config's
 ``slurm_*`` keys (benchopt's submitit backend merges them that way), or this machine's ranks
-for a local run; an estimate of one rank's resident memory; and the command that runs it.
-Every resource problem is reported, one line each, before anything is submitted.
+for a local run; an estimate of one rank's resident memory; its predicted wall time, from the
+time model of its configuration's calibration (``scalebench capacity``; "not calibrated"
+without one, never a guess); and the command that runs it. Every resource problem is
+reported, one line each, before anything is submitted; a time limit below a job's prediction
+with ``TIME_MARGIN`` is a warning, an error with ``strict``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -35,6 +39,12 @@ from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.benchmarks import BenchmarkSpec
+
+# A time limit must leave this much over the predicted time (run-to-run spread on shared
+# cores is 5-20 %, docs/performance.md).
+TIME_MARGIN = 1.2
+# A prediction this many times past its largest probe says so.
+EXTRAPOLATION_SHOWN = 1.05
 
 
 @dataclass
@@ -63,6 +73,13 @@ class Job:
     # Jobs the scheduler runs for it: benchopt's submitit backend submits one per repetition;
     # a local run is one process running every repetition.
     submissions: int = 1
+    # Predicted wall time of the whole job (every submission) and of its longest submission;
+    # None where its configuration has no time model ("not calibrated", or "none": training).
+    predicted_s: float | None = None
+    predicted_submission_s: float | None = None
+    time_model: str = "none"
+    extrapolation: float | None = None  # times past the largest probe (time_model)
+    time_warning: str | None = None  # its limit below the prediction with TIME_MARGIN
 
     @property
     def gpu_hours(self) -> float:
@@ -76,17 +93,32 @@ class Job:
         return self.submissions * self.ranks * self.cpus_per_task * \
             (self.time_limit_s or 0) / 3600
 
+    @property
+    def predicted_gpu_hours(self) -> float | None:
+        if self.predicted_s is None:
+            return None
+        return self.nodes * self.gpus_per_node * self.predicted_s / 3600
+
+    @property
+    def predicted_cpu_core_hours(self) -> float | None:
+        if self.predicted_s is None:
+            return None
+        return 0.0 if self.gpus_per_node else \
+            self.ranks * self.cpus_per_task * self.predicted_s / 3600
+
 
 @dataclass
 class Plan:
     config: str
     parallel_config: str | None
     jobs: list[Job]
+    strict: bool = False  # a time limit below its job's prediction is an error
 
     @property
     def errors(self) -> list[str]:
         return [f"job {job.id} ({job.label}): {error}" for job in self.jobs
-                for error in job.problems]
+                for error in [*job.problems, *([job.time_warning]
+                                                if self.strict and job.time_warning else [])]]
 
     @property
     def local(self) -> bool:
@@ -94,21 +126,34 @@ class Plan:
         return self.parallel_config is None
 
     def warnings(self, cores: int | None = None) -> list[str]:
-        """Local jobs whose ranks x threads exceed this machine's cores (they run, slowly
-        and with skewed timings): one line each."""
+        """Jobs whose time limit is below their predicted time with ``TIME_MARGIN`` (errors
+        instead with ``strict``), and local jobs whose ranks x threads exceed this machine's
+        cores (they run, slowly and with skewed timings): one line each."""
         cores = cores or machine_cores()
+        short = [f"job {job.id} ({job.label}): {job.time_warning}" for job in self.jobs
+                 if job.time_warning and not self.strict]
         if not self.local:
-            return []
-        return [f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
-                f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
-                f"their timings will not be those of dedicated cores"
-                for job in self.jobs if job.ranks * job.cpus_per_task > cores]
+            return short
+        return short + [
+            f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
+            f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
+            f"their timings will not be those of dedicated cores"
+            for job in self.jobs if job.ranks * job.cpus_per_task > cores]
 
     def to_json(self) -> dict:
         jobs = [{**asdict(job), "gpu_hours": job.gpu_hours,
-                 "cpu_core_hours": job.cpu_core_hours} for job in self.jobs]
+                 "cpu_core_hours": job.cpu_core_hours,
+                 "predicted_gpu_hours": job.predicted_gpu_hours,
+                 "predicted_cpu_core_hours": job.predicted_cpu_core_hours}
+                for job in self.jobs]
+        calibrated = [job for job in self.jobs if job.predicted_s is not None]
         totals = {"jobs": len(jobs), "gpu_hours": sum(j.gpu_hours for j in self.jobs),
-                  "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs)}
+                  "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs),
+                  "predicted_jobs": len(calibrated),
+                  "predicted_s": sum(j.predicted_s for j in calibrated),
+                  "predicted_gpu_hours": sum(j.predicted_gpu_hours for j in calibrated),
+                  "predicted_cpu_core_hours": sum(j.predicted_cpu_core_hours
+                                                  for j in calibrated)}
         return {"config": self.config, "parallel_config": self.parallel_config,
                 "jobs": jobs, "totals": totals}
 
@@ -206,10 +251,12 @@ def _command(config: Path, benchmark: Path, given: bool, parallel_path: Path | N
 
 
 def make_plan(config: Path, parallel_path: Path | None, nproc: int,
-              benchmark: Path | None = None, configs: Path | None = None) -> Plan:
+              benchmark: Path | None = None, configs: Path | None = None,
+              strict: bool = False) -> Plan:
     """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
     one-run config is written there and its command runs that job alone. ``benchmark``:
-    None for the repository's folder of the config's objective."""
+    None for the repository's folder of the config's objective. ``strict``: a time limit
+    below its job's predicted time with ``TIME_MARGIN`` is an error."""
     from scalebench.benchmarks import choose_benchmark, config_benchmark
     from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
     from scalebench.experiment.config import RUN_OPTIONS
@@ -222,15 +269,74 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     rules = config_benchmark(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, rules.folder)
     specs = (benchmark_problems(folder, rules.problems), benchmark_solvers(folder, rules.solvers))
-    jobs = []
+    jobs, normed = [], set()
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
         options.update(experiment["options"])
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
-        jobs.append(_job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
-                         options["n-repetitions"], command, rules, specs))
-    return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
+        job = _job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
+                   options["n-repetitions"], command, rules, specs)
+        predict_time(job, experiment, options["n-repetitions"], normed, parallel is None)
+        jobs.append(job)
+    return Plan(str(config), str(parallel_path) if parallel_path else None, jobs, strict)
+
+
+def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
+                 local: bool) -> None:
+    """``job``'s predicted wall time from its configuration's cached time model, and its
+    warning where its time limit is below it with ``TIME_MARGIN``; "not calibrated" without
+    a model. A process starts once per submission; the operator norm is computed by the
+    first run of its operators in the campaign (``normed``: the data sets whose norm an
+    earlier job computed), later runs read it from the norm cache."""
+    import json
+
+    from scalebench.experiment.capacity.calibration_cache import calibrated_run
+    from scalebench.loops import SOLVERS
+    from scalebench.problems import PROBLEMS
+
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
+    if solver not in SOLVERS or dataset not in PROBLEMS:  # training: no size model
+        return
+    run = calibrated_run(dataset, dataset_params, solver, solver_params, job.ranks)
+    job.time_model = "not calibrated" if run is None else "calibrated"
+    if run is None:
+        return
+    key = json.dumps([dataset, dataset_params, solver_params.get("device"),
+                      solver_params.get("num_threads")], sort_keys=True, default=str)
+    first = key not in normed
+    normed.add(key)
+    per_submission = repetitions // job.submissions
+    longest = run.startup_s + run.run_s(norm=first) + (per_submission - 1) * run.run_s(False)
+    job.predicted_submission_s = longest
+    job.predicted_s = longest + (job.submissions - 1) * (run.startup_s + run.run_s(False))
+    job.extrapolation = run.extrapolation
+    job.time_warning = time_warning(job, repetitions, local)
+
+
+def time_warning(job: Job, repetitions: int, local: bool) -> str | None:
+    """Why ``job``'s time limit is too short for its prediction with ``TIME_MARGIN``, and a
+    limit that would do (``local``: the run option timeout, else slurm_time); None when it
+    is long enough or unknown."""
+    if job.time_limit_s is None or job.predicted_submission_s is None:
+        return None
+    needed = job.predicted_submission_s * TIME_MARGIN
+    if job.time_limit_s >= needed:
+        return None
+    predicted = f"predicted {_duration(job.predicted_submission_s)}"
+    if local:  # the solver timeout, once per repetition, bounds a local run
+        advice = f"set the run option timeout to at least {math.ceil(needed / repetitions)}s"
+    else:
+        minutes = math.ceil(needed / 60)
+        advice = f"set slurm_time to at least {minutes // 60:02d}:{minutes % 60:02d}:00"
+    return (f"time limit {_duration(job.time_limit_s)} is below its {predicted} with a "
+            f"{TIME_MARGIN - 1:.0%} margin: {advice}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" \
+        if seconds < 7200 else f"{seconds / 3600:.2f} h"
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
@@ -266,6 +372,34 @@ def _hours(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _predicted(job: Job) -> str:
+    """The job's predicted wall time, with how far it extrapolates; why there is none."""
+    if job.predicted_s is None:
+        return "n/a" if job.time_model == "none" else "not calibrated"
+    text = _duration(job.predicted_s)
+    if job.extrapolation and job.extrapolation > EXTRAPOLATION_SHOWN:
+        text += f" (x{job.extrapolation:.2g})"
+    return text
+
+
+def _predicted_totals(plan: Plan, totals: dict) -> list[str]:
+    """The predicted totals line and what the marks of the predicted column mean."""
+    lines = []
+    if totals["predicted_jobs"]:
+        some = "" if totals["predicted_jobs"] == totals["jobs"] else \
+            f" of the {totals['predicted_jobs']} calibrated job(s)"
+        lines.append(f"predicted{some}: {_duration(totals['predicted_s'])} wall time, "
+                     f"{_hours(totals['predicted_gpu_hours'])} GPU-hours, "
+                     f"{_hours(totals['predicted_cpu_core_hours'])} CPU core-hours")
+    if any(job.extrapolation and job.extrapolation > EXTRAPOLATION_SHOWN for job in plan.jobs):
+        lines.append("predicted: (xN) marks a prediction N times past its largest probe in "
+                     "unknowns (calibrate nearer: scalebench capacity --time)")
+    if any(job.time_model == "not calibrated" for job in plan.jobs):
+        lines.append("predicted: 'not calibrated' marks a configuration without a time model; "
+                     "`scalebench capacity CONFIG --memory BUDGET` calibrates it")
+    return lines
+
+
 def shared_command_reach(plan: Plan) -> str:
     """What the one command of a plan's jobs does with them: ``scalebench run`` runs every
     experiment in turn, each on its own ranks; benchopt's submitit backend submits each with
@@ -278,7 +412,7 @@ def shared_command_reach(plan: Plan) -> str:
 def format_text(plan: Plan) -> str:
     """The plan as a table, one line per job, and the campaign's totals."""
     header = f"{'job':16}  {'ranks':>5}  {'nodes':>5}  {'tasks/node':>10}  {'GPUs/node':>9}  " \
-             f"{'time limit':>10}  {'memory/rank':>11}  run"
+             f"{'time limit':>10}  {'predicted':>14}  {'memory/rank':>11}  run"
     # One command for every job (the config's own, not one config per job): said once.
     shared = len(plan.jobs) > 1 and len({tuple(job.command) for job in plan.jobs}) == 1
     lines = [f"{plan.config}: {len(plan.jobs)} job(s)"
@@ -291,7 +425,8 @@ def format_text(plan: Plan) -> str:
             f"{'' if job.memory_model == 'calibrated' else '>='}" \
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
-                     f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
+                     f"{job.gpus_per_node:>9}  {limit:>10}  {_predicted(job):>14}  "
+                     f"{memory:>11}  {job.label}")
         if not shared:
             lines.append(f"{'':16}  command: {' '.join(job.command)}")
     if shared:
@@ -299,6 +434,7 @@ def format_text(plan: Plan) -> str:
     totals = plan.to_json()["totals"]
     lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
                  f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    lines.extend(_predicted_totals(plan, totals))
     if any(job.memory_model == "uncalibrated" for job in plan.jobs):
         lines.append("memory/rank: '>=' marks an uncalibrated lower bound (process and "
                      "images); `scalebench capacity CONFIG --memory BUDGET` calibrates it")

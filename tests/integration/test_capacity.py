@@ -128,6 +128,63 @@ def test_refinement_probes_near_the_answer_and_verifies_within_15_percent(calibr
     assert text.stdout.rstrip().endswith(", cached)")
 
 
+def test_a_time_budget_binds_below_the_memory_answer_and_verifies_its_times(calibrated,
+                                                                           tv_config):
+    """The refined TV calibration (cached by the test above, else made now) answers a time
+    budget of half its predicted run at the memory answer: a smaller size, where time binds,
+    whose run is predicted within the budget; run whole at it, its seconds per iteration and
+    set-up are measured beside the predictions (2 shared cores: within 2x)."""
+    tv = calibrated[0]
+    budget = int(tv["baseline_bytes"] + 600 * MIB)
+    arguments = ("capacity", tv_config, "--memory", f"{budget}B", "--calibration-size", "64",
+                 "--format", "json")
+    memory = run_cli(*arguments)
+    assert memory.returncode == 0, memory.stderr[-2000:]
+    line, = json.loads(memory.stdout)
+    model = line["time_model"]
+    assert {term["name"] for term in model["terms"]} >= {"denoise", "set-up", "evaluation"}
+    assert all(term["kind"] in ("linear", "power law + constant", "piecewise")
+               for term in model["terms"])
+    assert line["iterations"] == 5 and line["evaluations"] == 6
+    assert line["predicted_run_s"] > 5 * line["predicted_iteration_s"]
+    assert len(line["time_probes"]) >= 4 and line["time_curve"]
+    limit = line["predicted_run_s"] / 2
+    timed = run_cli(*arguments, "--time", f"{limit:.3f}s", "--verify")
+    assert timed.returncode == 0, timed.stderr[-2000:]
+    answer, = json.loads(timed.stdout)
+    assert answer["binding"] == "time" and answer["largest_size"] < line["largest_size"]
+    assert answer["predicted_run_s"] <= limit
+    ratios = answer["verified_time_ratios"]
+    assert 0.5 <= ratios["iteration"] <= 2.0, answer
+    assert 0.33 <= ratios["setup"] <= 3.0, answer
+    text = run_cli(*arguments[:-2], "--time", f"{limit:.3f}s")
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert f"up to image_size {answer['largest_size']} (time binds), predicted " in text.stdout
+    assert "s per iteration (denoise " in text.stdout and "; time binds (time budget" \
+        in text.stdout
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--memory", "8GiB", "--time", "soon"), "--time: 'soon' is not a positive duration"),
+    (("--time", "0"), "--time: '0' is not a positive duration"),
+    (("--time", "-2h"), "--time: '-2h' is not a positive duration"),
+    (("--memory", "8GiB", "--time", "1h", "--quick"), "--time with --quick: a time budget is "
+                                                      "answered from probes near the answer"),
+    ((), "scalebench capacity needs a budget: --memory, --time or both"),
+])
+def test_a_bad_time_budget_is_one_line_exit_2_and_writes_nothing(tmp_path, arguments, message):
+    config = tmp_path / "fresh.yml"  # never calibrated: any probe would write its cache
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 24}}],
+        "solver": [{"denoiser": {"denoiser": "tv", "device": "cpu", "max_iter": 3}}]}))
+    cache = tmp_path / "cache"
+    result = run_cli("capacity", config, *arguments, env={"SCALEBENCH_CACHE": str(cache)})
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert result.stdout == "" and not cache.exists()
+
+
 def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
                                                                  denoising_config):
     result = run_cli("capacity", denoising_config, "--memory", "64GiB", "--calibration-size",
