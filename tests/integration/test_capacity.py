@@ -301,12 +301,19 @@ def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capac
 
     results, page, _ = capacity_report
     view = capacity(results)
-    assert "Capacity: peak memory vs size, model and budget" in page
+    assert "Capacity: peak memory and time vs size, models and budgets" in page
     tv, dncnn = view.summary.rows
-    assert dncnn[-1] == "32, 64" and tv[-1] == "-"  # the runs found for each configuration
+    assert dncnn[8] == "32, 64" and tv[8] == "-"  # the runs found for each configuration
     answer = results.capacity[1]
     assert dncnn[4] == str(answer["largest_size"])
-    axis = view.figure.axes[1]
+    # Each answer's row of panels: memory, then time.
+    axis, timing = view.figure.axes[2:4]
+    probes, = [c for c in timing.collections if c.get_label().startswith("probes: s per")]
+    assert len(probes.get_offsets()) == len(answer["time_probes"])
+    per_iteration, = [line for line in timing.get_lines()
+                      if line.get_label() == "time model: s per iteration"]
+    assert list(per_iteration.get_ydata()) == [c[2] for c in answer["time_curve"]]
+    assert dncnn[11] == f"{answer['predicted_iteration_s']:.3g}"
     model, = [line for line in axis.get_lines() if line.get_label() == "model: predicted peak"]
     assert list(model.get_xdata()) == [size for size, _ in answer["curve"]]
     budget, = [line for line in axis.get_lines() if line.get_label().startswith("memory")]

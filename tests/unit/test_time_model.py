@@ -235,3 +235,37 @@ def test_the_answer_is_the_smaller_of_the_two_budgets_and_says_which_binds():
     assert "(time binds)" in tight.text() and "time binds (time budget 60 s)" in tight.text()
     none = answer(configuration, "d", 1, 2**30, model, True, [], time_budget_s=0.5)
     assert none.largest_size is None and none.reason == "no size runs within the time budget"
+
+
+def test_the_time_panel_draws_probes_model_budget_and_the_verified_point():
+    """An answer with a time model as `scalebench capacity --format json --verify` writes it:
+    the probes' seconds per iteration, the model's per iteration and per run, the time budget
+    and the verified point; an answer without one says so."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from scalebench.results.report.capacity import _row, _time_panel
+
+    configuration = denoising()
+    line = answer(configuration, "d", 1, 2**30, model_for(configuration), True, [],
+                  time_budget_s=60.0)
+    data = {**line.to_json(), "measured_iteration_s": 0.5}
+    figure, axis = plt.subplots()
+    _time_panel(axis, data)
+    drawn = {c.get_label(): [list(x) for x in c.get_offsets()] for c in axis.collections}
+    assert [pytest.approx(point) for point in drawn["probes: s per iteration (measured)"]] \
+        == [[probe[0], probe[1]] for probe in data["time_probes"]]
+    assert drawn["largest size, s per iteration measured (--verify)"] == \
+        [[data["largest_size"], 0.5]]
+    lines = {item.get_label(): item for item in axis.get_lines()}
+    assert list(lines["time model: s per iteration"].get_ydata()) == \
+        [point[2] for point in data["time_curve"]]
+    assert lines["time budget (--time)"].get_ydata()[0] == 60.0
+    assert _row(data, pd.DataFrame())[9:12] == ["time", "denoise linear, set-up linear, "
+                                                "evaluation linear",
+                                                f"{data['predicted_iteration_s']:.3g}"]
+    plt.close(figure)
+    figure, axis = plt.subplots()
+    _time_panel(axis, {**data, "time_model": None})
+    assert axis.get_title() == "no time model (probes not timed)"
+    plt.close(figure)

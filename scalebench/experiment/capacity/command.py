@@ -77,7 +77,8 @@ class CapacityLine:
     step_seconds: dict = field(default_factory=dict)  # each step's predicted seconds
     time_extrapolation: float | None = None  # times the largest probe's count (1: within)
     time_probes: list = field(default_factory=list)  # [size, iteration s, set-up s] measured
-    time_curve: list = field(default_factory=list)  # [size, predicted run s] on ``ranks``
+    # [size, predicted run s, predicted s per iteration] on ``ranks`` ranks
+    time_curve: list = field(default_factory=list)
     measured_iteration_s: float | None = None
     measured_setup_s: float | None = None
 
@@ -237,7 +238,8 @@ def time_fields(configuration: Configuration, timing: TimeModel | None, ranks: i
     iterations, evaluations = configuration.run_length()
     fields = {"time_model": timing.to_json(), "iterations": iterations,
               "evaluations": evaluations,
-              "time_curve": [[value, run_seconds(configuration, timing, value, ranks)]
+              "time_curve": [[value, run_seconds(configuration, timing, value, ranks),
+                              timing.iteration_seconds(configuration.time_counts(value, ranks))]
                              for value in sizes]}
     if size is None:
         return fields
