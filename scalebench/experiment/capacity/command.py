@@ -30,6 +30,8 @@ def gib(value: float) -> str:
 
 
 def duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.2g} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
