@@ -13,7 +13,6 @@ with ``TIME_MARGIN`` is a warning, an error with ``strict``.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -28,6 +27,13 @@ from scalebench.experiment.memory import (
     memory_error,
     rank_memory_estimate,
 )
+from scalebench.experiment.plan_time import (
+    hours_text,
+    predict_time,
+    predicted_cell,
+    predicted_totals,
+    predicted_totals_json,
+)
 from scalebench.launch.resources import requested_ranks
 from scalebench.launch.slurm_requests import (
     gres_gpus,
@@ -39,12 +45,6 @@ from scalebench.rank.devices import device_type
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.benchmarks import BenchmarkSpec
-
-# A time limit must leave this much over the predicted time (run-to-run spread on shared
-# cores is 5-20 %, docs/performance.md).
-TIME_MARGIN = 1.2
-# A prediction this many times past its largest probe says so.
-EXTRAPOLATION_SHOWN = 1.05
 
 
 @dataclass
@@ -95,15 +95,12 @@ class Job:
 
     @property
     def predicted_gpu_hours(self) -> float | None:
-        if self.predicted_s is None:
-            return None
-        return self.nodes * self.gpus_per_node * self.predicted_s / 3600
+        return None if self.predicted_s is None else \
+            self.nodes * self.gpus_per_node * self.predicted_s / 3600
 
     @property
     def predicted_cpu_core_hours(self) -> float | None:
-        if self.predicted_s is None:
-            return None
-        return 0.0 if self.gpus_per_node else \
+        return None if self.predicted_s is None else 0.0 if self.gpus_per_node else \
             self.ranks * self.cpus_per_task * self.predicted_s / 3600
 
 
@@ -146,14 +143,9 @@ class Plan:
                  "predicted_gpu_hours": job.predicted_gpu_hours,
                  "predicted_cpu_core_hours": job.predicted_cpu_core_hours}
                 for job in self.jobs]
-        calibrated = [job for job in self.jobs if job.predicted_s is not None]
         totals = {"jobs": len(jobs), "gpu_hours": sum(j.gpu_hours for j in self.jobs),
                   "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs),
-                  "predicted_jobs": len(calibrated),
-                  "predicted_s": sum(j.predicted_s for j in calibrated),
-                  "predicted_gpu_hours": sum(j.predicted_gpu_hours for j in calibrated),
-                  "predicted_cpu_core_hours": sum(j.predicted_cpu_core_hours
-                                                  for j in calibrated)}
+                  **predicted_totals_json(self.jobs)}
         return {"config": self.config, "parallel_config": self.parallel_config,
                 "jobs": jobs, "totals": totals}
 
@@ -282,63 +274,6 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs, strict)
 
 
-def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
-                 local: bool) -> None:
-    """``job``'s predicted wall time from its configuration's cached time model, and its
-    warning where its time limit is below it with ``TIME_MARGIN``; "not calibrated" without
-    a model. A process starts once per submission; the operator norm is computed by the
-    first run of its operators in the campaign (``normed``: the data sets whose norm an
-    earlier job computed), later runs read it from the norm cache."""
-    import json
-
-    from scalebench.experiment.capacity.calibration_cache import calibrated_run
-    from scalebench.loops import SOLVERS
-    from scalebench.problems import PROBLEMS
-
-    (dataset, dataset_params), = experiment["dataset"].items()
-    (solver, solver_params), = experiment["solver"].items()
-    if solver not in SOLVERS or dataset not in PROBLEMS:  # training: no size model
-        return
-    run = calibrated_run(dataset, dataset_params, solver, solver_params, job.ranks)
-    job.time_model = "not calibrated" if run is None else "calibrated"
-    if run is None:
-        return
-    key = json.dumps([dataset, dataset_params, solver_params.get("device"),
-                      solver_params.get("num_threads")], sort_keys=True, default=str)
-    first = key not in normed
-    normed.add(key)
-    per_submission = repetitions // job.submissions
-    longest = run.startup_s + run.run_s(norm=first) + (per_submission - 1) * run.run_s(False)
-    job.predicted_submission_s = longest
-    job.predicted_s = longest + (job.submissions - 1) * (run.startup_s + run.run_s(False))
-    job.extrapolation = run.extrapolation
-    job.time_warning = time_warning(job, repetitions, local)
-
-
-def time_warning(job: Job, repetitions: int, local: bool) -> str | None:
-    """Why ``job``'s time limit is too short for its prediction with ``TIME_MARGIN``, and a
-    limit that would do (``local``: the run option timeout, else slurm_time); None when it
-    is long enough or unknown."""
-    if job.time_limit_s is None or job.predicted_submission_s is None:
-        return None
-    needed = job.predicted_submission_s * TIME_MARGIN
-    if job.time_limit_s >= needed:
-        return None
-    predicted = f"predicted {_duration(job.predicted_submission_s)}"
-    if local:  # the solver timeout, once per repetition, bounds a local run
-        advice = f"set the run option timeout to at least {math.ceil(needed / repetitions)}s"
-    else:
-        minutes = math.ceil(needed / 60)
-        advice = f"set slurm_time to at least {minutes // 60:02d}:{minutes % 60:02d}:00"
-    return (f"time limit {_duration(job.time_limit_s)} is below its {predicted} with a "
-            f"{TIME_MARGIN - 1:.0%} margin: {advice}")
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" \
-        if seconds < 7200 else f"{seconds / 3600:.2f} h"
-
-
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
          repetitions: int, command: list[str], rules: BenchmarkSpec,
          specs: tuple[dict, dict]) -> Job:
@@ -368,38 +303,6 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
     return job
 
 
-def _hours(value: float) -> str:
-    return f"{value:.2f}"
-
-
-def _predicted(job: Job) -> str:
-    """The job's predicted wall time, with how far it extrapolates; why there is none."""
-    if job.predicted_s is None:
-        return "n/a" if job.time_model == "none" else "not calibrated"
-    text = _duration(job.predicted_s)
-    if job.extrapolation and job.extrapolation > EXTRAPOLATION_SHOWN:
-        text += f" (x{job.extrapolation:.2g})"
-    return text
-
-
-def _predicted_totals(plan: Plan, totals: dict) -> list[str]:
-    """The predicted totals line and what the marks of the predicted column mean."""
-    lines = []
-    if totals["predicted_jobs"]:
-        some = "" if totals["predicted_jobs"] == totals["jobs"] else \
-            f" of the {totals['predicted_jobs']} calibrated job(s)"
-        lines.append(f"predicted{some}: {_duration(totals['predicted_s'])} wall time, "
-                     f"{_hours(totals['predicted_gpu_hours'])} GPU-hours, "
-                     f"{_hours(totals['predicted_cpu_core_hours'])} CPU core-hours")
-    if any(job.extrapolation and job.extrapolation > EXTRAPOLATION_SHOWN for job in plan.jobs):
-        lines.append("predicted: (xN) marks a prediction N times past its largest probe in "
-                     "unknowns (calibrate nearer: scalebench capacity --time)")
-    if any(job.time_model == "not calibrated" for job in plan.jobs):
-        lines.append("predicted: 'not calibrated' marks a configuration without a time model; "
-                     "`scalebench capacity CONFIG --memory BUDGET` calibrates it")
-    return lines
-
-
 def shared_command_reach(plan: Plan) -> str:
     """What the one command of a plan's jobs does with them: ``scalebench run`` runs every
     experiment in turn, each on its own ranks; benchopt's submitit backend submits each with
@@ -425,16 +328,16 @@ def format_text(plan: Plan) -> str:
             f"{'' if job.memory_model == 'calibrated' else '>='}" \
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
-                     f"{job.gpus_per_node:>9}  {limit:>10}  {_predicted(job):>14}  "
+                     f"{job.gpus_per_node:>9}  {limit:>10}  {predicted_cell(job):>14}  "
                      f"{memory:>11}  {job.label}")
         if not shared:
             lines.append(f"{'':16}  command: {' '.join(job.command)}")
     if shared:
         lines.append(f"command ({shared_command_reach(plan)}): {' '.join(plan.jobs[0].command)}")
     totals = plan.to_json()["totals"]
-    lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
-                 f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
-    lines.extend(_predicted_totals(plan, totals))
+    lines.append(f"total: {totals['jobs']} job(s), {hours_text(totals['gpu_hours'])} GPU-hours, "
+                 f"{hours_text(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    lines.extend(predicted_totals(plan, totals))
     if any(job.memory_model == "uncalibrated" for job in plan.jobs):
         lines.append("memory/rank: '>=' marks an uncalibrated lower bound (process and "
                      "images); `scalebench capacity CONFIG --memory BUDGET` calibrates it")

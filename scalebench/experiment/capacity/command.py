@@ -21,18 +21,21 @@ from scalebench.experiment.capacity.calibration import (
 from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import MemoryModel
 from scalebench.experiment.capacity.refine import Round, refined
-from scalebench.experiment.capacity.time_model import TimeModel, step_time, time_model
+from scalebench.experiment.capacity.time_answer import (
+    check_budgets,
+    check_cached_timing,
+    machine_budget,
+    measured_iteration,
+    run_seconds,
+    time_fields,
+    time_probes,
+)
+from scalebench.experiment.capacity.time_model import duration_text, time_model
 from scalebench.rank.devices import cuda_available
 
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.2f} GiB"
-
-
-def duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.2g} s"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 @dataclass(frozen=True)
@@ -115,11 +118,11 @@ class CapacityLine:
         steps = ", ".join(f"{name} {seconds:.3g} s" for name, seconds
                           in self.step_seconds.items())
         line = (f"\n    time: predicted {self.predicted_iteration_s:.3g} s per iteration "
-                f"({steps}), set-up {duration(self.predicted_setup_s)}, "
+                f"({steps}), set-up {duration_text(self.predicted_setup_s)}, "
                 f"{self.iterations} iterations and {self.evaluations} evaluations in "
-                f"{duration(self.predicted_run_s)}")
+                f"{duration_text(self.predicted_run_s)}")
         if self.time_budget_s is not None:
-            line += f"; {self.binding} binds (time budget {duration(self.time_budget_s)})"
+            line += f"; {self.binding} binds (time budget {duration_text(self.time_budget_s)})"
         if self.time_extrapolation and self.time_extrapolation > 1.05:
             line += f"; extrapolates {self.time_extrapolation:.2g}x past the largest probe"
         if self.ranks > 1:
@@ -141,7 +144,7 @@ class CapacityLine:
             how = "quick" if self.quick else \
                 f"refined in {len(self.refinement)} round{'s' * (len(self.refinement) != 1)}"
             text += f"; {how}, largest probe at {self.probe_fraction:.2g} of its unknowns"
-        text += f"; calibration {duration(self.calibration_seconds)}"
+        text += f"; calibration {duration_text(self.calibration_seconds)}"
         return text + (", cached" if self.cached else "")
 
     def text(self) -> str:
@@ -221,49 +224,6 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
     sizes = sorted({valid_at_most(configuration, round(low * (high / low) ** (k / (
         CURVE_POINTS - 1)))) for k in range(CURVE_POINTS)} - {None})
     return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
-
-
-def run_seconds(configuration: Configuration, timing: TimeModel, size: int,
-                ranks: int) -> float:
-    """The predicted seconds of one run at ``size`` on ``ranks`` ranks (its ``max_iter``
-    iterations and evaluations, the operator norm computed)."""
-    return timing.run_seconds(configuration.time_counts(size, ranks),
-                              *configuration.run_length())
-
-
-def time_fields(configuration: Configuration, timing: TimeModel | None, ranks: int,
-                size: int | None, sizes: list[int]) -> dict:
-    """The line's time model, its probes, its curve at ``sizes`` and its predictions at the
-    answer ``size`` (none without a model or an answer)."""
-    if timing is None:
-        return {}
-    iterations, evaluations = configuration.run_length()
-    fields = {"time_model": timing.to_json(), "iterations": iterations,
-              "evaluations": evaluations,
-              "time_curve": [[value, run_seconds(configuration, timing, value, ranks),
-                              timing.iteration_seconds(configuration.time_counts(value, ranks))]
-                             for value in sizes]}
-    if size is None:
-        return fields
-    counts = configuration.time_counts(size, ranks)
-    return {**fields, "predicted_iteration_s": timing.iteration_seconds(counts),
-            "predicted_setup_s": timing.setup_seconds(counts),
-            "predicted_run_s": timing.run_seconds(counts, iterations, evaluations),
-            "step_seconds": timing.step_seconds(counts),
-            "time_extrapolation": timing.extrapolation(counts)}
-
-
-def time_probes(model: MemoryModel) -> list[list]:
-    """[size, seconds per iteration, set-up seconds] of each timed probe."""
-    from scalebench.experiment.capacity.time_model import timed
-
-    return [[point.size, measured_iteration(point.timing), point.timing["setup_s"]]
-            for point in timed(model.points)]
-
-
-def measured_iteration(timing: dict) -> float:
-    """A probe's seconds per iteration: its steps' (time_model.step_time) together."""
-    return sum(step_time(timing, name) for name in timing["steps"])
 
 
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
@@ -374,41 +334,3 @@ def verified(configuration: Configuration, line: CapacityLine) -> CapacityLine:
         return line
     return replace(line, measured_iteration_s=measured_iteration(point.timing),
                    measured_setup_s=point.timing["setup_s"])
-
-
-def check_budgets(budget: int | None, time_budget_s: float | None, quick: bool) -> None:
-    """A budget is given, and a time budget is positive and not with ``quick``; else a
-    one-line error."""
-    if budget is None and time_budget_s is None:
-        raise ScalebenchError("scalebench capacity needs a budget: --memory, --time or both")
-    if time_budget_s is not None and time_budget_s <= 0:
-        raise ScalebenchError(f"--time must be a positive duration, got {time_budget_s:g} s")
-    if time_budget_s is not None and quick:
-        raise ScalebenchError("--time with --quick: a time budget is answered from probes "
-                              "near the answer, which --quick skips; drop --quick")
-
-
-def check_cached_timing(configuration: Configuration, sizes: list[int], label: str,
-                        time_budget_s: float | None) -> None:
-    """Before any probe: a cached calibration whose probes were not timed cannot answer a
-    time budget (a one-line error)."""
-    from scalebench.experiment.capacity.calibration_cache import cached_model
-
-    if time_budget_s is None:
-        return
-    model = cached_model(configuration, sizes)
-    if model is not None and time_model(model.points) is None:
-        raise ScalebenchError(f"{label}: --time needs a time-calibrated configuration, and "
-                              f"its cached calibration's probes were not timed (remove its "
-                              f"cache entries to calibrate it again)")
-
-
-def machine_budget(configuration: Configuration) -> int:
-    """The memory budget of a time-only question: what this machine has for a run."""
-    from scalebench.experiment.capacity.refine import machine_bytes
-
-    available = machine_bytes(configuration.device)
-    if available is None:
-        raise ScalebenchError("--time alone: this machine's memory is unknown; give "
-                              "--memory too")
-    return available

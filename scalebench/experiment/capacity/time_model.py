@@ -273,6 +273,15 @@ def run_prediction(model: TimeModel, counts: Counts, iterations: int,
                          evaluations_count, model.extrapolation(counts))
 
 
+def duration_text(seconds: float) -> str:
+    """Seconds as a line says them: two digits below 10 s, then s, min or h."""
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+
+
 def evaluations(max_iter: int, eval_every: int) -> int:
     """Evaluations of a run: the first iteration's, every ``eval_every``-th and the last
     (LoopSolver.get_next)."""
