@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 CANDIDATES = ("linear", "power law + constant", "piecewise")
 # Exponents tried by the power law (seconds = c + a * count ** p), a grid: a handful of
-# probes cannot pin p more finely than their noise (5-20 % here).
-POWERS = tuple(round(0.5 + 0.05 * k, 2) for k in range(41))  # 0.5 .. 2.5
+# probes cannot pin p more finely than their noise (5-20 % here). No step here grows faster
+# than the unknowns squared (a CT projector with angles as the side: unknowns^1.5; out of
+# cache, super-resolution's gradient grew as unknowns^1.17); a steeper fit is a noisy probe's.
+POWERS = tuple(round(0.5 + 0.05 * k, 2) for k in range(31))  # 0.5 .. 2.0
 # Each candidate is scored on the probes at this many largest counts, each held out in turn.
 HELD_OUT = 2
 # Terms besides the steps, in the order a run pays them.
@@ -332,7 +334,8 @@ def time_model(points) -> TimeModel | None:
 
 
 def step_time(timing: dict, name: str) -> float:
-    """A probe's seconds of step ``name`` per iteration: its last iteration's (the first
-    builds what the loop keeps), a TV denoiser's scaled to a run's inner iterations."""
-    seconds = timing["steps"][name][-1]
+    """A probe's seconds of step ``name`` per iteration: the least of its iterations' (the
+    first builds what the loop keeps; on shared cores another process's burst lands in one
+    iteration, not in both), a TV denoiser's scaled to a run's inner iterations."""
+    seconds = min(timing["steps"][name])
     return seconds * timing.get("denoise_scale", 1.0) if name == DENOISE else seconds
