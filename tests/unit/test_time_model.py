@@ -269,3 +269,8 @@ def test_the_time_panel_draws_probes_model_budget_and_the_verified_point():
     _time_panel(axis, {**data, "time_model": None})
     assert axis.get_title() == "no time model (probes not timed)"
     plt.close(figure)
+
+
+def test_a_noisy_last_segment_extrapolates_no_steeper_than_unknowns_squared():
+    parameters = (100.0, 200.0, 1.0, 1000.0)  # a thousandfold for twice the count: a burst
+    assert piecewise(parameters, 400.0) == pytest.approx(1000.0 * 4.0)

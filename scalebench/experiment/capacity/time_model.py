@@ -24,6 +24,7 @@ not probed (a probe runs on one rank): a prediction on several ranks leaves it o
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -87,11 +88,14 @@ def predict(kind: str, parameters: tuple[float, ...], count: float) -> float:
 
 def piecewise(parameters: tuple[float, ...], count: float) -> float:
     """Straight lines in log-log through the probes (``parameters``: counts then seconds,
-    sorted by count); past either end, the end segment's slope, never negative (a time never
-    falls as the size grows)."""
+    sorted by count; a probe below a smaller one's seconds counts those); past either end,
+    the end segment's slope from the end probe, past the largest no steeper than the power
+    law's steepest (``POWERS``)."""
     half = len(parameters) // 2
     logs = [math.log(value) for value in parameters[:half]]
-    times = [math.log(max(value, 1e-12)) for value in parameters[half:]]
+    # A time never falls as the size grows: each probe counts at least the smaller ones'.
+    times = list(itertools.accumulate((math.log(max(value, 1e-12))
+                                       for value in parameters[half:]), max))
     if half == 1:
         return parameters[1]
     target = math.log(max(count, 1e-12))
@@ -100,7 +104,9 @@ def piecewise(parameters: tuple[float, ...], count: float) -> float:
         index += 1
     low, high = index - 1, index
     slope = max((times[high] - times[low]) / (logs[high] - logs[low]), 0.0)
-    return math.exp(times[low] + slope * (target - logs[low]))
+    if target <= logs[high]:  # between the probes, or below the first: from the lower one
+        return math.exp(times[low] + slope * (target - logs[low]))
+    return math.exp(times[high] + min(slope, POWERS[-1]) * (target - logs[high]))
 
 
 def fit_power(counts: list[float], seconds: list[float],
