@@ -274,3 +274,13 @@ def test_the_time_panel_draws_probes_model_budget_and_the_verified_point():
 def test_a_noisy_last_segment_extrapolates_no_steeper_than_unknowns_squared():
     parameters = (100.0, 200.0, 1.0, 1000.0)  # a thousandfold for twice the count: a burst
     assert piecewise(parameters, 400.0) == pytest.approx(1000.0 * 4.0)
+
+
+@pytest.mark.parametrize("solver", ["cgls", "fbp"])
+def test_a_solver_without_a_denoiser_is_a_configuration_capacity_can_size(solver):
+    """CGLS and FBP (a campaign's baselines) have no denoiser to fit nor pixels to denoise."""
+    configuration = Configuration("tomography_2d", {"num_angles": 60}, solver,
+                                  {"device": "cpu"}, "image_size")
+    assert configuration.valid(64)
+    sizes = configuration.sizes(64, 1, None)
+    assert (sizes.unknowns, sizes.denoised) == (64 * 64, 0)

@@ -103,8 +103,9 @@ class Configuration:
         spec, sized = PROBLEMS[self.dataset], self.at(size)
         try:
             validate_parameters(f"dataset '{self.dataset}'", sized.dataset_params, spec.params)
-            check_denoiser_fits(self.resolved_solver(),
-                                spec.image_shape(**sized.resolved_dataset()))
+            if self.spec.uses_denoiser:  # CGLS, FBP: no denoiser to fit
+                check_denoiser_fits(self.resolved_solver(),
+                                    spec.image_shape(**sized.resolved_dataset()))
         except (ConfigError, ValueError):
             return False
         return True
@@ -121,8 +122,8 @@ class Configuration:
         measurements = 0.0
         if model is not None and self.spec.uses_operator:
             measurements = model.measurements(size) * self.physics_share(size, ranks)
-        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
-                     self.workspace(size))
+        denoised = denoised_pixels(solver, shape, ranks) if self.spec.uses_denoiser else 0
+        return Sizes(math.prod(shape), measurements, denoised, self.workspace(size))
 
     def time_counts(self, size: int, ranks: int) -> Counts:
         """What one of ``ranks`` ranks' time terms are functions of at ``size``."""
