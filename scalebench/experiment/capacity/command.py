@@ -30,7 +30,7 @@ from scalebench.experiment.capacity.time_answer import (
     time_fields,
     time_probes,
 )
-from scalebench.experiment.capacity.time_model import duration_text, time_model
+from scalebench.experiment.capacity.time_model import TimeModel, duration_text, time_model
 from scalebench.rank.devices import cuda_available
 
 
@@ -226,6 +226,24 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
     return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
 
 
+def within_budgets(configuration: Configuration, model: MemoryModel, timing: TimeModel | None,
+                   ranks: int, budget: int, time_budget_s: float | None
+                   ) -> tuple[int | None, str | None, str]:
+    """The largest size within the memory budget (with its headroom) and, given one, whose
+    predicted run fits ``time_budget_s``; which budget binds (None without a time budget);
+    and why there is none, if there is none."""
+    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
+    if time_budget_s is None:
+        return size, None, "no size fits"
+    if size is None:
+        return None, "memory", "no size fits the memory budget"
+    timed_size = largest_valid(configuration, lambda value: run_seconds(
+        configuration, timing, value, ranks) <= time_budget_s)
+    if timed_size is None or timed_size < size:
+        return timed_size, "time", "no size runs within the time budget"
+    return size, "memory", ""
+
+
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
            model: MemoryModel, cached: bool, rounds: list[Round] | None = None,
            time_budget_s: float | None = None) -> CapacityLine:
@@ -263,14 +281,8 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                                 f"no answer: the probed peaks do not grow with "
                                 f"{configuration.size_parameter}; calibrate at larger sizes "
                                 f"(--calibration-size)"))
-    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
-    binding, reason = (None, "no size fits") if time_budget_s is None else \
-        ("memory", "no size fits the memory budget")
-    if time_budget_s is not None and size is not None:
-        timed_size = largest_valid(configuration, lambda value: run_seconds(
-            configuration, timing, value, ranks) <= time_budget_s)
-        if timed_size is None or timed_size < size:
-            size, binding, reason = timed_size, "time", "no size runs within the time budget"
+    size, binding, reason = within_budgets(configuration, model, timing, ranks, budget,
+                                           time_budget_s)
     line = curve(configuration, model, ranks, size)
     common.update(time_fields(configuration, timing, ranks, size,
                               [point[0] for point in line]))
