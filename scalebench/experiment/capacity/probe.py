@@ -137,6 +137,8 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     # The data's measurements apply the chunked operators: their limit holds from the start.
     with installed(probe_settings(whole, False, chunk_elements)):
         objective.set_data(**data_class.get_instance(**dataset_params).get_data())
+        # A one-shot solver (FBP: max_iter at most 1) runs its one iteration.
+        iterations = min(iterations, solver_class.param_specs["max_iter"].maximum or iterations)
         run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
         mapped = image_mapped(objective.problem.x_true.numel(),
                               device_type(run.params["device"]))
