@@ -284,3 +284,19 @@ def test_a_solver_without_a_denoiser_is_a_configuration_capacity_can_size(solver
     assert configuration.valid(64)
     sizes = configuration.sizes(64, 1, None)
     assert (sizes.unknowns, sizes.denoised) == (64 * 64, 0)
+
+
+def test_a_probe_times_its_set_up_steps_and_evaluation_and_a_one_shot_solver_runs_once():
+    """The probe's own run, in this process: FBP (max_iter at most 1) runs its one
+    back-projection where a probe asks for two iterations; CGLS's gradient step is timed in
+    each of its two."""
+    from scalebench.experiment.capacity.probe import run_probe
+
+    dataset = {"image_size": 16, "num_angles": 8}
+    # Deterministic mode's switches are process-wide: left off here, as this worker has them.
+    solver = {"device": "cpu", "deterministic": False}
+    fbp = run_probe("tomography_2d", dataset, "fbp", solver, iterations=2).timing
+    assert list(fbp["steps"]) == ["backproject"] and len(fbp["steps"]["backproject"]) == 1
+    cgls = run_probe("tomography_2d", dataset, "cgls", solver, iterations=2).timing
+    assert len(cgls["steps"]["grad"]) == 2 and all(value > 0 for value in cgls["steps"]["grad"])
+    assert cgls["setup_s"] > 0 and cgls["evaluation_s"] > 0 and cgls["norm_s"] == 0.0
