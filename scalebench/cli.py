@@ -104,7 +104,7 @@ def _plan(args: argparse.Namespace) -> int:
     from scalebench.experiment.plan import format_text, make_plan
 
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
-                     args.configs)
+                     args.configs, args.strict)
     if plan.errors:
         raise ConfigError("\n".join(plan.errors))
     print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
@@ -116,18 +116,23 @@ def _plan(args: argparse.Namespace) -> int:
 def _capacity(args: argparse.Namespace) -> int:
     from scalebench.experiment.capacity.calibration import HEADROOM
     from scalebench.experiment.capacity.command import capacity
-    from scalebench.launch.slurm_requests import memory_bytes
+    from scalebench.launch.slurm_requests import duration_seconds, memory_bytes
 
-    budget = memory_bytes(args.memory, "--memory", bare_unit="B")
+    budget = None if args.memory is None else memory_bytes(args.memory, "--memory",
+                                                            bare_unit="B")
+    time_budget = None if args.time is None else duration_seconds(args.time, "--time")
     lines = capacity(args.config, budget, args.nproc, args.size_parameter, args.device,
-                     args.calibration_size, args.verify, args.parallel_config, args.quick)
+                     args.calibration_size, args.verify, args.parallel_config, args.quick,
+                     time_budget)
     if args.format == "json":
         print(json.dumps([line.to_json() for line in lines], indent=1))
     else:
         devices = {line.device for line in lines}
         memory = "device memory" if devices == {"cuda"} else "host memory" \
             if devices <= {"cpu"} else "host memory on the CPU, device memory on CUDA"
-        print(f"largest {args.size_parameter} within {args.memory} per rank ({memory}; "
+        within = f"{args.memory} per rank" if args.memory else "this machine's memory"
+        timed = f" and runs within {args.time}" if args.time else ""
+        print(f"largest {args.size_parameter} within {within}{timed} ({memory}; "
               f"{HEADROOM:.0%} of it above the process baseline kept free):")
         print("\n".join(line.text() for line in lines))
     return EXIT_OK

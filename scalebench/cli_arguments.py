@@ -34,12 +34,14 @@ DESCRIPTIONS = {
            "results parquet atomically after each and the HTML report at the end; --resume "
            "completes a partial run; --runtime with --image runs the ranks in a container.",
     "validate": "Check an experiment file for --nproc ranks and exit: every problem one line.",
-    "plan": "Every job of an experiment with its resources, memory per rank and command, and "
-            "the campaign's GPU- and CPU core-hours; every problem one line, before anything "
-            "is submitted.",
+    "plan": "Every job of an experiment with its resources, memory per rank, predicted wall "
+            "time (from the time model `scalebench capacity` calibrates) and command, and the "
+            "campaign's GPU- and CPU core-hours at the time limits and predicted; every "
+            "problem one line, before anything is submitted.",
     "capacity": "The largest size of each configuration whose predicted per-rank peak fits "
-                "the memory budget, from a memory model calibrated by short real runs, then "
-                "refined by runs near the answer until they are predicted within 10 % "
+                "the memory budget (and, with --time, whose predicted run fits the time "
+                "budget), from memory and time models calibrated by the same short real runs, "
+                "then refined by runs near the answer until they are predicted within 10 % "
                 "(--quick: no refinement; one line per configuration and rank count).",
     "report": "Merge results files into one self-contained HTML page (no network request): "
               "quality, per-step time, memory, capacity, scaling, images and provenance.",
@@ -110,15 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a table (default) or JSON")
     plan.add_argument("--configs", type=Path, default=None,
                       help="write each job's one-run config here; its command then runs it alone")
+    plan.add_argument("--strict", action="store_true",
+                      help="a time limit below a job's predicted wall time with a 20 %% "
+                      "margin is an error (default: a warning)")
     plan.add_argument("--benchmark", type=Path,
                       help="benchopt benchmark folder (default: the repository's folder for "
                       "the objective the config names)")
     capacity = command("capacity", "the largest size of each configuration "
                                    "whose predicted per-rank peak fits a memory budget")
     capacity.add_argument("config", type=Path, help="experiment YAML file")
-    capacity.add_argument("--memory", required=True,
+    capacity.add_argument("--memory", default=None,
                           help="budget per rank, e.g. 80GiB (device memory with --device cuda, "
-                          "host memory on the CPU)")
+                          "host memory on the CPU; default with --time: this machine's)")
+    capacity.add_argument("--time", default=None, metavar="DURATION",
+                          help="time budget of one run (set-up, max_iter iterations and its "
+                          "evaluations), e.g. 2h, 90m or 1:30:00: the answer's predicted run "
+                          "fits it too, and the line says which budget binds")
     capacity.add_argument("--device", choices=("cpu", "cuda"), default=None,
                           help="device of the runs (default: each solver's own)")
     ranks = capacity.add_mutually_exclusive_group()
@@ -138,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--verify", action="store_true",
                           help="run the largest predicted size of each one-rank line once, "
                           "whole (no repetition cut as in the probes), and print its "
-                          "predicted and measured peak and their ratio")
+                          "predicted and measured peak, seconds per iteration and set-up, "
+                          "and their ratios")
     capacity.add_argument("--quick", action="store_true",
                           help="calibrate at the small sizes only, without probing near the "
                           "answer: faster, a bound (high by up to 2x far from the probes)")

@@ -4,8 +4,11 @@ The grid is expanded and validated by the launcher's own ``expand`` step (one jo
 solver parameter combination, in the order ``scalebench run`` runs them). Each job gets the
 resources it will ask for: the solver's ``slurm_*`` parameters over the parallel config's
 ``slurm_*`` keys (benchopt's submitit backend merges them that way), or this machine's ranks
-for a local run; an estimate of one rank's resident memory; and the command that runs it.
-Every resource problem is reported, one line each, before anything is submitted.
+for a local run; an estimate of one rank's resident memory; its predicted wall time, from the
+time model of its configuration's calibration (``scalebench capacity``; "not calibrated"
+without one, never a guess); and the command that runs it. Every resource problem is
+reported, one line each, before anything is submitted; a time limit below a job's prediction
+with ``TIME_MARGIN`` is a warning, an error with ``strict``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ from scalebench.experiment.memory import (
     machine_memory_bytes,
     memory_error,
     rank_memory_estimate,
+)
+from scalebench.experiment.plan_time import (
+    hours_text,
+    predict_time,
+    predicted_cell,
+    predicted_totals,
+    predicted_totals_json,
 )
 from scalebench.launch.resources import requested_ranks
 from scalebench.launch.slurm_requests import (
@@ -63,6 +73,13 @@ class Job:
     # Jobs the scheduler runs for it: benchopt's submitit backend submits one per repetition;
     # a local run is one process running every repetition.
     submissions: int = 1
+    # Predicted wall time of the whole job (every submission) and of its longest submission;
+    # None where its configuration has no time model ("not calibrated", or "none": training).
+    predicted_s: float | None = None
+    predicted_submission_s: float | None = None
+    time_model: str = "none"
+    extrapolation: float | None = None  # times past the largest probe (time_model)
+    time_warning: str | None = None  # its limit below the prediction with TIME_MARGIN
 
     @property
     def gpu_hours(self) -> float:
@@ -76,17 +93,29 @@ class Job:
         return self.submissions * self.ranks * self.cpus_per_task * \
             (self.time_limit_s or 0) / 3600
 
+    @property
+    def predicted_gpu_hours(self) -> float | None:
+        return None if self.predicted_s is None else \
+            self.nodes * self.gpus_per_node * self.predicted_s / 3600
+
+    @property
+    def predicted_cpu_core_hours(self) -> float | None:
+        return None if self.predicted_s is None else 0.0 if self.gpus_per_node else \
+            self.ranks * self.cpus_per_task * self.predicted_s / 3600
+
 
 @dataclass
 class Plan:
     config: str
     parallel_config: str | None
     jobs: list[Job]
+    strict: bool = False  # a time limit below its job's prediction is an error
 
     @property
     def errors(self) -> list[str]:
         return [f"job {job.id} ({job.label}): {error}" for job in self.jobs
-                for error in job.problems]
+                for error in [*job.problems, *([job.time_warning]
+                                                if self.strict and job.time_warning else [])]]
 
     @property
     def local(self) -> bool:
@@ -94,21 +123,29 @@ class Plan:
         return self.parallel_config is None
 
     def warnings(self, cores: int | None = None) -> list[str]:
-        """Local jobs whose ranks x threads exceed this machine's cores (they run, slowly
-        and with skewed timings): one line each."""
+        """Jobs whose time limit is below their predicted time with ``TIME_MARGIN`` (errors
+        instead with ``strict``), and local jobs whose ranks x threads exceed this machine's
+        cores (they run, slowly and with skewed timings): one line each."""
         cores = cores or machine_cores()
+        short = [f"job {job.id} ({job.label}): {job.time_warning}" for job in self.jobs
+                 if job.time_warning and not self.strict]
         if not self.local:
-            return []
-        return [f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
-                f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
-                f"their timings will not be those of dedicated cores"
-                for job in self.jobs if job.ranks * job.cpus_per_task > cores]
+            return short
+        return short + [
+            f"job {job.id} ({job.label}) needs {job.ranks} rank(s) x {job.cpus_per_task} "
+            f"thread(s) but this machine has {cores} core(s): ranks will share cores and "
+            f"their timings will not be those of dedicated cores"
+            for job in self.jobs if job.ranks * job.cpus_per_task > cores]
 
     def to_json(self) -> dict:
         jobs = [{**asdict(job), "gpu_hours": job.gpu_hours,
-                 "cpu_core_hours": job.cpu_core_hours} for job in self.jobs]
+                 "cpu_core_hours": job.cpu_core_hours,
+                 "predicted_gpu_hours": job.predicted_gpu_hours,
+                 "predicted_cpu_core_hours": job.predicted_cpu_core_hours}
+                for job in self.jobs]
         totals = {"jobs": len(jobs), "gpu_hours": sum(j.gpu_hours for j in self.jobs),
-                  "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs)}
+                  "cpu_core_hours": sum(j.cpu_core_hours for j in self.jobs),
+                  **predicted_totals_json(self.jobs)}
         return {"config": self.config, "parallel_config": self.parallel_config,
                 "jobs": jobs, "totals": totals}
 
@@ -206,10 +243,12 @@ def _command(config: Path, benchmark: Path, given: bool, parallel_path: Path | N
 
 
 def make_plan(config: Path, parallel_path: Path | None, nproc: int,
-              benchmark: Path | None = None, configs: Path | None = None) -> Plan:
+              benchmark: Path | None = None, configs: Path | None = None,
+              strict: bool = False) -> Plan:
     """Expand and validate ``config``; one Job per run. With ``configs``, each job's own
     one-run config is written there and its command runs that job alone. ``benchmark``:
-    None for the repository's folder of the config's objective."""
+    None for the repository's folder of the config's objective. ``strict``: a time limit
+    below its job's predicted time with ``TIME_MARGIN`` is an error."""
     from scalebench.benchmarks import choose_benchmark, config_benchmark
     from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
     from scalebench.experiment.config import RUN_OPTIONS
@@ -222,15 +261,17 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     rules = config_benchmark(read_yaml(Path(config), "config"))  # expand checked it
     folder = choose_benchmark(benchmark, rules.folder)
     specs = (benchmark_problems(folder, rules.problems), benchmark_solvers(folder, rules.solvers))
-    jobs = []
+    jobs, normed = [], set()
     for experiment in experiments:
         options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
         options.update(experiment["options"])
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
-        jobs.append(_job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
-                         options["n-repetitions"], command, rules, specs))
-    return Plan(str(config), str(parallel_path) if parallel_path else None, jobs)
+        job = _job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
+                   options["n-repetitions"], command, rules, specs)
+        predict_time(job, experiment, options["n-repetitions"], normed, parallel is None)
+        jobs.append(job)
+    return Plan(str(config), str(parallel_path) if parallel_path else None, jobs, strict)
 
 
 def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
@@ -262,10 +303,6 @@ def _job(experiment: dict, parallel: dict | None, nproc: int, timeout_s: float,
     return job
 
 
-def _hours(value: float) -> str:
-    return f"{value:.2f}"
-
-
 def shared_command_reach(plan: Plan) -> str:
     """What the one command of a plan's jobs does with them: ``scalebench run`` runs every
     experiment in turn, each on its own ranks; benchopt's submitit backend submits each with
@@ -278,7 +315,7 @@ def shared_command_reach(plan: Plan) -> str:
 def format_text(plan: Plan) -> str:
     """The plan as a table, one line per job, and the campaign's totals."""
     header = f"{'job':16}  {'ranks':>5}  {'nodes':>5}  {'tasks/node':>10}  {'GPUs/node':>9}  " \
-             f"{'time limit':>10}  {'memory/rank':>11}  run"
+             f"{'time limit':>10}  {'predicted':>14}  {'memory/rank':>11}  run"
     # One command for every job (the config's own, not one config per job): said once.
     shared = len(plan.jobs) > 1 and len({tuple(job.command) for job in plan.jobs}) == 1
     lines = [f"{plan.config}: {len(plan.jobs)} job(s)"
@@ -291,14 +328,16 @@ def format_text(plan: Plan) -> str:
             f"{'' if job.memory_model == 'calibrated' else '>='}" \
             f"{job.rank_memory_bytes / 2**30:.2f} GiB"
         lines.append(f"{job.id:16}  {job.ranks:>5}  {job.nodes:>5}  {job.ntasks_per_node:>10}  "
-                     f"{job.gpus_per_node:>9}  {limit:>10}  {memory:>11}  {job.label}")
+                     f"{job.gpus_per_node:>9}  {limit:>10}  {predicted_cell(job):>14}  "
+                     f"{memory:>11}  {job.label}")
         if not shared:
             lines.append(f"{'':16}  command: {' '.join(job.command)}")
     if shared:
         lines.append(f"command ({shared_command_reach(plan)}): {' '.join(plan.jobs[0].command)}")
     totals = plan.to_json()["totals"]
-    lines.append(f"total: {totals['jobs']} job(s), {_hours(totals['gpu_hours'])} GPU-hours, "
-                 f"{_hours(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    lines.append(f"total: {totals['jobs']} job(s), {hours_text(totals['gpu_hours'])} GPU-hours, "
+                 f"{hours_text(totals['cpu_core_hours'])} CPU core-hours (at the time limits)")
+    lines.extend(predicted_totals(plan, totals))
     if any(job.memory_model == "uncalibrated" for job in plan.jobs):
         lines.append("memory/rank: '>=' marks an uncalibrated lower bound (process and "
                      "images); `scalebench capacity CONFIG --memory BUDGET` calibrates it")

@@ -33,6 +33,27 @@ def slurm_time_seconds(value: str | int, where: str) -> float:
     return int(first) * 60 + int(second or 0)  # MM or MM:SS
 
 
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?$", re.IGNORECASE)
+_DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(value: str | int | float, where: str) -> float:
+    """A positive duration in seconds: a number with a unit s, m (min), h or d (bare:
+    seconds), or a SLURM time with colons (MM:SS, HH:MM:SS, D-HH:MM:SS). The rule of a
+    solver's timeout and of ``scalebench capacity --time`` alike."""
+    text = str(value).strip()
+    match = _DURATION.match(text)
+    seconds = None
+    if match and not isinstance(value, bool):
+        seconds = float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+    elif ":" in text and _SLURM_TIME.match(text):
+        seconds = slurm_time_seconds(text, where)
+    if seconds is None or seconds <= 0:
+        raise ConfigError(f"{where}: {value!r} is not a positive duration: give a number with "
+                          f"a unit s, m, h or d (e.g. 90m, 2h; bare: seconds) or HH:MM:SS")
+    return seconds
+
+
 def memory_bytes(value: str | int | float, where: str, bare_unit: str = "M") -> int:
     """A memory amount in bytes: a positive number with a binary unit, K, M, G or T (also
     written KiB, KB, ..., all 1024-based as SLURM counts them) or B; a bare number counts

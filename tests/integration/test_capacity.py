@@ -125,7 +125,69 @@ def test_refinement_probes_near_the_answer_and_verifies_within_15_percent(calibr
     assert f"1 rank: up to image_size {line['largest_size']}, predicted " in text.stdout
     assert f"; refined in {rounds} round{'s' * (rounds != 1)}, largest probe at " \
         f"{line['probe_fraction']:.2g} of its unknowns; calibration " in text.stdout
-    assert text.stdout.rstrip().endswith(", cached)")
+    assert text.stdout.splitlines()[1].endswith(", cached)")
+
+
+def test_a_time_budget_binds_below_the_memory_answer_and_verifies_its_times(calibrated,
+                                                                           tv_config):
+    """The refined TV calibration (cached by the test above, else made now) answers a time
+    budget of half its predicted run at the memory answer: a smaller size, where time binds,
+    whose run is predicted within the budget; run whole at it, its seconds per iteration and
+    set-up are measured beside the predictions, and their ratios reported."""
+    tv = calibrated[0]
+    budget = int(tv["baseline_bytes"] + 600 * MIB)
+    arguments = ("capacity", tv_config, "--memory", f"{budget}B", "--calibration-size", "64",
+                 "--format", "json")
+    memory = run_cli(*arguments)
+    assert memory.returncode == 0, memory.stderr[-2000:]
+    line, = json.loads(memory.stdout)
+    model = line["time_model"]
+    assert {term["name"] for term in model["terms"]} >= {"denoise", "set-up", "evaluation"}
+    assert all(term["kind"] in ("linear", "power law + constant", "piecewise")
+               for term in model["terms"])
+    assert line["iterations"] == 5 and line["evaluations"] == 6
+    assert line["predicted_run_s"] > 5 * line["predicted_iteration_s"]
+    assert len(line["time_probes"]) >= 4 and line["time_curve"]
+    limit = line["predicted_run_s"] / 2
+    timed = run_cli(*arguments, "--time", f"{limit:.3f}s", "--verify")
+    assert timed.returncode == 0, timed.stderr[-2000:]
+    answer, = json.loads(timed.stdout)
+    assert answer["binding"] == "time" and answer["largest_size"] < line["largest_size"]
+    assert answer["predicted_run_s"] <= limit
+    # How near: tools.time_check on quieter cores (docs/performance.md); here, that the
+    # whole run's figures are the ones compared.
+    ratios = answer["verified_time_ratios"]
+    assert answer["measured_iteration_s"] > 0 and answer["measured_setup_s"] > 0
+    assert ratios == {"iteration": pytest.approx(answer["predicted_iteration_s"]
+                                                 / answer["measured_iteration_s"]),
+                      "setup": pytest.approx(answer["predicted_setup_s"]
+                                             / answer["measured_setup_s"])}
+    text = run_cli(*arguments[:-2], "--time", f"{limit:.3f}s")
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert f"up to image_size {answer['largest_size']} (time binds), predicted " in text.stdout
+    assert "s per iteration (denoise " in text.stdout and "; time binds (time budget" \
+        in text.stdout
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("--memory", "8GiB", "--time", "soon"), "--time: 'soon' is not a positive duration"),
+    (("--time", "0"), "--time: '0' is not a positive duration"),
+    (("--time=-2h",), "--time: '-2h' is not a positive duration"),
+    (("--memory", "8GiB", "--time", "1h", "--quick"), "--time with --quick: a time budget is "
+                                                      "answered from probes near the answer"),
+    ((), "scalebench capacity needs a budget: --memory, --time or both"),
+])
+def test_a_bad_time_budget_is_one_line_exit_2_and_writes_nothing(tmp_path, arguments, message):
+    config = tmp_path / "fresh.yml"  # never calibrated: any probe would write its cache
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 24}}],
+        "solver": [{"denoiser": {"denoiser": "tv", "device": "cpu", "max_iter": 3}}]}))
+    cache = tmp_path / "cache"
+    result = run_cli("capacity", config, *arguments, env={"SCALEBENCH_CACHE": str(cache)})
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert result.stdout == "" and not cache.exists()
 
 
 def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
@@ -139,10 +201,16 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
     # DnCNN's line: TV's calibration is extended as far as its noisy peaks need, so its
     # sizes and even whether it grows within 8x vary from run to run.
     size = calibrated[1]["largest_size"]
-    assert f"1 rank: up to image_size {size}, predicted " in lines[2]
+    dncnn = next(index for index, line in enumerate(lines) if "denoiser=dncnn" in line)
+    assert f"1 rank: up to image_size {size}, predicted " in lines[dncnn]
     assert "dominated by per unknown in the iterations (calibrated at 16, 32, 48, 64, 444; " \
         f"quick, largest probe at {444**2 / size**2:.2g} of its unknowns; calibration " \
-        in lines[2] and lines[2].endswith(", cached)")
+        in lines[dncnn] and lines[dncnn].endswith(", cached)")
+    # Under it, the time model's run at that size, and how far past its probes it is.
+    assert lines[dncnn + 1].startswith("    time: predicted ") and \
+        " s per iteration (denoise " in lines[dncnn + 1] and \
+        "5 iterations and 6 evaluations in " in lines[dncnn + 1] and \
+        f"extrapolates {size**2 / 444**2:.2g}x past the largest probe" in lines[dncnn + 1]
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
@@ -244,12 +312,19 @@ def test_the_capacity_view_draws_probes_model_budget_largest_size_and_runs(capac
 
     results, page, _ = capacity_report
     view = capacity(results)
-    assert "Capacity: peak memory vs size, model and budget" in page
+    assert "Capacity: peak memory and time vs size, models and budgets" in page
     tv, dncnn = view.summary.rows
-    assert dncnn[-1] == "32, 64" and tv[-1] == "-"  # the runs found for each configuration
+    assert dncnn[8] == "32, 64" and tv[8] == "-"  # the runs found for each configuration
     answer = results.capacity[1]
     assert dncnn[4] == str(answer["largest_size"])
-    axis = view.figure.axes[1]
+    # Each answer's row of panels: memory, then time.
+    axis, timing = view.figure.axes[2:4]
+    probes, = [c for c in timing.collections if c.get_label().startswith("probes: s per")]
+    assert len(probes.get_offsets()) == len(answer["time_probes"])
+    per_iteration, = [line for line in timing.get_lines()
+                      if line.get_label() == "time model: s per iteration"]
+    assert list(per_iteration.get_ydata()) == [c[2] for c in answer["time_curve"]]
+    assert dncnn[11] == f"{answer['predicted_iteration_s']:.3g}"
     model, = [line for line in axis.get_lines() if line.get_label() == "model: predicted peak"]
     assert list(model.get_xdata()) == [size for size, _ in answer["curve"]]
     budget, = [line for line in axis.get_lines() if line.get_label().startswith("memory")]

@@ -11,10 +11,13 @@ from pathlib import Path
 from tests.support.paths import BENCHMARK, REPO
 
 
-def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m scalebench ARGS`` as a user would, capturing its output."""
+def run_cli(*args: str, cwd: Path = REPO, timeout: int = 600,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m scalebench ARGS`` as a user would, capturing its output; ``env``:
+    variables set over this process's."""
     return subprocess.run([sys.executable, "-m", "scalebench", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def modules_loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:

@@ -4,6 +4,7 @@ parallel config, every invalid case refused before anything is submitted, memory
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -256,3 +257,85 @@ def test_auto_takes_cuda_only_where_there_is_a_device_and_cuda_stays_cuda_for_a_
     assert device_type("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert device_type("cpu") == "cpu"
     assert device_type("cuda") == "cuda"  # a plan may be for a machine with GPUs
+
+
+def timed_calibration(configuration, grad_per_unknown=1e-6) -> None:
+    """A cached calibration of ``configuration`` whose probes at 32-128 took 1 s of set-up
+    (0.5 s of it the operator norm), ``grad_per_unknown`` seconds per unknown per iteration,
+    0.1 s per evaluation and 2 s to start."""
+    from scalebench.experiment.capacity.calibration import probe_sizes
+    from scalebench.experiment.capacity.calibration_cache import cache_path
+    from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
+
+    points = tuple(CalibrationPoint(
+        size, size * size, 0, size * size, (2**20, 2**20), 0, False,
+        {"setup_s": 1.5, "steps": {"grad": [1.0, grad_per_unknown * size * size]},
+         "evaluation_s": 0.1, "norm_s": 0.5, "norm_applications": 6, "norm_capped": False,
+         "denoise_scale": 1.0, "startup_s": 2.0, "chunks_cut": False})
+        for size in (32, 64, 96, 128))
+    memory = (2**20, 0.0, 0.0, 0.0, 0.0)
+    path = cache_path(configuration, probe_sizes(configuration))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(MemoryModel((memory, memory), 0.0, 0.0, points).to_json()))
+
+
+def test_a_time_calibrated_job_is_predicted_start_up_set_up_iterations_and_evaluations(
+        tmp_path, monkeypatch):
+    """Two repetitions in one local process: one start-up, two set-ups of which the first
+    computes the operator norm, 10 iterations and 11 evaluations each; 4x the largest probe's
+    unknowns, said; a second job on the same data reads the norm the first computed."""
+    from scalebench.experiment.capacity.configuration import Configuration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solvers = [{"max_iter": 10, "device": "cpu", "denoiser": "tv", "step_size": step}
+               for step in (0.1, 0.2)]
+    for solver in solvers:
+        timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"))
+    config = config_file(tmp_path, **{"n-repetitions": 2, "timeout": "1h"},
+                         dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": {**solvers[0], "step_size": [0.1, 0.2]}}])
+    plan = plan_of(config)
+    first, second = plan.jobs
+    run = 1.0 + 10 * 1e-6 * 256**2 + 11 * 0.1  # set-up without the norm, iterations, evaluations
+    assert first.time_model == "calibrated"
+    assert first.predicted_s == pytest.approx(2.0 + (run + 0.5) + run)
+    assert second.predicted_s == pytest.approx(2.0 + 2 * run)
+    assert first.extrapolation == pytest.approx(4.0)
+    assert first.predicted_cpu_core_hours == pytest.approx(first.predicted_s / 3600)
+    totals = plan.to_json()["totals"]
+    assert totals["predicted_jobs"] == 2
+    assert totals["predicted_s"] == pytest.approx(first.predicted_s + second.predicted_s)
+    text = format_text(plan)
+    assert f"{first.predicted_s:.0f} s (x4)" in text
+    assert "predicted: (xN) marks a prediction N times past its largest probe" in text
+    assert plan.warnings(cores=64) == [] and plan.errors == []
+
+
+def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_that_would_do(
+        tmp_path, monkeypatch):
+    """A 10 s timeout for a run predicted at about 70 s: a warning naming a timeout that
+    would do (prediction x 1.2), an error with --strict; an uncalibrated job says so."""
+    from scalebench.experiment.capacity.configuration import Configuration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"),
+                      grad_per_unknown=1e-4)
+    config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}])
+    plan = plan_of(config)
+    job, = plan.jobs
+    needed = math.ceil(job.predicted_s * 1.2)
+    warning, = plan.warnings(cores=64)
+    assert warning == (f"job {job.id} ({job.label}): time limit 10 s is below its predicted "
+                       f"{job.predicted_s:.0f} s with a 20% margin: set the run option "
+                       f"timeout to at least {needed}s")
+    strict = make_plan(config, None, 1, strict=True)
+    assert strict.warnings(cores=64) == [] and strict.errors == [warning]
+    other = plan_of(config_file(tmp_path, "o.yml", dataset=[{"tomography_2d": {
+        **dataset, "num_angles": 64}}], solver=[{"pnp": solver}]))
+    uncalibrated, = other.jobs
+    assert uncalibrated.time_model == "not calibrated" and uncalibrated.predicted_s is None
+    assert "not calibrated" in format_text(other)

@@ -67,7 +67,8 @@ def probe_point(configuration: Configuration, size: int,
     return CalibrationPoint(size, result.unknowns, result.measurements, counts.denoised,
                             result.peaks_bytes(configuration.device),
                             configuration.workspace(size, chunk_elements),
-                            result.iterations_peak_bounded(configuration.device))
+                            result.iterations_peak_bounded(configuration.device),
+                            {**result.timing, "chunks_cut": chunk_elements is not None})
 
 
 def workspace_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:
@@ -145,15 +146,23 @@ def largest_fitting(configuration: Configuration, model: MemoryModel, ranks: int
     ``budget_bytes`` (None when even the smallest valid size is not). The prediction grows
     with the size (non-negative terms), so ``last_true`` finds it, over the valid sizes at
     most each candidate."""
-    def fits(size: int) -> bool:
+    return largest_valid(configuration, lambda size: model.predict(
+        configuration.sizes(size, ranks, model)) <= budget_bytes, limit)
+
+
+def largest_valid(configuration: Configuration, fits: Callable[[int], bool],
+                  limit: int = 1 << 20) -> int | None:
+    """The largest valid size that ``fits`` (a prediction within a budget, which once false
+    stays false as the size grows), None when even the smallest valid size does not: over
+    the valid sizes at most each candidate (``last_true``)."""
+    def holds(size: int) -> bool:
         valid = valid_at_most(configuration, size)
-        return valid is not None and \
-            model.predict(configuration.sizes(valid, ranks, model)) <= budget_bytes
+        return valid is not None and fits(valid)
 
     smallest = next((size for size in range(1, 257) if configuration.valid(size)), None)
-    if smallest is None or not fits(smallest):
+    if smallest is None or not holds(smallest):
         return None
-    return valid_at_most(configuration, last_true(fits, smallest, limit))
+    return valid_at_most(configuration, last_true(holds, smallest, limit))
 
 
 def last_true(holds: Callable[[int], bool], low: int, limit: int) -> int:

@@ -16,6 +16,11 @@ from provenance.files import write_text_atomically
 from scalebench.data.cache import cache_root
 from scalebench.experiment.capacity.configuration import Configuration, configuration_key
 from scalebench.experiment.capacity.model import MemoryModel
+from scalebench.experiment.capacity.time_model import (
+    RunPrediction,
+    run_prediction,
+    time_model,
+)
 
 
 def cache_path(configuration: Configuration, sizes: list[int], variant: str = "") -> Path:
@@ -79,3 +84,23 @@ def calibrated_peak(dataset: str, dataset_params: dict, solver: str, solver_para
         return None
     size = configuration.resolved_dataset()[size_parameter]
     return model.predict(configuration.sizes(size, ranks, model))
+
+
+def calibrated_run(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
+                   ranks: int, size_parameter: str = "image_size") -> RunPrediction | None:
+    """One run of this experiment on one of ``ranks`` ranks as the cached calibration of its
+    configuration predicts it; None without a calibration whose probes were timed (never a
+    guess: ``scalebench capacity`` makes them)."""
+    from scalebench.problems import PROBLEMS
+
+    if size_parameter not in PROBLEMS[dataset].params:
+        return None
+    configuration = Configuration(dataset, dataset_params, solver, solver_params,
+                                  size_parameter)
+    model = cached_model(configuration)
+    timing = None if model is None else time_model(model.points)
+    if timing is None:
+        return None
+    size = configuration.resolved_dataset()[size_parameter]
+    return run_prediction(timing, configuration.time_counts(size, ranks),
+                          *configuration.run_length())

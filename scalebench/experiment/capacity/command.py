@@ -1,5 +1,6 @@
-"""``scalebench capacity CONFIG --memory BUDGET``: the largest size of each configuration of an
-experiment grid whose predicted per-rank peak fits the budget."""
+"""``scalebench capacity CONFIG --memory BUDGET --time DURATION``: the largest size of each
+configuration of an experiment grid whose predicted per-rank peak fits the memory budget and
+whose predicted run (set-up, ``max_iter`` iterations, evaluations) fits the time budget."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from scalebench.errors import ScalebenchError
 from scalebench.experiment.capacity.calibration import (
     calibrate,
     largest_fitting,
+    largest_valid,
     probe_point,
     probe_sizes,
     usable_budget,
@@ -19,15 +21,21 @@ from scalebench.experiment.capacity.calibration import (
 from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import MemoryModel
 from scalebench.experiment.capacity.refine import Round, refined
+from scalebench.experiment.capacity.time_answer import (
+    check_budgets,
+    check_cached_timing,
+    machine_budget,
+    measured_iteration,
+    run_seconds,
+    time_fields,
+    time_probes,
+)
+from scalebench.experiment.capacity.time_model import TimeModel, duration_text, time_model
 from scalebench.rank.devices import cuda_available
 
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.2f} GiB"
-
-
-def duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,23 @@ class CapacityLine:
     # The largest probe's unknowns over the answer's: how far the model extrapolates.
     probe_fraction: float | None = None
     calibration_seconds: float = 0.0  # wall time of the probes, when they ran
+    # The time model (time_model.TimeModel.to_json(); None: the calibration has no timings)
+    # and its predictions at the answer for the run's ``iterations`` and ``evaluations``.
+    time_model: dict | None = None
+    time_budget_s: float | None = None
+    binding: str | None = None  # which budget sets the answer: 'memory' or 'time'
+    iterations: int = 0
+    evaluations: int = 0
+    predicted_iteration_s: float | None = None
+    predicted_setup_s: float | None = None
+    predicted_run_s: float | None = None
+    step_seconds: dict = field(default_factory=dict)  # each step's predicted seconds
+    time_extrapolation: float | None = None  # times the largest probe's count (1: within)
+    time_probes: list = field(default_factory=list)  # [size, iteration s, set-up s] measured
+    # [size, predicted run s, predicted s per iteration] on ``ranks`` ranks
+    time_curve: list = field(default_factory=list)
+    measured_iteration_s: float | None = None
+    measured_setup_s: float | None = None
 
     @property
     def verified_ratio(self) -> float | None:
@@ -69,8 +94,47 @@ class CapacityLine:
             return None
         return self.predicted_peak_bytes / self.measured_peak_bytes
 
+    @property
+    def time_ratios(self) -> tuple[float, float] | None:
+        """Predicted over measured seconds per iteration and set-up at the answer
+        (--verify)."""
+        if self.measured_iteration_s is None or self.predicted_iteration_s is None:
+            return None
+        return (self.predicted_iteration_s / self.measured_iteration_s,
+                self.predicted_setup_s / self.measured_setup_s)
+
     def to_json(self) -> dict:
-        return {**self.__dict__, "verified_ratio": self.verified_ratio}
+        ratios = self.time_ratios
+        return {**self.__dict__, "verified_ratio": self.verified_ratio,
+                "verified_time_ratios": None if ratios is None else
+                {"iteration": ratios[0], "setup": ratios[1]}}
+
+    def time_text(self) -> str:
+        """The predicted run at the answer, which budget binds, and its verification."""
+        if self.time_model is None:
+            return "\n    time: not calibrated (its probes were not timed)"
+        if self.predicted_run_s is None:
+            return ""
+        steps = ", ".join(f"{name} {seconds:.3g} s" for name, seconds
+                          in self.step_seconds.items())
+        line = (f"\n    time: predicted {self.predicted_iteration_s:.3g} s per iteration "
+                f"({steps}), set-up {duration_text(self.predicted_setup_s)}, "
+                f"{self.iterations} iterations and {self.evaluations} evaluations in "
+                f"{duration_text(self.predicted_run_s)}")
+        if self.time_budget_s is not None:
+            line += f"; {self.binding} binds (time budget {duration_text(self.time_budget_s)})"
+        if self.time_extrapolation and self.time_extrapolation > 1.05:
+            line += f"; extrapolates {self.time_extrapolation:.2g}x past the largest probe"
+        if self.ranks > 1:
+            line += "; communication not included (probed on one rank)"
+        ratios = self.time_ratios
+        if ratios is not None:
+            line += (f"\n    verified time: per iteration predicted "
+                     f"{self.predicted_iteration_s:.3g} s, measured "
+                     f"{self.measured_iteration_s:.3g} s, ratio {ratios[0]:.3f}; set-up "
+                     f"predicted {self.predicted_setup_s:.3g} s, measured "
+                     f"{self.measured_setup_s:.3g} s, ratio {ratios[1]:.3f}")
+        return line
 
     def calibration_text(self) -> str:
         """Where it was calibrated, how (quick or refined), how far its largest probe is from
@@ -80,7 +144,7 @@ class CapacityLine:
             how = "quick" if self.quick else \
                 f"refined in {len(self.refinement)} round{'s' * (len(self.refinement) != 1)}"
             text += f"; {how}, largest probe at {self.probe_fraction:.2g} of its unknowns"
-        text += f"; calibration {duration(self.calibration_seconds)}"
+        text += f"; calibration {duration_text(self.calibration_seconds)}"
         return text + (", cached" if self.cached else "")
 
     def text(self) -> str:
@@ -88,7 +152,8 @@ class CapacityLine:
         calibrated = self.calibration_text()
         if self.largest_size is None:
             return f"{self.label}  {who}: {self.reason} ({calibrated})"
-        line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}, "
+        line = (f"{self.label}  {who}: up to {self.size_parameter} {self.largest_size}"
+                f"{'' if self.binding is None else f' ({self.binding} binds)'}, "
                 f"predicted {gib(self.predicted_peak_bytes)} per rank, dominated by "
                 f"{self.dominant_term} in the {self.dominant_phase} ({calibrated})")
         if self.verified_ratio is not None:
@@ -99,7 +164,7 @@ class CapacityLine:
             line += ("\n    approximate: this system lets no process reset its peak memory "
                      "(/proc/self/clear_refs), and the set-up's peak hid the iterations' at "
                      "probed sizes")
-        return line
+        return line + self.time_text()
 
 
 def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
@@ -161,10 +226,29 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
     return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
 
 
+def within_budgets(configuration: Configuration, model: MemoryModel, timing: TimeModel | None,
+                   ranks: int, budget: int, time_budget_s: float | None
+                   ) -> tuple[int | None, str | None, str]:
+    """The largest size within the memory budget (with its headroom) and, given one, whose
+    predicted run fits ``time_budget_s``; which budget binds (None without a time budget);
+    and why there is none, if there is none."""
+    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
+    if time_budget_s is None:
+        return size, None, "no size fits"
+    if size is None:
+        return None, "memory", "no size fits the memory budget"
+    timed_size = largest_valid(configuration, lambda value: run_seconds(
+        configuration, timing, value, ranks) <= time_budget_s)
+    if timed_size is None or timed_size < size:
+        return timed_size, "time", "no size runs within the time budget"
+    return size, "memory", ""
+
+
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,
-           model: MemoryModel, cached: bool, rounds: list[Round] | None = None
-           ) -> CapacityLine:
-    """The line of ``model`` within ``budget``; ``rounds``: its refinement (None: --quick)."""
+           model: MemoryModel, cached: bool, rounds: list[Round] | None = None,
+           time_budget_s: float | None = None) -> CapacityLine:
+    """The line of ``model`` within ``budget`` (and, given ``time_budget_s``, whose predicted
+    run fits it too); ``rounds``: its refinement (None: --quick)."""
     if budget < model.baseline_bytes:
         raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
                               f"{gib(model.baseline_bytes)} measured for {label} (its peak "
@@ -183,7 +267,13 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                          for point in model.points],
               "quick": rounds is None,
               "refinement": [item.to_json() for item in rounds or []],
-              "calibration_seconds": model.seconds}
+              "calibration_seconds": model.seconds, "time_budget_s": time_budget_s,
+              "time_probes": time_probes(model)}
+    timing = time_model(model.points)
+    if time_budget_s is not None and timing is None:
+        raise ScalebenchError(f"{label}: --time needs a time-calibrated configuration, and "
+                              f"its calibration's probes were not timed (remove its cache "
+                              f"entries to calibrate it again)")
     if not model.grows:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
                             dominant_term=None, dominant_phase=None, terms={}, curve=[],
@@ -191,48 +281,68 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                                 f"no answer: the probed peaks do not grow with "
                                 f"{configuration.size_parameter}; calibrate at larger sizes "
                                 f"(--calibration-size)"))
-    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
+    size, binding, reason = within_budgets(configuration, model, timing, ranks, budget,
+                                           time_budget_s)
     line = curve(configuration, model, ranks, size)
+    common.update(time_fields(configuration, timing, ranks, size,
+                              [point[0] for point in line]))
     if size is None:
         return CapacityLine(**common, largest_size=None, predicted_peak_bytes=None,
                             dominant_term=None, dominant_phase=None, terms={}, curve=line,
-                            reason="no size fits")
+                            reason=reason, binding=binding)
     counts = configuration.sizes(size, ranks, model)
-    return CapacityLine(**common, largest_size=size, predicted_peak_bytes=model.predict(counts),
+    return CapacityLine(**common, binding=binding, largest_size=size,
+                        predicted_peak_bytes=model.predict(counts),
                         dominant_term=model.dominant(counts),
                         dominant_phase=model.dominant_phase(counts), terms=model.terms(counts),
                         curve=line, probe_fraction=max(point.unknowns for point in model.points)
                         / counts.unknowns)
 
 
-def capacity(config: Path, budget: int, nproc: int, size_parameter: str, device: str | None,
-             largest_probe: int, verify: bool,
-             parallel_config: Path | None = None, quick: bool = False) -> list[CapacityLine]:
+def capacity(config: Path, budget: int | None, nproc: int, size_parameter: str,
+             device: str | None, largest_probe: int, verify: bool,
+             parallel_config: Path | None = None, quick: bool = False,
+             time_budget_s: float | None = None) -> list[CapacityLine]:
     """One line per configuration and rank count of ``config``, each calibrated then refined
     near its answer (refine.refined; ``quick``: the first calibration only); ``verify``: the
     largest predicted size of each one-rank line run once, whole (probe.run_probe), its peak
-    measured."""
+    and times measured. ``time_budget_s``: the answer's predicted run fits it too;
+    ``budget`` None: no memory budget but what this machine has (refine.machine_bytes)."""
     if device == "cuda":
         if not cuda_available():
             raise ScalebenchError("--device cuda: no CUDA device here (give --device cpu for "
                                   "host memory)")
+    check_budgets(budget, time_budget_s, quick)
     lines = []
     for configuration, label, ranks in configurations(config, nproc, size_parameter, device,
                                                       parallel_config):
         sizes = probe_sizes(configuration, largest_probe)
+        memory = budget if budget is not None else machine_budget(configuration)
         if len(sizes) < 3:
             raise ScalebenchError(f"{label}: fewer than three valid {size_parameter} values "
                                   f"up to {largest_probe} to calibrate at (give a larger "
                                   f"--calibration-size)")
         if quick:
             model, cached = calibrate(configuration, sizes)
-            line = answer(configuration, label, ranks, budget, model, cached)
+            line = answer(configuration, label, ranks, memory, model, cached)
         else:
-            done = refined(configuration, sizes, ranks, budget)
-            line = answer(configuration, label, ranks, budget, done.model, done.cached,
-                          done.rounds)
+            check_cached_timing(configuration, sizes, label, time_budget_s)
+            done = refined(configuration, sizes, ranks, memory)
+            line = answer(configuration, label, ranks, memory, done.model, done.cached,
+                          done.rounds, time_budget_s)
         if verify and ranks == 1 and line.largest_size is not None:
-            measured = probe_point(configuration, line.largest_size, whole=True).peak_bytes
-            line = replace(line, measured_peak_bytes=measured)
-        lines.append(line)
+            lines.append(verified(configuration, line))
+        else:
+            lines.append(line)
     return lines
+
+
+def verified(configuration: Configuration, line: CapacityLine) -> CapacityLine:
+    """``line`` with what a whole run at its answer measured: its peak, and (with a time
+    model) its seconds per iteration and set-up."""
+    point = probe_point(configuration, line.largest_size, whole=True)
+    line = replace(line, measured_peak_bytes=point.peak_bytes)
+    if line.predicted_iteration_s is None:
+        return line
+    return replace(line, measured_iteration_s=measured_iteration(point.timing),
+                   measured_setup_s=point.timing["setup_s"])

@@ -5,8 +5,9 @@ its dataset and solver with their parameters, the device type it runs on. It ans
 calibration needs of it at any size: whether the size is valid, the term counts of one rank
 there (``Sizes``), its feature maps and its operator's workspace. Its key covers the
 configuration with every parameter resolved (but those that change no rank's peak), the
-number of probe iterations, the code (commit and uncommitted changes) and the numerical
-packages, so that a change to any of them calibrates again.
+number of probe iterations, the code (commit and uncommitted changes), the numerical
+packages and the machine's CPU and GPU models, so that a change to any of them calibrates
+again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from functools import cached_property
 from scalebench.errors import ConfigError
 from scalebench.experiment.capacity.allocator import FLOAT32_BYTES
 from scalebench.experiment.capacity.model import MemoryModel, Sizes, operator_share
+from scalebench.experiment.capacity.time_model import Counts, evaluations
 from scalebench.rank.devices import device_type
 
 # Probe iterations: the first builds what the loop keeps, the second shows it does not grow.
@@ -27,8 +29,11 @@ PROBE_ITERATIONS = 2
 # Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
 # the model's): calibrations are shared across them.
 NOT_MEMORY = ("max_iter", "eval_every")
-# Provenance fields (provenance.collect) that decide a calibration besides the configuration.
-ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra")
+# Provenance fields (provenance.collect) that decide a calibration besides the configuration:
+# the code, the numerical packages and the machine (its probes' step times are this
+# machine's; the thread count is a solver parameter, in the configuration).
+ENVIRONMENT = ("code_commit", "code_diff_sha256", "torch", "deepinv", "numpy", "astra",
+               "cpu_model", "gpu_models")
 
 
 @dataclass(frozen=True)
@@ -98,8 +103,9 @@ class Configuration:
         spec, sized = PROBLEMS[self.dataset], self.at(size)
         try:
             validate_parameters(f"dataset '{self.dataset}'", sized.dataset_params, spec.params)
-            check_denoiser_fits(self.resolved_solver(),
-                                spec.image_shape(**sized.resolved_dataset()))
+            if self.spec.uses_denoiser:  # CGLS, FBP: no denoiser to fit
+                check_denoiser_fits(self.resolved_solver(),
+                                    spec.image_shape(**sized.resolved_dataset()))
         except (ConfigError, ValueError):
             return False
         return True
@@ -115,11 +121,31 @@ class Configuration:
         solver = self.resolved_solver()
         measurements = 0.0
         if model is not None and self.spec.uses_operator:
-            share = operator_share(spec.num_operators(**values), ranks,
-                                   solver["distribute_physics"])
-            measurements = model.measurements(size) * share
-        return Sizes(math.prod(shape), measurements, denoised_pixels(solver, shape, ranks),
-                     self.workspace(size))
+            measurements = model.measurements(size) * self.physics_share(size, ranks)
+        denoised = denoised_pixels(solver, shape, ranks) if self.spec.uses_denoiser else 0
+        return Sizes(math.prod(shape), measurements, denoised, self.workspace(size))
+
+    def time_counts(self, size: int, ranks: int) -> Counts:
+        """What one of ``ranks`` ranks' time terms are functions of at ``size``."""
+        sizes = self.sizes(size, ranks, None)
+        return Counts(sizes.unknowns, sizes.denoised, self.physics_share(size, ranks))
+
+    def physics_share(self, size: int, ranks: int) -> float:
+        """The fraction of the operators one of ``ranks`` ranks holds and applies (1 where
+        the solver builds none)."""
+        from scalebench.problems import PROBLEMS
+
+        if not self.spec.uses_operator:
+            return 1.0
+        values = self.at(size).resolved_dataset()
+        return operator_share(PROBLEMS[self.dataset].num_operators(**values), ranks,
+                              self.resolved_solver().get("distribute_physics", False))
+
+    def run_length(self) -> tuple[int, int]:
+        """(iterations, evaluations) of one run: ``max_iter``, and the evaluations its
+        ``eval_every`` makes."""
+        solver = self.resolved_solver()
+        return solver["max_iter"], evaluations(solver["max_iter"], solver.get("eval_every", 1))
 
     @cached_property
     def feature_channels(self) -> int:

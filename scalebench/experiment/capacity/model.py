@@ -28,7 +28,7 @@ With ``distribute_physics`` a rank holds its share of the operators' measurement
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 TERMS = ("process baseline", "per unknown", "per measurement", "per denoised pixel",
          "per workspace element")
@@ -72,6 +72,9 @@ class CalibrationPoint:
     # The iterations' own peak is unknown, only at most the set-up's: the system let the probe
     # reset no host peak, and the iterations did not raise the process's lifetime peak.
     iterations_peak_bounded: bool = False
+    # What the probe's run took (probe.ProbeResult.timing; the time model's input, and
+    # cached with the peaks): empty for a probe made before runs were timed.
+    timing: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def sizes(self) -> Sizes:

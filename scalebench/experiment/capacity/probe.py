@@ -18,6 +18,12 @@ iterations' host peak is the process's lifetime peak, ``host_method`` says so: o
 set-up's is the iterations' own, one equal to it only says that the iterations' own is not
 larger.
 
+The same run is timed for the time model (``timing``): the set-up's wall time (data, operators,
+operator norm, initial estimate; the norm's own seconds and applications beside it, as the
+probe caps them), each profiled step's seconds in every iteration (device synchronised by the
+profiler, on CUDA as on the CPU), the evaluation's, and the factor by which a cut TV ran fewer
+inner iterations than a run's (its denoiser's time is scaled by it).
+
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
 
@@ -71,6 +77,7 @@ class ProbeResult:
     unknowns: int
     measurements: int
     host_method: str  # rank.names.HOST_METHODS: how the iterations' host peak was read
+    timing: dict  # what the run's phases and steps took (``_timing``; time_model.Timing)
 
     def iterations_peak_bounded(self, device: str) -> bool:
         """Whether the iterations' own peak on ``device`` is unknown, only bounded by the
@@ -126,25 +133,32 @@ def run_probe(dataset: str, dataset_params: dict, solver: str, solver_params: di
     data_class = imported_class(folder / "datasets" / f"{dataset}.py", "Dataset")
     solver_class = imported_class(folder / "solvers" / f"{solver}.py", "Solver")
     objective = imported_class(folder / "objective.py", "Objective").get_instance()
+    started = time.perf_counter()
     # The data's measurements apply the chunked operators: their limit holds from the start.
     with installed(probe_settings(whole, False, chunk_elements)):
         objective.set_data(**data_class.get_instance(**dataset_params).get_data())
+        # A one-shot solver (FBP: max_iter at most 1) runs its one iteration.
+        iterations = min(iterations, solver_class.param_specs["max_iter"].maximum or iterations)
         run = solver_class.get_instance(**{**solver_params, "max_iter": iterations})
         mapped = image_mapped(objective.problem.x_true.numel(),
                               device_type(run.params["device"]))
-        with installed(probe_settings(whole, mapped, chunk_elements)):  # before the
-            # denoiser is built
-            return _measured(objective, run, iterations)
+        settings = probe_settings(whole, mapped, chunk_elements)
+        with installed(settings):  # before the denoiser is built
+            return _measured(objective, run, iterations, started, settings)
 
 
-def _measured(objective: Any, run: Any, iterations: int) -> ProbeResult:
-    """The set-up's and the iterations' peaks of ``run`` on ``objective``."""
+def _measured(objective: Any, run: Any, iterations: int, started: float,
+              settings: ProcessSettings) -> ProbeResult:
+    """The set-up's and the iterations' peaks of ``run`` on ``objective``, and their times
+    (``started``: when the set-up began, the data's loading included)."""
     import torch
 
-    from scalebench.rank.profiling import MIB, HostPeakMemory
+    from scalebench.rank.profiling import MIB, HostPeakMemory, synchronize
 
     run._set_objective(objective)
     run.pre_run_hook(iterations)  # the set-up ends here, its freed memory handed back
+    synchronize(run.device)
+    setup_s = time.perf_counter() - started
     cuda = run.device.type == "cuda"
 
     def peaks(host: HostPeakMemory) -> tuple[int, int | None]:
@@ -156,14 +170,46 @@ def _measured(objective: Any, run: Any, iterations: int) -> ProbeResult:
     host = HostPeakMemory()  # resets the host peak where the system allows it
     if cuda:
         torch.cuda.reset_peak_memory_stats(run.device)
+    steps: dict[str, list[float]] = {}
     for _ in range(iterations):
         run.loop.iterate()
+        for name, seconds in step_seconds(run.profiler.last).items():
+            steps.setdefault(name, []).append(seconds)
+    evaluated = time.perf_counter()
     objective.evaluate_result(**run.get_result())
+    synchronize(run.device)
+    evaluation_s = time.perf_counter() - evaluated
     looped = peaks(host)
     measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
+    timing = {"setup_s": setup_s, "steps": steps, "evaluation_s": evaluation_s,
+              "norm_s": float(run.setup_figures.get("operator_norm_time_s", 0.0)),
+              "norm_applications": int(run.setup_figures.get("operator_norm_iterations", 0))
+              + int(run.setup_figures.get("operator_norm_start_iterations", 0)),
+              "norm_capped": settings.norm_applications is not None
+              and int(run.setup_figures.get("operator_norm_iterations", 0))
+              >= settings.norm_applications,
+              "denoise_scale": tv_scale(settings, run.params.get("denoiser"))}
     return ProbeResult((setup[0], looped[0]),
                        (setup[1], looped[1]) if cuda else None,
-                       objective.problem.x_true.numel(), measurements, host.method)
+                       objective.problem.x_true.numel(), measurements, host.method, timing)
+
+
+def step_seconds(figures: dict[str, float]) -> dict[str, float]:
+    """Each step's seconds in the profiler's latest iteration (``<step>_time_s``; the time
+    its collectives took, ``<step>_comm_time_s``, is inside it, none on one rank)."""
+    suffix = "_time_s"
+    return {key[:-len(suffix)]: value for key, value in figures.items()
+            if key.endswith(suffix) and not key.endswith("comm_time_s")}
+
+
+def tv_scale(settings: ProcessSettings, denoiser: str | None) -> float:
+    """A run's TV inner iterations over the probe's (1 where the probe cut none, or the
+    denoiser is not TV): a TV call's time is its inner iterations', each costing the same."""
+    from scalebench.denoisers.kinds.tv import ITERATIONS
+
+    if settings.tv_iterations is None or denoiser != "tv":
+        return 1.0
+    return ITERATIONS / settings.tv_iterations
 
 
 def children_cpu_seconds() -> float:
@@ -189,17 +235,24 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
     done = subprocess.run([sys.executable, "-m", "scalebench.experiment.capacity.probe", request],
                           capture_output=True, text=True, env=environment, timeout=timeout_s,
                           check=False)
+    wall = time.monotonic() - started
     LOG.info("probe of %s %s x %s: %.0f s wall, %.0f s CPU", dataset, dataset_params, solver,
-             time.monotonic() - started, children_cpu_seconds() - cpu_started)
+             wall, children_cpu_seconds() - cpu_started)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise CommandFailed(f"the memory probe of {dataset} {dataset_params} x {solver} "
                               f"failed: {last}")
     fields = json.loads(done.stdout.strip().splitlines()[-1])
+    timing = fields["timing"]
+    # What the process spent outside the run itself: interpreter, imports, start-up.
+    inside = timing["setup_s"] + sum(map(sum, timing["steps"].values())) + \
+        timing["evaluation_s"]
+    timing["startup_s"] = max(wall - inside, 0.0)
     return ProbeResult(tuple(fields["host_peaks_bytes"]),
                        None if fields["device_peaks_bytes"] is None
                        else tuple(fields["device_peaks_bytes"]),
-                       fields["unknowns"], fields["measurements"], fields["host_method"])
+                       fields["unknowns"], fields["measurements"], fields["host_method"],
+                       timing)
 
 
 def main(argv: list[str]) -> int:

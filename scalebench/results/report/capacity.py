@@ -6,7 +6,10 @@ Each answer gets a panel: the calibration probes' measured peaks (those of its r
 the answer marked apart), the model's predicted peak
 against the size, the memory budget as a line, the largest fitting size marked (and its
 measured peak when ``--verify`` ran it), and the peaks measured by the runs of these results
-that have the configuration and rank count.
+that have the configuration and rank count. Beside it, where the answer has a time model, the
+time panel: the probes' measured seconds per iteration, the model's predicted seconds per
+iteration and per run against the size, the time budget (``--time``), the answer and, with
+``--verify``, its measured seconds per iteration.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from scalebench.results.report.data import (
     step_peaks,
 )
 from scalebench.results.report.figures import (
+    FIGURE_WIDTH,
     SMALL_FONT,
     Table,
     View,
@@ -43,7 +47,7 @@ ANSWER_KEYS = ("label", "ranks", "size_parameter", "largest_size", "predicted_pe
                "measured_peak_bytes", "calibration_sizes")
 GIB = 2.0**30
 MIB = 2.0**20
-TITLE = "Capacity: peak memory vs size, model and budget"
+TITLE = "Capacity: peak memory and time vs size, models and budgets"
 
 
 def load_capacity(paths: list[Path]) -> list[dict]:
@@ -141,6 +145,56 @@ def _panel(axis, answer: dict, runs: pd.DataFrame) -> None:
     axis.grid(alpha=0.3)
 
 
+def _time_panel(axis, answer: dict) -> None:
+    """Seconds against the size: the probes' per iteration, the model's per iteration and
+    per run, the time budget, the answer and its verified seconds per iteration."""
+    size = answer["size_parameter"]
+    axis.set(xlabel=size, ylabel="seconds (one rank)")
+    axis.set_xscale("log")
+    axis.tick_params(labelsize=SMALL_FONT)
+    axis.grid(alpha=0.3)
+    if not answer.get("time_model"):
+        axis.set_title("no time model (probes not timed)", fontsize=SMALL_FONT)
+        return
+    curve = answer["time_curve"]
+    axis.plot([c[0] for c in curve], [c[2] for c in curve], color="C4",
+              label="time model: s per iteration")
+    axis.plot([c[0] for c in curve], [c[1] for c in curve], color="C5",
+              label=f"time model: run ({answer['iterations']} iterations, set-up, evaluations)")
+    probes = answer["time_probes"]
+    axis.scatter([p[0] for p in probes], [p[1] for p in probes], marker="o",
+                 facecolors="none", edgecolors="C4", label="probes: s per iteration (measured)")
+    if answer.get("time_budget_s"):
+        axis.axhline(answer["time_budget_s"], color="C3", linestyle="-.",
+                     label="time budget (--time)")
+    if answer["largest_size"] is not None:
+        axis.axvline(answer["largest_size"], color="C1", linestyle=":")
+        if answer.get("measured_iteration_s") is not None:
+            axis.scatter([answer["largest_size"]], [answer["measured_iteration_s"]],
+                         marker="*", s=80, color="C4",
+                         label="largest size, s per iteration measured (--verify)")
+    axis.set_yscale("log")
+    laws = "; ".join(f"{term['name']}: {term['kind']}" for term in
+                     answer["time_model"]["terms"])
+    axis.set_title(wrap(laws, 80), fontsize=SMALL_FONT)
+
+
+def _time_cells(answer: dict) -> list[str]:
+    """The row's time cells: which budget binds, the laws, the seconds per iteration
+    predicted and measured, the predicted run."""
+    if not answer.get("time_model"):
+        return ["-", "not calibrated", "-", "-", "-"]
+    measured = answer.get("measured_iteration_s")
+    predicted = answer.get("predicted_iteration_s")
+    return [answer.get("binding") or "-",
+            ", ".join(f"{term['name']} {term['kind']}" for term in
+                      answer["time_model"]["terms"]),
+            "-" if predicted is None else number(predicted, 3),
+            "-" if measured is None else number(measured, 3),
+            "-" if answer.get("predicted_run_s") is None
+            else number(answer["predicted_run_s"], 3)]
+
+
 def _row(answer: dict, runs: pd.DataFrame) -> list[str]:
     size = answer["size_parameter"]
     measured = answer["measured_peak_bytes"]
@@ -156,7 +210,7 @@ def _row(answer: dict, runs: pd.DataFrame) -> list[str]:
             (" (approximate)" if answer.get("approximate") else ""),
             "-" if measured is None else number(measured / GIB, 4),
             "-" if measured is None else number(answer["predicted_peak_bytes"] / measured, 3),
-            ", ".join(map(str, ran)) or "-"]
+            ", ".join(map(str, ran)) or "-", *_time_cells(answer)]
 
 
 def capacity(results: Results) -> View:
@@ -167,23 +221,31 @@ def capacity(results: Results) -> View:
     answers = results.capacity
     table = per_run(results.rows)
     runs = [matching_runs(table, answer) for answer in answers]
-    figure, axes = new_figure(8, 3.2 * len(answers) + legend_height(
-        ["refinement probes, near the answer (measured)"] * 8, 8), len(answers), 1)
-    for axis, answer, matched in zip(axes[:, 0], answers, runs, strict=True):
-        _panel(axis, answer, matched)
+    timed = any(answer.get("time_model") for answer in answers)
+    width = FIGURE_WIDTH if timed else 8
+    figure, axes = new_figure(width, 3.2 * len(answers) + legend_height(
+        ["refinement probes, near the answer (measured)"] * 12, width), len(answers),
+        2 if timed else 1)
+    for row, answer, matched in zip(axes, answers, runs, strict=True):
+        _panel(row[0], answer, matched)
+        if timed:
+            _time_panel(row[1], answer)
     # One legend for every panel: each kind of mark once, whichever panel drew it.
     handles = {}
-    for axis in axes[:, 0]:
+    for axis in axes.flat:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     legend_below(figure, axes[0][0], handles)
     shown = {e for matched in runs for e in matched.index}
     rows = results.rows[results.rows[RUN].isin(shown)]
     return View("capacity", TITLE, figure, rows if len(rows) else None,
-                "largest size whose predicted per-rank peak fits the budget, from a memory "
-                "model fitted to short runs in fresh processes (scalebench capacity); the "
-                "runs' points are their largest step peak, the model's the whole run's",
+                "largest size whose predicted per-rank peak fits the budget (and whose "
+                "predicted run fits the time budget), from memory and time models fitted to "
+                "the same short runs in fresh processes (scalebench capacity); the runs' "
+                "points are their largest step peak, the model's the whole run's",
                 Table(["configuration", "ranks", "calibrated at", "budget (GiB)",
                        "largest size", "predicted (GiB)", "measured at it (GiB)",
-                       "predicted / measured", "sizes run"],
+                       "predicted / measured", "sizes run", "binds", "time model",
+                       "predicted s / iteration", "measured s / iteration",
+                       "predicted run (s)"],
                       [_row(a, r) for a, r in zip(answers, runs, strict=True)]))

@@ -1,0 +1,88 @@
+"""The time side of a capacity answer: the time model's predictions at a size, its curve and
+probes for the report, the budgets a question may give, and what a verification measured."""
+
+from __future__ import annotations
+
+from scalebench.errors import ScalebenchError
+from scalebench.experiment.capacity.configuration import Configuration
+from scalebench.experiment.capacity.model import MemoryModel
+from scalebench.experiment.capacity.time_model import TimeModel, step_time, time_model, timed
+
+
+def run_seconds(configuration: Configuration, timing: TimeModel, size: int,
+                ranks: int) -> float:
+    """The predicted seconds of one run at ``size`` on ``ranks`` ranks (its ``max_iter``
+    iterations and evaluations, the operator norm computed)."""
+    return timing.run_seconds(configuration.time_counts(size, ranks),
+                              *configuration.run_length())
+
+
+def time_fields(configuration: Configuration, timing: TimeModel | None, ranks: int,
+                size: int | None, sizes: list[int]) -> dict:
+    """The line's time model, its probes, its curve at ``sizes`` and its predictions at the
+    answer ``size`` (none without a model or an answer)."""
+    if timing is None:
+        return {}
+    iterations, evaluations = configuration.run_length()
+    fields = {"time_model": timing.to_json(), "iterations": iterations,
+              "evaluations": evaluations,
+              "time_curve": [[value, run_seconds(configuration, timing, value, ranks),
+                              timing.iteration_seconds(configuration.time_counts(value, ranks))]
+                             for value in sizes]}
+    if size is None:
+        return fields
+    counts = configuration.time_counts(size, ranks)
+    return {**fields, "predicted_iteration_s": timing.iteration_seconds(counts),
+            "predicted_setup_s": timing.setup_seconds(counts),
+            "predicted_run_s": timing.run_seconds(counts, iterations, evaluations),
+            "step_seconds": timing.step_seconds(counts),
+            "time_extrapolation": timing.extrapolation(counts)}
+
+
+def time_probes(model: MemoryModel) -> list[list]:
+    """[size, seconds per iteration, set-up seconds] of each timed probe."""
+    return [[point.size, measured_iteration(point.timing), point.timing["setup_s"]]
+            for point in timed(model.points)]
+
+
+def measured_iteration(timing: dict) -> float:
+    """A probe's seconds per iteration: its steps' (time_model.step_time) together."""
+    return sum(step_time(timing, name) for name in timing["steps"])
+
+
+def check_budgets(budget: int | None, time_budget_s: float | None, quick: bool) -> None:
+    """A budget is given, and a time budget is positive and not with ``quick``; else a
+    one-line error."""
+    if budget is None and time_budget_s is None:
+        raise ScalebenchError("scalebench capacity needs a budget: --memory, --time or both")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise ScalebenchError(f"--time must be a positive duration, got {time_budget_s:g} s")
+    if time_budget_s is not None and quick:
+        raise ScalebenchError("--time with --quick: a time budget is answered from probes "
+                              "near the answer, which --quick skips; drop --quick")
+
+
+def check_cached_timing(configuration: Configuration, sizes: list[int], label: str,
+                        time_budget_s: float | None) -> None:
+    """Before any probe: a cached calibration whose probes were not timed cannot answer a
+    time budget (a one-line error)."""
+    from scalebench.experiment.capacity.calibration_cache import cached_model
+
+    if time_budget_s is None:
+        return
+    model = cached_model(configuration, sizes)
+    if model is not None and time_model(model.points) is None:
+        raise ScalebenchError(f"{label}: --time needs a time-calibrated configuration, and "
+                              f"its cached calibration's probes were not timed (remove its "
+                              f"cache entries to calibrate it again)")
+
+
+def machine_budget(configuration: Configuration) -> int:
+    """The memory budget of a time-only question: what this machine has for a run."""
+    from scalebench.experiment.capacity.refine import machine_bytes
+
+    available = machine_bytes(configuration.device)
+    if available is None:
+        raise ScalebenchError("--time alone: this machine's memory is unknown; give "
+                              "--memory too")
+    return available

@@ -1,0 +1,302 @@
+"""The time model of scalebench capacity in-process: each candidate law recovers synthetic
+times of a known law, the held-out probe chooses among them, the probes' caps are undone,
+a run's seconds are the exact sum of its terms, the time budget's answer and its bad input."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.experiment.capacity.command import answer, check_budgets, run_seconds
+from scalebench.experiment.capacity.configuration import ENVIRONMENT, Configuration
+from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
+from scalebench.experiment.capacity.probe import step_seconds, tv_scale
+from scalebench.experiment.capacity.time_model import (
+    Counts,
+    evaluations,
+    fit_power,
+    fit_term,
+    held_out_error,
+    piecewise,
+    time_model,
+)
+from scalebench.launch.slurm_requests import duration_seconds
+from scalebench.rank.settings import ProcessSettings
+
+MIB = 2**20
+COUNTS = [32**2, 64**2, 96**2, 128**2, 256**2, 512**2]
+
+
+def law(constant, scale, power):
+    return lambda count: constant + scale * count ** power
+
+
+def test_a_power_law_with_a_constant_is_recovered_and_chosen():
+    truth = law(0.01, 2e-7, 1.3)
+    fitted = fit_term("grad", [(count, truth(count)) for count in COUNTS])
+    assert fitted.kind == "power law + constant"
+    assert fitted.parameters == pytest.approx((0.01, 2e-7, 1.3), rel=1e-6)
+    # Fitted to 512^2 at most, it predicts 16x the unknowns exactly: the law is the data's.
+    assert fitted.predict(2048**2) == pytest.approx(truth(2048**2), rel=1e-6)
+    assert fitted.candidates["linear"] > 0.1  # a line misses the curvature held out
+
+
+def test_linear_times_choose_the_simpler_of_two_exact_laws():
+    truth = law(0.05, 3e-6, 1.0)
+    fitted = fit_term("denoise", [(count, truth(count)) for count in COUNTS])
+    assert fitted.kind == "linear"
+    assert fitted.candidates["power law + constant"] == pytest.approx(0.0, abs=1e-9)
+    assert fitted.parameters == pytest.approx((0.05, 3e-6, 1.0), rel=1e-6)
+
+
+def test_a_regime_change_is_followed_by_the_piecewise_law():
+    """Times linear up to 128^2 that grow as unknowns^1.6 past it (out of cache): only the
+    lines through the nearest probes predict the held-out largest ones."""
+    def truth(count):
+        return 1e-6 * count if count <= 128**2 else 1e-6 * 128**2 * (count / 128**2) ** 1.6
+
+    fitted = fit_term("grad", [(count, truth(count)) for count in COUNTS])
+    assert fitted.kind == "piecewise"
+    assert fitted.held_out_error == pytest.approx(0.0, abs=1e-9)
+    # Past the largest probe it carries the last segment's slope on.
+    assert fitted.predict(1024**2) == pytest.approx(truth(1024**2), rel=1e-9)
+
+
+def test_the_held_out_error_is_that_of_each_largest_probe_fitted_to_the_others():
+    probes = [(1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (4.0, 8.0)]
+    # linear fitted to (1,1),(2,2),(3,3) predicts 4 at 4 (measured 8): 0.5; fitted to
+    # (1,1),(2,2),(4,8) in relative least squares it predicts 3 something at 3.
+    error = held_out_error("linear", probes)
+    constant, scale, _ = fit_power([1.0, 2.0, 4.0], [1.0, 2.0, 8.0], (1.0,))
+    expected = (abs(4.0 / 8.0 - 1) + abs((constant + 3 * scale) / 3.0 - 1)) / 2
+    assert error == pytest.approx(expected)
+    assert held_out_error("power law + constant", probes[:3]) is None  # 2 left: too few
+
+
+def test_the_piecewise_law_interpolates_in_log_log_and_never_falls():
+    parameters = (100.0, 400.0, 1600.0, 1.0, 4.0, 2.0)
+    assert piecewise(parameters, 200.0) == pytest.approx(2.0)  # halfway in logs: 1 -> 4
+    assert piecewise(parameters, 3200.0) == pytest.approx(4.0)  # a falling end is held flat
+    assert piecewise(parameters, 50.0) == pytest.approx(0.5)  # the first slope below
+
+
+def timing(setup, steps, evaluation=0.5, norm=0.0, applications=0, capped=False,
+           denoise_scale=1.0, startup=2.0, cut=False):
+    return {"setup_s": setup + norm, "steps": {name: [2 * value, value]
+                                               for name, value in steps.items()},
+            "evaluation_s": evaluation, "norm_s": norm, "norm_applications": applications,
+            "norm_capped": capped, "denoise_scale": denoise_scale, "startup_s": startup,
+            "chunks_cut": cut}
+
+
+def timed_points(grad, denoise, setup, norm_per_unknown=0.0, sizes=(32, 64, 96, 128)):
+    """Points whose timings follow known linear laws of the unknowns (denoiser: of its
+    pixels, here the same)."""
+    return [CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB), 0, False,
+                             timing(setup(size * size), {"grad": grad(size * size),
+                                                         "denoise": denoise(size * size)},
+                                    norm=norm_per_unknown * size * size,
+                                    applications=6 if norm_per_unknown else 0))
+            for size in sizes]
+
+
+def test_a_run_is_start_up_set_up_norm_iterations_and_evaluations_exactly():
+    grad, denoise, setup = law(0.01, 1e-6, 1.0), law(0.02, 2e-6, 1.0), law(0.3, 1e-7, 1.0)
+    model = time_model(timed_points(grad, denoise, setup, norm_per_unknown=5e-7))
+    counts = Counts(1024**2, 1024**2)
+    per_iteration = grad(1024**2) + denoise(1024**2)
+    assert model.iteration_seconds(counts) == pytest.approx(per_iteration, rel=1e-6)
+    assert model.step_seconds(counts) == pytest.approx(
+        {"denoise": denoise(1024**2), "grad": grad(1024**2)}, rel=1e-6)
+    setup_s = setup(1024**2) + 5e-7 * 1024**2
+    assert model.setup_seconds(counts) == pytest.approx(setup_s, rel=1e-6)
+    assert model.run_seconds(counts, 100, 11) == pytest.approx(
+        2.0 + setup_s + 100 * per_iteration + 11 * 0.5, rel=1e-6)
+    assert model.run_seconds(counts, 100, 11, norm=False) == pytest.approx(
+        2.0 + setup(1024**2) + 100 * per_iteration + 11 * 0.5, rel=1e-6)
+    assert model.extrapolation(counts) == pytest.approx(1024**2 / 128**2)
+    # A rank holding a quarter of the operators applies a quarter of them; its denoiser
+    # calls are what its tiles make them.
+    split = model.step_seconds(Counts(1024**2, 1024**2 / 4, 0.25))
+    assert split["grad"] == pytest.approx(grad(1024**2) / 4, rel=1e-6)
+    assert split["denoise"] == pytest.approx(denoise(1024**2 / 4), rel=1e-6)
+
+
+def test_the_probes_caps_are_undone_and_cut_chunks_left_out():
+    """A norm capped at 3 applications (where an uncapped probe ran 6) counts 6; TV cut to 3
+    of its 50 inner iterations counts 50; probes with cut chunks are not a run's steps."""
+    points = timed_points(law(0.0, 1e-6, 1.0), law(0.0, 1e-6, 1.0), law(0.1, 0.0, 1.0),
+                          norm_per_unknown=1e-6)
+    capped = CalibrationPoint(256, 256**2, 0, 256**2, (MIB, MIB), 0, False, timing(
+        0.1, {"grad": 1e-6 * 256**2, "denoise": 3 / 50 * 1e-6 * 256**2},
+        norm=0.5e-6 * 256**2, applications=3, capped=True, denoise_scale=50 / 3))
+    cut = replace(points[-1], timing={**points[-1].timing, "steps": {"grad": [9.0, 9.0]},
+                                      "chunks_cut": True})
+    model = time_model([*points, capped, cut])
+    counts = Counts(512**2, 512**2)
+    assert model.step_seconds(counts)["denoise"] == pytest.approx(1e-6 * 512**2, rel=1e-6)
+    assert model.step_seconds(counts)["grad"] == pytest.approx(1e-6 * 512**2, rel=1e-6)
+    assert model.norm.predict(512**2) == pytest.approx(1e-6 * 512**2, rel=1e-6)
+
+
+def test_probes_made_before_runs_were_timed_give_no_time_model():
+    untimed = [CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB))
+               for size in (32, 64, 96)]
+    assert time_model(untimed) is None
+    # A cached point keeps its timings through the memory model's JSON.
+    points = timed_points(law(0.0, 1e-6, 1.0), law(0.0, 1e-6, 1.0), law(0.1, 0.0, 1.0))
+    model = MemoryModel(((MIB, 0, 0, 0, 0), (MIB, 0, 0, 0, 0)), 0.0, 0.0, tuple(points))
+    again = MemoryModel.from_json(model.to_json())
+    assert [point.timing for point in again.points] == [point.timing for point in points]
+
+
+def test_a_probe_keeps_each_steps_time_but_not_its_collectives_and_undoes_tv_cuts():
+    figures = {"grad_time_s": 1.0, "grad_comm_time_s": 0.2, "comm_time_s": 0.2,
+               "denoise_time_s": 2.0, "denoise_peak_host_rss_mib": 5.0}
+    assert step_seconds(figures) == {"grad": 1.0, "denoise": 2.0}
+    assert tv_scale(ProcessSettings(tv_iterations=3), "tv") == pytest.approx(50 / 3)
+    assert tv_scale(ProcessSettings(tv_iterations=3), "dncnn") == 1.0
+    assert tv_scale(ProcessSettings(), "tv") == 1.0
+
+
+def test_a_run_evaluates_its_first_every_kth_and_last_iteration():
+    assert evaluations(100, 10) == 11
+    assert evaluations(20, 1) == 21
+    assert evaluations(25, 10) == 4  # 0, 10, 20, 25
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("2h", 7200), ("90m", 5400), ("90min", 5400), ("1.5h", 5400), ("3600", 3600),
+    ("45s", 45), ("1d", 86400), ("1:30:00", 5400), ("10:00", 600), ("1-00:00:00", 86400)])
+def test_durations_parse_with_units_or_colons(text, seconds):
+    assert duration_seconds(text, "--time") == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-1h", "0:00", "2x", "soon", "", "h"])
+def test_a_duration_that_is_not_one_or_not_positive_is_a_one_line_error(text):
+    with pytest.raises(ConfigError, match=r"^--time: .* is not a positive duration: give a "
+                                          r"number with a unit s, m, h or d") as error:
+        duration_seconds(text, "--time")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(("budget", "seconds", "quick", "message"), [
+    (None, None, False, "needs a budget: --memory, --time or both"),
+    (2**30, 0.0, False, "--time must be a positive duration"),
+    (2**30, 3600.0, True, "--time with --quick"),
+])
+def test_budgets_a_capacity_question_cannot_answer_are_refused(budget, seconds, quick,
+                                                               message):
+    with pytest.raises(ScalebenchError, match=message):
+        check_budgets(budget, seconds, quick)
+
+
+def test_the_calibration_key_covers_the_machine():
+    assert {"cpu_model", "gpu_models"} <= set(ENVIRONMENT)
+
+
+def denoising(max_iter=100) -> Configuration:
+    return Configuration("synthetic", {"task": "denoising"}, "denoiser",
+                         {"denoiser": "dncnn", "pretrained": "none", "device": "cpu",
+                          "max_iter": max_iter, "eval_every": 10}, "image_size")
+
+
+def model_for(configuration: Configuration) -> MemoryModel:
+    """A memory model of 100 MiB + 64 bytes per unknown with timed probes: 1 us per denoised
+    pixel per iteration, 1 s of set-up."""
+    points = []
+    for size in (32, 64, 96, 128):
+        counts = configuration.sizes(size, 1, None)
+        peak = 100 * MIB + 64 * counts.unknowns
+        points.append(CalibrationPoint(size, counts.unknowns, 0, counts.denoised,
+                                       (peak, peak), 0, False, timing(
+                                           1.0, {"denoise": 1e-6 * counts.denoised},
+                                           evaluation=0.0, startup=0.0)))
+    memory = (100 * MIB, 64.0, 0.0, 0.0, 0.0)
+    return MemoryModel((memory, memory), 0.0, 0.0, tuple(points))
+
+
+def test_the_answer_is_the_smaller_of_the_two_budgets_and_says_which_binds():
+    configuration = denoising()
+    model = model_for(configuration)
+    memory_only = answer(configuration, "d", 1, 2**30, model, True, [])
+    assert memory_only.binding is None and memory_only.predicted_run_s is not None
+    loose = answer(configuration, "d", 1, 2**30, model, True, [], time_budget_s=1e6)
+    assert loose.binding == "memory" and loose.largest_size == memory_only.largest_size
+    tight = answer(configuration, "d", 1, 2**30, model, True, [], time_budget_s=60.0)
+    assert tight.binding == "time" and tight.largest_size < memory_only.largest_size
+    assert tight.predicted_run_s <= 60.0
+    assert run_seconds(configuration, time_model(model.points), tight.largest_size + 1,
+                       1) > 60.0
+    # 100 iterations of 1 us per pixel, 1 s of set-up, evaluations free: about 59 s / 1e-4.
+    assert tight.largest_size == math.isqrt(int(59.0 / 1e-4)) or \
+        abs(tight.largest_size - math.isqrt(int(59.0 / 1e-4))) <= 1
+    assert "(time binds)" in tight.text() and "time binds (time budget 60 s)" in tight.text()
+    none = answer(configuration, "d", 1, 2**30, model, True, [], time_budget_s=0.5)
+    assert none.largest_size is None and none.reason == "no size runs within the time budget"
+
+
+def test_the_time_panel_draws_probes_model_budget_and_the_verified_point():
+    """An answer with a time model as `scalebench capacity --format json --verify` writes it:
+    the probes' seconds per iteration, the model's per iteration and per run, the time budget
+    and the verified point; an answer without one says so."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from scalebench.results.report.capacity import _row, _time_panel
+
+    configuration = denoising()
+    line = answer(configuration, "d", 1, 2**30, model_for(configuration), True, [],
+                  time_budget_s=60.0)
+    data = {**line.to_json(), "measured_iteration_s": 0.5}
+    figure, axis = plt.subplots()
+    _time_panel(axis, data)
+    drawn = {c.get_label(): [list(x) for x in c.get_offsets()] for c in axis.collections}
+    assert [pytest.approx(point) for point in drawn["probes: s per iteration (measured)"]] \
+        == [[probe[0], probe[1]] for probe in data["time_probes"]]
+    assert drawn["largest size, s per iteration measured (--verify)"] == \
+        [[data["largest_size"], 0.5]]
+    lines = {item.get_label(): item for item in axis.get_lines()}
+    assert list(lines["time model: s per iteration"].get_ydata()) == \
+        [point[2] for point in data["time_curve"]]
+    assert lines["time budget (--time)"].get_ydata()[0] == 60.0
+    assert _row(data, pd.DataFrame())[9:12] == ["time", "denoise linear, set-up linear, "
+                                                "evaluation linear",
+                                                f"{data['predicted_iteration_s']:.3g}"]
+    plt.close(figure)
+    figure, axis = plt.subplots()
+    _time_panel(axis, {**data, "time_model": None})
+    assert axis.get_title() == "no time model (probes not timed)"
+    plt.close(figure)
+
+
+def test_a_noisy_last_segment_extrapolates_no_steeper_than_unknowns_squared():
+    parameters = (100.0, 200.0, 1.0, 1000.0)  # a thousandfold for twice the count: a burst
+    assert piecewise(parameters, 400.0) == pytest.approx(1000.0 * 4.0)
+
+
+@pytest.mark.parametrize("solver", ["cgls", "fbp"])
+def test_a_solver_without_a_denoiser_is_a_configuration_capacity_can_size(solver):
+    """CGLS and FBP (a campaign's baselines) have no denoiser to fit nor pixels to denoise."""
+    configuration = Configuration("tomography_2d", {"num_angles": 60}, solver,
+                                  {"device": "cpu"}, "image_size")
+    assert configuration.valid(64)
+    sizes = configuration.sizes(64, 1, None)
+    assert (sizes.unknowns, sizes.denoised) == (64 * 64, 0)
+
+
+def test_a_probe_times_its_set_up_steps_and_evaluation_and_a_one_shot_solver_runs_once():
+    """The probe's own run, in this process: FBP (max_iter at most 1) runs its one
+    back-projection where a probe asks for two iterations; CGLS's gradient step is timed in
+    each of its two."""
+    from scalebench.experiment.capacity.probe import run_probe
+
+    dataset = {"image_size": 16, "num_angles": 8}
+    # Deterministic mode's switches are process-wide: left off here, as this worker has them.
+    solver = {"device": "cpu", "deterministic": False}
+    fbp = run_probe("tomography_2d", dataset, "fbp", solver, iterations=2).timing
+    assert list(fbp["steps"]) == ["backproject"] and len(fbp["steps"]["backproject"]) == 1
+    cgls = run_probe("tomography_2d", dataset, "cgls", solver, iterations=2).timing
+    assert len(cgls["steps"]["grad"]) == 2 and all(value > 0 for value in cgls["steps"]["grad"])
+    assert cgls["setup_s"] > 0 and cgls["evaluation_s"] > 0 and cgls["norm_s"] == 0.0
