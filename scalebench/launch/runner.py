@@ -8,7 +8,10 @@ results file with every experiment finished so far (atomically, marked partial u
 last one). A failing experiment is recorded (experiment, rank, error: ``failures`` tells
 which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
 running experiment, keep what finished (marked partial) and remove the staging folder;
-``--resume`` runs only the experiments a partial file lacks.
+``--resume`` runs only the experiments a partial file lacks, and so does a SLURM job that was
+requeued (``SLURM_RESTART_COUNT`` > 0) with its own result name, by itself. Under srun, a step
+that does not end ``grace_s`` after a rank's failure (a node lost) is ended, and the launch
+stops there: the allocation cannot run the next experiment; a requeue completes it.
 
 Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
 written when none finished); 2 bad input; 128 + signal number when stopped by a signal.
@@ -36,7 +39,7 @@ from scalebench.errors import (
     ScalebenchError,
 )
 from scalebench.launch import processes
-from scalebench.launch.failures import experiment_failure, failure_message
+from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
     experiment_ranks,
@@ -83,6 +86,7 @@ class LaunchState:
     published: tuple[str, int] | None = None
     # The final file's closing lines (best quality per dataset, radio against a blank sky).
     closing: str = ""
+    lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
 
 
 def run_child(request: LaunchRequest, *args: str) -> str:
@@ -142,6 +146,32 @@ def _finished(request: LaunchRequest, final: Path) -> set[str]:
     return set(record.get("experiments", []))
 
 
+def slurm_restart() -> int:
+    """How many times SLURM has restarted this batch job (requeued it: preemption, a node
+    failure, ``scontrol requeue``); 0 outside a requeued job."""
+    value = os.environ.get("SLURM_RESTART_COUNT", "").strip()
+    return int(value) if value.isdigit() else 0
+
+
+def _finished_before(request: LaunchRequest, final: Path, restart: int) -> set[str]:
+    """A requeued job resumes its own result, with or without --resume: the experiments its
+    earlier starts published (none when none did); the interrupted one runs again whole."""
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    if not final.is_file():
+        print(f"[scalebench] restart {restart} of job {job}: no experiment was published "
+              f"before; running them all", flush=True)
+        return set()
+    record = json.loads(run_child(request, "status", str(final)))
+    if record.get("config") and Path(record["config"]).resolve() != request.config.resolve():
+        raise ScalebenchError(f"restart {restart} of job {job}: result {final} holds config "
+                              f"{record['config']}, not {request.config}; give another "
+                              f"--output (SB_OUTPUT)")
+    done = set(record.get("experiments", []))
+    print(f"[scalebench] restart {restart} of job {job}: resuming {final} ({len(done)} "
+          f"experiment(s) finished before)", flush=True)
+    return done
+
+
 def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
     given = ("--benchmark", str(request.benchmark)) if request.benchmark else ()
@@ -152,7 +182,8 @@ def run(request: LaunchRequest) -> int:
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)
     check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
-    done = _finished(request, final)
+    restart = slurm_restart()
+    done = _finished_before(request, final, restart) if restart else _finished(request, final)
     created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
@@ -170,7 +201,7 @@ def run(request: LaunchRequest) -> int:
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):
-            if state.stopped_by is not None:
+            if state.stopped_by is not None or state.lost:
                 break
             _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}",
                             last=index == len(todo) - 1)
@@ -254,6 +285,9 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
             print(flush=True)  # rank 0 was killed before it could end its progress line
         print(failure_message(failure, position, log), file=sys.stderr, flush=True)
+        if request.launcher == "srun" and group.forced:  # the step would not end by itself
+            state.lost = lost_step_message(failure, group.grace_s, state.final)
+            print(state.lost, file=sys.stderr, flush=True)
 
 
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
