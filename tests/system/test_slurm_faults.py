@@ -75,7 +75,11 @@ def restart_and_wait(cluster: LocalSlurmCluster, job: str) -> tuple[str, float]:
     wait, not the launcher's) and wait for the job's end: its state and when it ended."""
     wait_for(lambda: cluster.job_state(job) == "PENDING", 60, f"job {job} to be requeued")
     cluster.scontrol("update", f"jobid={job}", "StartTime=now")
+    wait_for(lambda: cluster.job_record(job).get("Restarts") != "0" and
+             cluster.job_state(job) != "PENDING", JOB_TIMEOUT_S, f"job {job} to restart")
     state = cluster.wait(job, timeout=JOB_TIMEOUT_S)
+    if state != "COMPLETED":
+        print(cluster.scontrol("show", "job", job), cluster.log_tail(40), sep="\n")
     return state, time.monotonic()
 
 
