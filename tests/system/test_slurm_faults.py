@@ -133,7 +133,9 @@ def test_requeued_job_resumes_its_own_result(slurm_cluster, tmp_path):
     assert replayed.returncode == 0 and len(verdicts) == 3, \
         replayed.stdout[-2000:] + replayed.stderr[-2000:]
     assert all(line.startswith("MATCH") for line in verdicts), verdicts
-    print(f"\nFIGURES requeue: rows kept {kept} of {3 * kept} before the requeue; requeue to "
+    first_end = [line for line in log.splitlines() if line.startswith("[scalebench] stopped")]
+    print(f"\nFIGURES requeue: first start ended with {first_end}; rows kept {kept} of "
+          f"{3 * kept} before the requeue; requeue to "
           f"the first start's end {pending_at - requeued_at:.0f} s, to completion "
           f"{ended_at - requeued_at:.0f} s (start delay skipped); replay "
           f"{time.monotonic() - started:.0f} s")
