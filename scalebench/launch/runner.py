@@ -8,8 +8,8 @@ results file with every experiment finished so far (atomically, marked partial u
 last one). A failing experiment is recorded (experiment, rank, error: ``failures`` tells
 which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
 running experiment, keep what finished (marked partial) and remove the staging folder;
-``--resume`` runs only the experiments a partial file lacks, and so does a SLURM job that was
-requeued (``SLURM_RESTART_COUNT`` > 0) with its own result name, by itself. Under srun, a step
+``--resume`` runs only the experiments a partial file lacks, and so does a requeued SLURM job
+by itself (``requeue``). Under srun, a step
 that does not end ``grace_s`` after a rank's failure (a node lost) is ended, and the launch
 stops there: the allocation cannot run the next experiment; a requeue completes it.
 
@@ -41,6 +41,7 @@ from scalebench.errors import (
 from scalebench.launch import processes
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
+from scalebench.launch.requeue import finished_before, slurm_restart
 from scalebench.launch.resources import (
     experiment_ranks,
     experiment_solver_params,
@@ -146,32 +147,6 @@ def _finished(request: LaunchRequest, final: Path) -> set[str]:
     return set(record.get("experiments", []))
 
 
-def slurm_restart() -> int:
-    """How many times SLURM has restarted this batch job (requeued it: preemption, a node
-    failure, ``scontrol requeue``); 0 outside a requeued job."""
-    value = os.environ.get("SLURM_RESTART_COUNT", "").strip()
-    return int(value) if value.isdigit() else 0
-
-
-def _finished_before(request: LaunchRequest, final: Path, restart: int) -> set[str]:
-    """A requeued job resumes its own result, with or without --resume: the experiments its
-    earlier starts published (none when none did); the interrupted one runs again whole."""
-    job = os.environ.get("SLURM_JOB_ID", "?")
-    if not final.is_file():
-        print(f"[scalebench] restart {restart} of job {job}: no experiment was published "
-              f"before; running them all", flush=True)
-        return set()
-    record = json.loads(run_child(request, "status", str(final)))
-    if record.get("config") and Path(record["config"]).resolve() != request.config.resolve():
-        raise ScalebenchError(f"restart {restart} of job {job}: result {final} holds config "
-                              f"{record['config']}, not {request.config}; give another "
-                              f"--output (SB_OUTPUT)")
-    done = set(record.get("experiments", []))
-    print(f"[scalebench] restart {restart} of job {job}: resuming {final} ({len(done)} "
-          f"experiment(s) finished before)", flush=True)
-    return done
-
-
 def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
     given = ("--benchmark", str(request.benchmark)) if request.benchmark else ()
@@ -183,7 +158,8 @@ def run(request: LaunchRequest) -> int:
     final = result_path(request)
     check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
     restart = slurm_restart()
-    done = _finished_before(request, final, restart) if restart else _finished(request, final)
+    done = finished_before(final, request.config, restart, lambda path: json.loads(
+        run_child(request, "status", str(path)))) if restart else _finished(request, final)
     created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
