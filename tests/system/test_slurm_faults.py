@@ -76,6 +76,12 @@ def restart_and_wait(cluster: LocalSlurmCluster, job: str) -> tuple[str, float, 
     had ended (the job pending again) and when the job ended."""
     pending_at = wait_for(lambda: cluster.job_state(job) == "PENDING", 60,
                           f"job {job} to be requeued")
+    # The nodes revoke the first start's credential, to the second: a start within that
+    # second is refused ("Job credential revoked"), which SLURM's own delay avoids.
+    wait_for(lambda: all("State=IDLE" in line for line in
+                         cluster.scontrol("show", "node", "-o").splitlines()), 60,
+             "the nodes to be idle")
+    time.sleep(2.0)
     cluster.scontrol("update", f"jobid={job}", "StartTime=now")
     wait_for(lambda: cluster.job_record(job).get("Restarts") != "0" and
              cluster.job_state(job) != "PENDING", JOB_TIMEOUT_S, f"job {job} to restart")
