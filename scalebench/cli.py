@@ -26,7 +26,8 @@ from scalebench.errors import (
     unreadable_file_error,
     warn,
 )
-from scalebench.launch.runner import LaunchRequest, check_writable_folder, run, run_child
+from scalebench.launch.runner import LaunchRequest, run, run_child
+from scalebench.launch.storage import check_writable_folder
 from scalebench.results import compare_command
 
 

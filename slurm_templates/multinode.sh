@@ -10,5 +10,9 @@
 #SBATCH --time=01:00:00
 #SBATCH --signal=B:TERM@120
 #SBATCH --output=scalebench-%j.out
+# Preempted, or a node failed: SLURM starts the script again (same job id), which resumes its
+# result; the log of each start is kept, one after the other.
+#SBATCH --requeue
+#SBATCH --open-mode=append
 source "${SB_REPO:-${SLURM_SUBMIT_DIR:-$PWD}}/slurm_templates/common.sh"
 sb_main

@@ -3,9 +3,13 @@ one line the launcher prints and records for it.
 
 A rank that fails leaves a note (``<folder>/rank<r>.failed``, written by ``rank_entry``: its
 exit status, when benchopt ended, whether it was signalled, where its run was, its log's tail);
-a local rank killed with its wrapper leaves none, only its process's exit status. Of all these,
+a local rank killed with its wrapper leaves none, only its process's exit status; an srun
+rank whose processes died with their node leaves only the note it wrote when it started
+(``rank<r>.started``: it never reported its end). Of all these,
 the cause is the earliest failure that is not a consequence of another: a rank whose peer died
-(gloo, NCCL) or that ended once the launcher had stopped the ranks failed because of the first.
+(gloo, NCCL) or that ended once the launcher had stopped the ranks failed because of the first;
+a rank that never reported its end comes after a rank that reported its own failure (srun may
+have killed it), before the consequences.
 Standard library only, as the whole launcher.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -43,6 +48,8 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
         candidates.append((consequence, note["failed_at"], note["rank"], note["host"],
                            noted_how(note, error)))
     noted = {note["rank"] for note in notes}
+    if not per_rank:  # local ranks: their exit statuses below say how they ended
+        candidates += _unreported(folder, noted)
     statuses = [process.returncode for process in group.processes]
     for rank, (status, ended) in enumerate(zip(statuses, group.ended_at, strict=True)):
         if per_rank and status != 0 and rank not in noted:
@@ -59,6 +66,32 @@ def rank_notes(folder: Path) -> list[dict]:
     """The failure notes the ranks of an experiment left in ``folder``, by rank."""
     notes = [json.loads(path.read_text()) for path in folder.glob("rank*.failed")]
     return sorted(notes, key=lambda note: note["rank"])
+
+
+def _unreported(folder: Path, noted: set[int]) -> list[tuple]:
+    """Candidates for the ranks that started and never reported their end (no failure note,
+    their start note still there): their node was lost or their processes killed."""
+    found = []
+    for path in folder.glob("rank*.started"):
+        started = json.loads(path.read_text())
+        if started["rank"] not in noted:
+            found.append((False, math.inf, started["rank"], started["host"],
+                          "never reported its end (its node lost, or its processes killed)"))
+    return found
+
+
+def lost_step_message(failure: dict, grace_s: float, final: Path) -> str:
+    """The line that stops a launch whose srun step did not end ``grace_s`` after a rank's
+    failure: the node and rank, what the results file keeps and how to complete it."""
+    job = os.environ.get("SLURM_JOB_ID", "JOBID")
+    where = "a rank" if failure["rank"] is None else \
+        f"rank {failure['rank']} on {failure['host']}"
+    kept = f"the experiments finished so far are in {final}" if final.is_file() \
+        else "no experiment was published"
+    return (f"[scalebench] stopped: the srun step of {where} did not end within "
+            f"{grace_s:.0f} s of the first failure (its node lost?), so no further experiment "
+            f"starts on this allocation; {kept}; requeue the job to complete them "
+            f"(scontrol requeue {job})")
 
 
 def failure_message(failure: dict, position: str, log: Path) -> str:

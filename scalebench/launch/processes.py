@@ -4,7 +4,8 @@ Locally, ``nproc`` processes get RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SI
 MASTER_ADDR / MASTER_PORT (a free localhost port outside the ephemeral range) explicitly.
 Under SLURM one ``srun`` step runs a task per rank across the job's nodes, with
 ``--kill-on-bad-exit`` so that one failing rank ends the step. Either way, a rank that fails
-ends the others within ``grace_s`` seconds.
+ends the others within ``grace_s`` seconds; under srun a rank's failure note starts that
+wait too (a step whose lost node never reports its end would keep srun waiting).
 Standard library only.
 """
 
@@ -25,6 +26,9 @@ from scalebench.launch.rank_entry import end_with_parent
 from scalebench.launch.rank_env import first_node_address
 
 POLL_S = 0.2
+# How long an srun step may take to end after one of its ranks failed: srun's own kill of the
+# step (--kill-on-bad-exit) takes SLURM's KillWait at most (30 s by default).
+SRUN_GRACE_S = 30.0
 
 
 # The ports the kernel hands to outgoing connections as their source ports (Linux).
@@ -101,6 +105,16 @@ class RankGroup:
     # them: what a rank did after that is a consequence, not a cause.
     ended_at: list[float | None] = field(default_factory=list)
     signalled_at: float = math.inf
+    # The folder where ranks leave failure notes (rank<r>.failed), watched when one process
+    # is the whole step (srun): a note is the only sign that one of its ranks failed.
+    notes: Path | None = None
+    forced: bool = False  # the group did not end by itself: the grace ran out
+
+    def failed(self) -> bool:
+        """Whether a process ended badly or, under srun, a rank left a failure note."""
+        if any(p.poll() not in (None, 0) for p in self.processes):
+            return True
+        return self.notes is not None and any(self.notes.glob("rank*.failed"))
 
     def signal(self, signum: int) -> None:
         self.signalled_at = min(self.signalled_at, time.time())
@@ -109,16 +123,18 @@ class RankGroup:
                 os.killpg(process.pid, signum)
 
     def wait(self) -> list[int]:
-        """Exit statuses; once one process fails, the others get SIGTERM after ``grace_s``
-        (a rank blocked in a collective with a dead peer) and SIGKILL ``grace_s`` later."""
+        """Exit statuses; once one process (or rank) fails, the others get SIGTERM after
+        ``grace_s`` (a rank blocked in a collective with a dead peer, an srun step waiting on
+        a lost node) and SIGKILL ``grace_s`` later."""
         term_at = kill_at = math.inf
         self.ended_at = [None] * len(self.processes)
         while any(p.poll() is None for p in self.processes):
             self._note_ends()
             now = time.monotonic()
-            if kill_at == math.inf and any(p.poll() not in (None, 0) for p in self.processes):
+            if kill_at == math.inf and self.failed():
                 term_at, kill_at = now + self.grace_s, now + 2 * self.grace_s
             if now >= term_at:
+                self.forced = True
                 self.signal(signal.SIGTERM)
                 term_at = math.inf
             if now >= kill_at:
@@ -156,4 +172,4 @@ def start_srun(python: list[str], folder: Path, benchmark: Path, config: Path,
     command = srun_command(python, folder, benchmark, config, srun_args, position)
     process = subprocess.Popen(command, env=env, start_new_session=True,
                                preexec_fn=end_with_parent)
-    return RankGroup([process], grace_s=30.0)
+    return RankGroup([process], grace_s=SRUN_GRACE_S, notes=folder)

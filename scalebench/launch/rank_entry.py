@@ -8,10 +8,13 @@ colour codes, and the rank's progress as plain lines); rank 0 shows its progress
 standard output (``scalebench.launch.progress``), with the warnings and scalebench notes of
 its run, but no traceback: those stay in the logs. A rank that fails writes
 ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, the signal that ended benchopt,
-whether this process was itself signalled, where the run was, the log's tail). A write of its
-own (the log, the note) that a full, over-quota or read-only file system refuses ends the rank
-with EXIT_STORAGE_FULL and no traceback; benchopt's (its rows, a cache) is in the note's
-tail. SIGTERM / SIGINT are passed on to benchopt.
+whether this process was itself signalled, where the run was, the log's tail). While it runs,
+``<dir>/rank<r>.started`` (rank, host, pid) says where: a note left behind is a rank that
+never reported its end (its node lost, its processes killed). A write of its own (the log, the
+notes) that a full, over-quota or read-only file system refuses ends the rank with
+EXIT_STORAGE_FULL and no traceback; benchopt's (its rows, a cache) is in the note's tail.
+SIGTERM / SIGINT are passed on to benchopt. The host is the SLURM node's name under srun
+(SLURMD_NODENAME), else the machine's.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
 variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
@@ -75,11 +78,30 @@ def benchopt_command(python: list[str], benchmark: Path, config: Path, output: P
             *benchopt_arguments(benchmark, config, output)]
 
 
+def rank_host(env: dict[str, str]) -> str:
+    """The node a rank runs on: SLURM's name for it under srun, else the machine's name."""
+    return env.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
              position: str = "1/1") -> int:
     rank = int(env.get("RANK", "0"))
     output = result_path(folder, rank)
     output.parent.mkdir(parents=True, exist_ok=True)
+    started = folder / f"rank{rank}.started"
+    started.write_text(json.dumps({"rank": rank, "host": rank_host(env), "pid": os.getpid()}))
+    try:
+        return _run_benchopt(folder, benchmark, config, env, position)
+    finally:
+        started.unlink(missing_ok=True)  # this rank reported its end
+
+
+def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
+                  position: str) -> int:
+    """Run the rank's benchopt, relaying its output; its exit status, with a failure note
+    when it failed."""
+    rank = int(env.get("RANK", "0"))
+    output = result_path(folder, rank)
     # Fail fast: benchopt stops at the first error instead of skipping it silently.
     child_env = {**env, "BENCHOPT_RAISE_ON_ERROR": "true", "PYTHONUNBUFFERED": "1",
                  progress.ENABLE_VARIABLE: "1"}
@@ -110,7 +132,7 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
     if not succeeded:
         # failed_at (when benchopt ended) and signalled tell the root cause from its
         # consequences (peers losing a collective, ranks the launcher stopped).
-        note = {"rank": rank, "host": socket.gethostname(), "exit_status": status,
+        note = {"rank": rank, "host": rank_host(env), "exit_status": status,
                 "signal": signal.Signals(-status).name if status < 0 else None,
                 "signalled": bool(signalled), "failed_at": ended_at,
                 "progress": reporter.status.where(), "log_tail": tail}

@@ -8,8 +8,11 @@ results file with every experiment finished so far (atomically, marked partial u
 last one). A failing experiment is recorded (experiment, rank, error: ``failures`` tells
 which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
 running experiment, keep what finished (marked partial) and remove the staging folder;
-``--resume`` runs only the experiments a partial file lacks. A write refused by a full,
-over-quota or read-only file system stops the launch at once, in one line (``storage``).
+``--resume`` runs only the experiments a partial file lacks, and so does a requeued SLURM job
+by itself (``requeue``). A write refused by a full, over-quota or read-only file system stops
+the launch at once, in one line (``storage``). Under srun, a step that does not end ``grace_s``
+after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
+cannot run the next experiment; a requeue completes it.
 
 Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
 written when none finished); 2 bad input; 3 a file system refused a write; 128 + signal
@@ -41,14 +44,15 @@ from scalebench.errors import (
     is_storage_error,
 )
 from scalebench.launch import processes
-from scalebench.launch.failures import experiment_failure, failure_message
+from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
+from scalebench.launch.requeue import finished_before, slurm_restart
 from scalebench.launch.resources import (
     experiment_ranks,
     experiment_solver_params,
     srun_resources,
 )
-from scalebench.launch.storage import rank_storage_fault, stopped_launch
+from scalebench.launch.storage import check_writable_folder, rank_storage_fault, stopped_launch
 from scalebench.repository import REPO
 
 ERROR_PREFIX = "scalebench: error: "  # how children print each problem (errors.error_lines)
@@ -90,6 +94,7 @@ class LaunchState:
     published: tuple[str, int] | None = None
     # The final file's closing lines (best quality per dataset, radio against a blank sky).
     closing: str = ""
+    lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
 
 
 def run_child(request: LaunchRequest, *args: str) -> str:
@@ -164,7 +169,9 @@ def run(request: LaunchRequest) -> int:
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)
     check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
-    done = _finished(request, final)
+    restart = slurm_restart()
+    done = finished_before(final, request.config, restart, lambda path: json.loads(
+        run_child(request, "status", str(path)))) if restart else _finished(request, final)
     created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)
@@ -183,7 +190,7 @@ def run(request: LaunchRequest) -> int:
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
         for index, experiment in enumerate(todo):
-            if state.stopped_by is not None:
+            if state.stopped_by is not None or state.lost:
                 break
             _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}",
                             last=index == len(todo) - 1)
@@ -200,22 +207,6 @@ def run(request: LaunchRequest) -> int:
         shutil.rmtree(staging, ignore_errors=True)
         if created and not any(final.parent.iterdir()):
             final.parent.rmdir()
-
-
-def check_writable_folder(folder: Path, what: str) -> None:
-    """Refuse a results folder that cannot be written (read-only, not a folder, no
-    permission), creating nothing: a probe file goes into the folder, or into its nearest
-    existing parent when it is still to be made, and is removed at once."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(20, "not a directory")
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as error:
-        raise ScalebenchError(f"{what} folder {folder} cannot be written ({existing}: "
-                              f"{error.strerror or error}); choose a writable folder") from None
 
 
 def _memory_check(request: LaunchRequest) -> list[str]:
@@ -277,6 +268,9 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
             print(flush=True)  # rank 0 was killed before it could end its progress line
         print(failure_message(failure, position, log), file=sys.stderr, flush=True)
+        if request.launcher == "srun" and group.forced:  # the step would not end by itself
+            state.lost = lost_step_message(failure, group.grace_s, state.final)
+            print(state.lost, file=sys.stderr, flush=True)
 
 
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:

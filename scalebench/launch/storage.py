@@ -13,10 +13,17 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from scalebench.errors import EXIT_STORAGE_FULL, STORAGE_ERROR_LINE, StorageFull, storage_full
+from scalebench.errors import (
+    EXIT_STORAGE_FULL,
+    STORAGE_ERROR_LINE,
+    ScalebenchError,
+    StorageFull,
+    storage_full,
+)
 from scalebench.launch.failures import error_line, rank_notes
 
 EXCEPTION_NAME = re.compile(r"^[\w.]*(Error|Exception): ")  # "OSError: [Errno 28] ..."
@@ -104,3 +111,19 @@ def program() -> list[str]:
     if Path(started).name == "scalebench":
         return [started]
     return [sys.executable, "-m", "scalebench"]
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """Refuse a results folder that cannot be written (read-only, not a folder, no
+    permission), creating nothing: a probe file goes into the folder, or into its nearest
+    existing parent when it is still to be made, and is removed at once."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as error:
+        raise ScalebenchError(f"{what} folder {folder} cannot be written ({existing}: "
+                              f"{error.strerror or error}); choose a writable folder") from None

@@ -10,7 +10,12 @@ import socket
 from pathlib import Path
 from types import SimpleNamespace
 
-from scalebench.launch.failures import error_line, experiment_failure, failure_message
+from scalebench.launch.failures import (
+    error_line,
+    experiment_failure,
+    failure_message,
+    lost_step_message,
+)
 from scalebench.launch.processes import RankGroup
 
 EXPERIMENT = {"id": "e1", "label": "superres pnp"}
@@ -92,3 +97,49 @@ def test_the_failure_line_names_the_experiment_rank_error_and_log(tmp_path):
     assert failure_message(failure, "2/5", log) == (
         f"[scalebench] FAILED experiment 2/5 superres pnp (rank 2): killed by SIGKILL, on "
         f"node2; log: {log}")
+
+
+def started(folder: Path, rank: int, host: str) -> None:
+    """The note ``rank_entry`` writes when a rank starts (removed when it reports its end)."""
+    (folder / f"rank{rank}.started").write_text(json.dumps({"rank": rank, "host": host,
+                                                            "pid": 1}))
+
+
+def test_an_srun_rank_that_never_reported_its_end_is_the_cause_named_with_its_node(tmp_path):
+    """Rank 1's processes died with node n2: rank 0 lost its peer and said so, rank 1 left
+    only its start note."""
+    note(tmp_path, 0, 10.0, ["RuntimeError: Connection closed by peer"])
+    started(tmp_path, 1, "n2")
+    failure = experiment_failure(tmp_path, EXPERIMENT, group([1], [11.0]), False)
+    assert failure["rank"] == 1 and failure["host"] == "n2"
+    assert failure["error"] == ("never reported its end (its node lost, or its processes "
+                                "killed), on n2")
+
+
+def test_a_rank_that_reported_its_own_failure_comes_before_one_that_never_reported(tmp_path):
+    """srun killed rank 0 outright once rank 1 raised: rank 1 is the cause."""
+    started(tmp_path, 0, "n1")
+    note(tmp_path, 1, 10.0, ["ValueError: bad operator"])
+    failure = experiment_failure(tmp_path, EXPERIMENT, group([1], [11.0]), False)
+    assert failure["rank"] == 1 and "ValueError: bad operator" in failure["error"]
+
+
+def test_local_ranks_are_named_by_their_exit_status_not_their_start_notes(tmp_path):
+    started(tmp_path, 0, "elsewhere")
+    failure = experiment_failure(tmp_path, EXPERIMENT, group([-9], [5.0]), True)
+    assert failure["rank"] == 0 and failure["error"].startswith("killed by SIGKILL")
+
+
+def test_the_lost_step_line_names_rank_node_what_is_kept_and_the_requeue(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    failure = {"experiment": "e1", "label": "superres pnp", "rank": 1, "host": "n2",
+               "error": "never reported its end"}
+    final = tmp_path / "r.parquet"
+    assert lost_step_message(failure, 30.0, final) == (
+        "[scalebench] stopped: the srun step of rank 1 on n2 did not end within 30 s of the "
+        "first failure (its node lost?), so no further experiment starts on this allocation; "
+        "no experiment was published; requeue the job to complete them (scontrol requeue 12)")
+    final.write_bytes(b"")
+    assert f"the experiments finished so far are in {final};" in \
+        lost_step_message(failure, 30.0, final)

@@ -1,0 +1,251 @@
+"""The faults a SLURM job meets, on the two-node cluster the tests start: a requeue in the
+middle of an experiment, a node lost in the middle of one. Each time the job's result ends
+complete, every row once, by the job's own restart (slurm_templates/multinode.sh with its
+``#SBATCH --requeue``); the figures each test prints are those of docs/clusters.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from tests.support.cli import copy_benchmark, run_cli
+from tests.support.paths import REPO
+from tests.support.slurm_cluster import LocalSlurmCluster
+
+TEMPLATE = REPO / "slurm_templates" / "multinode.sh"
+DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators": 4,
+                             "noise_level": 0.05}}
+SOLVER = {"max_iter": 12, "device": "cpu", "denoiser": "dncnn", "denoiser_sigma": 0.05,
+          "tile_size": 16, "tile_overlap": 8, "distribute_physics": True,
+          "distribute_denoiser": True, "num_threads": 1}
+# Three experiments, one per seed; the fault strikes the second.
+CONFIG = {"objective": ["imaging_inverse_problem"], "dataset": [DATASET],
+          "solver": [{"pnp": {**SOLVER, "seed": seed}} for seed in range(3)],
+          "max-runs": 100, "timeout": 300}
+JOB_TIMEOUT_S = 400
+
+
+def submit(cluster: LocalSlurmCluster, workspace: Path, name: str) -> str:
+    """The multinode template on both nodes, one rank each, on this interpreter (a
+    worktree of the repository has no .venv of its own)."""
+    config = workspace / f"{name}.yml"
+    config.write_text(json.dumps(CONFIG))
+    exports = {"SB_CONFIG": str(config), "SB_OUTPUT": name, "SB_HTML": "0",
+               "SB_BENCHMARK": str(workspace / "benchmark_inference"), "SB_REPO": str(REPO),
+               "SB_PYTHON": sys.executable}
+    return cluster.sbatch(["--nodes=2", "--ntasks-per-node=1",
+                           f"--output={workspace}/{name}-%j.out", str(TEMPLATE)],
+                          env={**os.environ, **cluster.env, **exports}, cwd=str(REPO))
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll until ``condition``; the time it became true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return time.monotonic()
+
+
+def outputs(workspace: Path) -> Path:
+    return workspace / "benchmark_inference" / "outputs"
+
+
+def iterating(workspace: Path, name: str, position: str) -> bool:
+    """Whether experiment ``position`` (k/N) of the launch ``name`` is in its iterations."""
+    logs = outputs(workspace).glob(f".staging-{name}-*/*/rank0.log")
+    return any(f"experiment {position}: iteration" in log.read_text(errors="replace")
+               for log in logs)
+
+
+def run_record(result: Path) -> dict:
+    return json.loads(pq.read_metadata(result).metadata[b"scalebench.run"])
+
+
+def restart_and_wait(cluster: LocalSlurmCluster, job: str) -> tuple[str, float, float]:
+    """Skip SLURM's delay before a requeued job starts again (about 2 min: a real cluster's
+    wait, not the launcher's) and wait for the job's end: its state, when its first start
+    had ended (the job pending again) and when the job ended."""
+    pending_at = wait_for(lambda: cluster.job_state(job) == "PENDING", 60,
+                          f"job {job} to be requeued")
+    # The nodes revoke the first start's credential, to the second: a start within that
+    # second is refused ("Job credential revoked"), which SLURM's own delay avoids.
+    wait_for(lambda: all("State=IDLE" in line for line in
+                         cluster.scontrol("show", "node", "-o").splitlines()), 60,
+             "the nodes to be idle")
+    time.sleep(2.0)
+    cluster.scontrol("update", f"jobid={job}", "StartTime=now")
+    wait_for(lambda: cluster.job_record(job).get("Restarts") != "0" and
+             cluster.job_state(job) != "PENDING", JOB_TIMEOUT_S, f"job {job} to restart")
+    state = cluster.wait(job, timeout=JOB_TIMEOUT_S)
+    if state != "COMPLETED":
+        print(cluster.scontrol("show", "job", job), cluster.log_tail(40), sep="\n")
+    return state, pending_at, time.monotonic()
+
+
+def assert_complete_once(workspace: Path, name: str, job: str, per_experiment: int) -> None:
+    """Three experiments, every row once, the first from the job's first start and the two
+    others from its restart; the provenance check passes."""
+    result = outputs(workspace) / f"{name}.parquet"
+    record = run_record(result)
+    assert record["status"] == "complete" and len(record["experiments"]) == 3
+    assert len(set(record["experiments"])) == 3
+    df = pd.read_parquet(result)
+    assert len(df) == 3 * per_experiment
+    assert not df.duplicated(["experiment_id", "stop_val"]).any()
+    assert sorted(set(df.p_solver_seed)) == [0, 1, 2] and set(df.prov_slurm_job_id) == {job}
+    restarts = df.groupby("p_solver_seed").prov_slurm_restart_count.agg(set).to_dict()
+    assert restarts == {0: {""}, 1: {"1"}, 2: {"1"}}, restarts
+    checked = run_cli("check", result)
+    assert checked.returncode == 0 and "complete provenance" in checked.stdout, \
+        checked.stdout[-2000:]
+
+
+def first_experiment_rows(workspace: Path, name: str) -> int:
+    """Rows of the published file while only the first experiment is in it."""
+    result = outputs(workspace) / f"{name}.parquet"
+    assert run_record(result)["experiments"] and len(run_record(result)["experiments"]) == 1
+    return len(pd.read_parquet(result))
+
+
+def test_requeued_job_resumes_its_own_result(slurm_cluster, tmp_path):
+    """``scontrol requeue`` in the middle of the second of three experiments: the restarted
+    script resumes its result by itself; every row once, check complete, replay MATCH."""
+    copy_benchmark(tmp_path)
+    job = submit(slurm_cluster, tmp_path, "rq")
+    wait_for(lambda: iterating(tmp_path, "rq", "2/3"), JOB_TIMEOUT_S,
+             "the second experiment's iterations")
+    kept = first_experiment_rows(tmp_path, "rq")
+    requeued_at = time.monotonic()
+    slurm_cluster.scontrol("requeue", job)
+    state, pending_at, ended_at = restart_and_wait(slurm_cluster, job)
+    log = (tmp_path / f"rq-{job}.out").read_text()
+    assert state == "COMPLETED", log[-3000:]
+    assert "CANCELLED AT" in log and "DUE TO JOB REQUEUE" in log  # both starts' logs kept
+    assert f"restart 1 of job {job}: resuming" in log and "(1 experiment(s) finished" in log
+    assert_complete_once(tmp_path, "rq", job, kept)
+    started = time.monotonic()
+    replayed = run_cli("replay", outputs(tmp_path) / "rq.parquet", timeout=900)
+    verdicts = [line for line in replayed.stdout.splitlines() if line.split(" ")[0] in
+                ("MATCH", "DIFFER", "REFUSED", "TAMPERED")]
+    assert replayed.returncode == 0 and len(verdicts) == 3, \
+        replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    assert all(line.startswith("MATCH") for line in verdicts), verdicts
+    first_end = [line for line in log.splitlines() if line.startswith("[scalebench] stopped")]
+    print(f"\nFIGURES requeue: first start ended with {first_end}; rows kept {kept} of "
+          f"{3 * kept} before the requeue; requeue to "
+          f"the first start's end {pending_at - requeued_at:.0f} s, to completion "
+          f"{ended_at - requeued_at:.0f} s (start delay skipped); replay "
+          f"{time.monotonic() - started:.0f} s")
+
+
+def step_processes(job: str, node: str) -> list[int]:
+    """The slurmstepd of ``job``'s running srun step on ``node`` (not the batch step), then
+    every process under it: what dies with a lost node."""
+    tasks = [pid for pid, environ in _environs()
+             if f"SLURM_JOB_ID={job}" in environ and f"SLURMD_NODENAME={node}" in environ
+             and "SB_TASK_RANKS=1" in environ]
+    stepds = set()
+    for pid in tasks:
+        parent = pid
+        while parent > 1 and not _cmdline(parent).startswith("slurmstepd"):
+            parent = _parent(parent)
+        if parent > 1 and ".batch]" not in _cmdline(parent):
+            stepds.add(parent)
+    found = sorted(stepds)
+    for stepd in sorted(stepds):
+        found += _descendants(stepd)
+    return found
+
+
+def _environs() -> list[tuple[int, list[str]]]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            found.append((int(proc.name),
+                          (proc / "environ").read_bytes().decode(errors="replace").split("\0")))
+        except OSError:
+            continue
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 1
+
+
+def _descendants(pid: int) -> list[int]:
+    children = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        children.setdefault(_parent(int(proc.name)), []).append(int(proc.name))
+    found, queue = [], [pid]
+    while queue:
+        below = children.get(queue.pop(), [])
+        found += below
+        queue += below
+    return found
+
+
+def test_a_node_lost_mid_experiment_ends_the_job_and_a_requeue_completes_it(slurm_cluster,
+                                                                           tmp_path):
+    """Rank 1's processes and their slurmstepd on n2 killed in the second experiment: the
+    job ends within the launcher's grace naming n2 and rank 1, the first experiment's rows
+    stay, and ``scontrol requeue`` completes the result."""
+    copy_benchmark(tmp_path)
+    job = submit(slurm_cluster, tmp_path, "lost")
+    wait_for(lambda: iterating(tmp_path, "lost", "2/3"), JOB_TIMEOUT_S,
+             "the second experiment's iterations")
+    kept = first_experiment_rows(tmp_path, "lost")
+    victims = step_processes(job, "n2")
+    assert victims, "no step process of the job on n2"
+    lost_at = time.monotonic()
+    for pid in victims:  # slurmstepd first: nothing reports the tasks' end
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    state = slurm_cluster.wait(job, timeout=JOB_TIMEOUT_S)
+    ended_at = time.monotonic()
+    log = (tmp_path / f"lost-{job}.out").read_text()
+    assert state == "FAILED" and slurm_cluster.job_exit_code(job) == 1, log[-3000:]
+    failed = [line for line in log.splitlines() if line.startswith("[scalebench] FAILED")]
+    stopped = [line for line in log.splitlines() if line.startswith("[scalebench] stopped")]
+    assert len(failed) == 1 and "experiment 2/3" in failed[0], log[-3000:]
+    assert "(rank 1): never reported its end" in failed[0] and ", on n2;" in failed[0]
+    assert len(stopped) == 1 and "rank 1 on n2" in stopped[0]
+    assert f"scontrol requeue {job}" in stopped[0]
+    # SRUN_GRACE_S before SIGTERM to srun, as long again before SIGKILL, and the margin of
+    # a loaded machine for rank 0 to see its peer gone and for the job's end.
+    assert ended_at - lost_at < 2 * 30 + 60, ended_at - lost_at
+    result = outputs(tmp_path) / "lost.parquet"
+    record = run_record(result)
+    assert record["status"] == "partial" and len(record["experiments"]) == 1
+    assert record["failures"][0]["rank"] == 1 and record["failures"][0]["host"] == "n2"
+    assert len(pd.read_parquet(result)) == kept
+
+    requeued_at = time.monotonic()
+    slurm_cluster.scontrol("requeue", job)
+    state, _, completed_at = restart_and_wait(slurm_cluster, job)
+    log = (tmp_path / f"lost-{job}.out").read_text()
+    assert state == "COMPLETED", log[-3000:]
+    assert_complete_once(tmp_path, "lost", job, kept)
+    print(f"\nFIGURES lost node: exit 1, {stopped[0]!r}; rows kept {kept} of {3 * kept}; "
+          f"fault to job end {ended_at - lost_at:.0f} s; requeue to completion "
+          f"{completed_at - requeued_at:.0f} s (start delay skipped)")
