@@ -2,6 +2,9 @@
 size run within its budget, one line per rank count, bad input, the report's capacity view."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -384,3 +387,27 @@ def test_a_probe_counts_its_own_peak_not_the_one_of_the_process_that_started_it(
                    {"denoiser": "tv", "device": "cpu"})
     assert max(result.host_peaks_bytes) < 2 * 2**30, result
     assert result.host_method == HOST_PEAK_SINCE_RESET
+
+
+def test_two_concurrent_calibrations_of_one_configuration_both_succeed(tmp_path):
+    """Two `scalebench capacity` processes calibrating the same configuration at once into one
+    cache: both answer, and the cache holds one whole entry per file, no temporary left."""
+    config = tmp_path / "tv.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": 64}}],
+        "solver": [{"denoiser": {"denoiser": "tv", "device": "cpu", "max_iter": 2}}]}))
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "scalebench", "capacity", str(config), "--memory", "8GiB",
+               "--calibration-size", "32", "--format", "json", "--quick"]
+    env = {**os.environ, "SCALEBENCH_CACHE": str(cache)}
+    writers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env) for _ in range(2)]
+    done = [writer.communicate(timeout=600) for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0], [err[-2000:] for _, err in done]
+    # Each answers from its own probes or the other's entry (their peaks differ by the noise).
+    assert [len(json.loads(out)) for out, _ in done] == [1, 1]
+    entries = sorted(path for path in (cache / "capacity").rglob("*") if path.is_file())
+    assert entries and all(path.suffix == ".json" for path in entries), entries
+    for path in entries:
+        json.loads(path.read_text())  # whole: one writer's record
