@@ -14,6 +14,7 @@ from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.probe import step_seconds, tv_scale
 from scalebench.experiment.capacity.time_model import (
     Counts,
+    duration_text,
     evaluations,
     fit_power,
     fit_term,
@@ -234,7 +235,12 @@ def test_the_answer_is_the_smaller_of_the_two_budgets_and_says_which_binds():
         abs(tight.largest_size - math.isqrt(int(59.0 / 1e-4))) <= 1
     assert "(time binds)" in tight.text() and "time binds (time budget 60 s)" in tight.text()
     none = answer(configuration, "d", 1, 2**30, model, True, [], time_budget_s=0.5)
-    assert none.largest_size is None and none.reason == "no size runs within the time budget"
+    assert none.largest_size is None
+    smallest = min(point.size for point in model.points)
+    assert none.reason == (
+        f"no size runs within the time budget (the smallest probed, image_size {smallest}, is "
+        f"predicted at "
+        f"{duration_text(run_seconds(configuration, time_model(model.points), smallest, 1))})")
 
 
 def test_the_time_panel_draws_probes_model_budget_and_the_verified_point():

@@ -239,8 +239,14 @@ def within_budgets(configuration: Configuration, model: MemoryModel, timing: Tim
         return None, "memory", "no size fits the memory budget"
     timed_size = largest_valid(configuration, lambda value: run_seconds(
         configuration, timing, value, ranks) <= time_budget_s)
-    if timed_size is None or timed_size < size:
-        return timed_size, "time", "no size runs within the time budget"
+    if timed_size is None:
+        smallest = valid_at_most(configuration, min(point.size for point in model.points))
+        shortest = "" if smallest is None else (
+            f" (the smallest probed, {configuration.size_parameter} {smallest}, is predicted "
+            f"at {duration_text(run_seconds(configuration, timing, smallest, ranks))})")
+        return None, "time", f"no size runs within the time budget{shortest}"
+    if timed_size < size:
+        return timed_size, "time", ""
     return size, "memory", ""
 
 
