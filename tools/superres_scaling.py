@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         deepinv = f"{r['deepinv_operators_mib']:.1f}" if "deepinv_operators_mib" in r \
             else "not built"
         table.row(f"{size}²", f"{r['megapixels']:.1f}", f"{r['build_s']:.1f}",
-                  f"{r['build_peak_mib']:.0f}", f"{r['grad_s']:.2f}", f"{r['grad_peak_mib']:.0f}",
+                  f"{r['build_peak_mib']:.0f}", f"{r['grad_s']:.3g}", f"{r['grad_peak_mib']:.0f}",
                   f"{r['operators_mib']:.3f}", deepinv)
     return 0
 

@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment.capacity.command import answer, check_budgets, run_seconds
+from scalebench.experiment.capacity.command import answer
 from scalebench.experiment.capacity.configuration import ENVIRONMENT, Configuration
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.probe import step_seconds, tv_scale
+from scalebench.experiment.capacity.time_answer import check_budgets, run_seconds
 from scalebench.experiment.capacity.time_model import (
     Counts,
     duration_text,

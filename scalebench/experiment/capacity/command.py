@@ -12,11 +12,8 @@ from pathlib import Path
 from scalebench.errors import ScalebenchError
 from scalebench.experiment.capacity.calibration import (
     calibrate,
-    largest_fitting,
-    largest_valid,
     probe_point,
     probe_sizes,
-    usable_budget,
 )
 from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import MemoryModel
@@ -26,11 +23,11 @@ from scalebench.experiment.capacity.time_answer import (
     check_cached_timing,
     machine_budget,
     measured_iteration,
-    run_seconds,
     time_fields,
     time_probes,
+    within_budgets,
 )
-from scalebench.experiment.capacity.time_model import TimeModel, duration_text, time_model
+from scalebench.experiment.capacity.time_model import duration_text, time_model
 from scalebench.rank.devices import cuda_available
 
 
@@ -224,30 +221,6 @@ def curve(configuration: Configuration, model: MemoryModel, ranks: int,
     sizes = sorted({valid_at_most(configuration, round(low * (high / low) ** (k / (
         CURVE_POINTS - 1)))) for k in range(CURVE_POINTS)} - {None})
     return [[size, model.predict(configuration.sizes(size, ranks, model))] for size in sizes]
-
-
-def within_budgets(configuration: Configuration, model: MemoryModel, timing: TimeModel | None,
-                   ranks: int, budget: int, time_budget_s: float | None
-                   ) -> tuple[int | None, str | None, str]:
-    """The largest size within the memory budget (with its headroom) and, given one, whose
-    predicted run fits ``time_budget_s``; which budget binds (None without a time budget);
-    and why there is none, if there is none."""
-    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
-    if time_budget_s is None:
-        return size, None, "no size fits"
-    if size is None:
-        return None, "memory", "no size fits the memory budget"
-    timed_size = largest_valid(configuration, lambda value: run_seconds(
-        configuration, timing, value, ranks) <= time_budget_s)
-    if timed_size is None:
-        smallest = valid_at_most(configuration, min(point.size for point in model.points))
-        shortest = "" if smallest is None else (
-            f" (the smallest probed, {configuration.size_parameter} {smallest}, is predicted "
-            f"at {duration_text(run_seconds(configuration, timing, smallest, ranks))})")
-        return None, "time", f"no size runs within the time budget{shortest}"
-    if timed_size < size:
-        return timed_size, "time", ""
-    return size, "memory", ""
 
 
 def answer(configuration: Configuration, label: str, ranks: int, budget: int,

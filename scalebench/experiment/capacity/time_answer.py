@@ -4,9 +4,20 @@ probes for the report, the budgets a question may give, and what a verification 
 from __future__ import annotations
 
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.capacity.configuration import Configuration
+from scalebench.experiment.capacity.calibration import (
+    largest_fitting,
+    largest_valid,
+    usable_budget,
+)
+from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
 from scalebench.experiment.capacity.model import MemoryModel
-from scalebench.experiment.capacity.time_model import TimeModel, step_time, time_model, timed
+from scalebench.experiment.capacity.time_model import (
+    TimeModel,
+    duration_text,
+    step_time,
+    time_model,
+    timed,
+)
 
 
 def run_seconds(configuration: Configuration, timing: TimeModel, size: int,
@@ -86,3 +97,27 @@ def machine_budget(configuration: Configuration) -> int:
         raise ScalebenchError("--time alone: this machine's memory is unknown; give "
                               "--memory too")
     return available
+
+
+def within_budgets(configuration: Configuration, model: MemoryModel, timing: TimeModel | None,
+                   ranks: int, budget: int, time_budget_s: float | None
+                   ) -> tuple[int | None, str | None, str]:
+    """The largest size within the memory budget (with its headroom) and, given one, whose
+    predicted run fits ``time_budget_s``; which budget binds (None without a time budget);
+    and why there is none, if there is none."""
+    size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
+    if time_budget_s is None:
+        return size, None, "no size fits"
+    if size is None:
+        return None, "memory", "no size fits the memory budget"
+    timed_size = largest_valid(configuration, lambda value: run_seconds(
+        configuration, timing, value, ranks) <= time_budget_s)
+    if timed_size is None:
+        smallest = valid_at_most(configuration, min(point.size for point in model.points))
+        shortest = "" if smallest is None else (
+            f" (the smallest probed, {configuration.size_parameter} {smallest}, is predicted "
+            f"at {duration_text(run_seconds(configuration, timing, smallest, ranks))})")
+        return None, "time", f"no size runs within the time budget{shortest}"
+    if timed_size < size:
+        return timed_size, "time", ""
+    return size, "memory", ""
