@@ -77,8 +77,9 @@ def test_predicted_largest_size_runs_within_the_budget(calibrated, denoising_con
                      "--calibration-size", "64", "--format", "json", "--verify", "--quick")
     assert result.returncode == 0, result.stderr[-2000:]
     line = json.loads(result.stdout)[1]
-    baseline = line["baseline_bytes"]
-    assert line["predicted_peak_bytes"] <= baseline + (1 - HEADROOM) * (budget - baseline)
+    floor = line["floor_bytes"]
+    assert floor <= line["baseline_bytes"]
+    assert line["predicted_peak_bytes"] <= floor + (1 - HEADROOM) * (budget - floor)
     assert line["measured_peak_bytes"] <= budget
     assert line["predicted_peak_bytes"] == pytest.approx(line["measured_peak_bytes"], rel=0.15)
     assert line["verified_ratio"] == line["predicted_peak_bytes"] / line["measured_peak_bytes"]
@@ -261,6 +262,33 @@ def test_ranks_as_a_parameter_give_a_line_per_rank_count_from_one_calibration(tm
     text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
                    "--quick")
     assert "  with 4 ranks: up to image_size " in text.stdout, text.stderr
+
+
+def test_a_second_algorithm_of_one_operator_and_denoiser_probes_two_sizes(tmp_path):
+    """CT under proximal gradient and half-quadratic splitting: the first calibrates whole,
+    the second probes the two largest sizes itself, borrows the others, says so, and times
+    its own steps (the data prox, no gradient)."""
+    config = tmp_path / "algorithms.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"tomography_2d": {"num_angles": 32, "projector": "astra"}}],
+        "solver": [{"pnp": {"device": "cpu", "algorithm": ["pgd", "hqs"]}}]}))
+    result = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                     "--format", "json", "--quick")
+    assert result.returncode == 0, result.stderr[-2000:]
+    pgd, hqs = json.loads(result.stdout)
+    assert (pgd["shared_probes"], hqs["shared_with"]) == (0, ["pgd"])
+    assert hqs["shared_probes"] == len(pgd["probes"]) - 2 == len(hqs["probes"]) - 2
+    assert hqs["calibration_sizes"] == pgd["calibration_sizes"]
+    steps = {name: [term["name"] for term in line["time_model"]["terms"]]
+             for name, line in (("pgd", pgd), ("hqs", hqs))}
+    assert "grad" in steps["pgd"] and "prox" not in steps["pgd"]
+    assert "prox" in steps["hqs"] and "grad" not in steps["hqs"]
+    assert hqs["largest_size"] > 0
+    text = run_cli("capacity", config, "--memory", "8GiB", "--calibration-size", "64",
+                   "--quick")
+    assert f"{hqs['shared_probes']} of its {len(hqs['probes'])} probes shared with pgd, " \
+        "cached" in text.stdout, text.stdout
 
 
 def test_a_parallel_config_gives_the_ranks_its_jobs_ask_for(tmp_path):

@@ -16,6 +16,7 @@ from scalebench.experiment.capacity.calibration import (
     probe_sizes,
     regime_size,
 )
+from scalebench.experiment.capacity.command import answer
 from scalebench.experiment.capacity.configuration import Configuration
 from scalebench.experiment.capacity.model import (
     GROWTH_FLOOR_BYTES,
@@ -246,6 +247,48 @@ def test_extension_stops_at_eight_times_the_side(monkeypatch, tmp_path):
     model, _ = calibration.calibrate(superres(), [32, 64, 96, 128])
     assert probed == [32, 64, 96, 128, 256, 512, 1024]
     assert not model.grows
+
+
+def test_configurations_differing_in_their_algorithm_alone_are_one_family():
+    from scalebench.experiment.capacity.configuration import ALGORITHM_PARAMS, family_key
+    from scalebench.loops.inference_parameters import DENOISER_PARAMS, PNP_PARAMS
+
+    assert set(ALGORITHM_PARAMS) <= set(PNP_PARAMS) - set(DENOISER_PARAMS)
+    pgd = family_key(superres(algorithm="pgd"))
+    assert family_key(superres(algorithm="fista", step_size=0.5, fista_a=4.0)) == pgd
+    assert family_key(superres(algorithm="drs", relaxation=0.5)) == pgd
+    for other in (superres(denoiser="dncnn"), superres(cg_max_iter=5), superres(init="zeros"),
+                  replace(superres(), dataset_params={"num_frames": 8, "factor": 4})):
+        assert family_key(other) != pgd
+    assert family_key(denoising()) is None
+
+
+def test_a_family_calibrated_once_lends_its_small_probes_to_each_other_algorithm(
+        monkeypatch, tmp_path):
+    """The first algorithm probes every size; each other algorithm of its family probes
+    its two largest and borrows the rest from that first one (never from a borrower), and
+    says so on its line; another denoiser is another family and probes every size."""
+    calibration, probed = _synthetic_probes(
+        monkeypatch, tmp_path, lambda size: 2**30 + 600 * size * size)
+    sizes = [32, 64, 96, 128]
+    calibration.calibrate(superres(algorithm="pgd"), sizes)
+    assert probed == sizes
+    for algorithm in ("fista", "hqs"):
+        probed.clear()
+        model, cached = calibration.calibrate(superres(algorithm=algorithm), sizes)
+        assert probed == [96, 128] and not cached
+        assert [(point.size, point.shared_from) for point in model.points] == \
+            [(32, "pgd"), (64, "pgd"), (96, ""), (128, "")]
+    probed.clear()
+    model, cached = calibration.calibrate(superres(algorithm="fista"), sizes)
+    assert cached and probed == []
+    line = answer(superres(algorithm="fista"), "fista", 1, 2**31, model, cached)
+    assert (line.shared_with, line.shared_probes) == (["pgd"], 2)
+    assert "2 of its 4 probes shared with pgd" in line.calibration_text()
+    probed.clear()
+    calibration.calibrate(superres(algorithm="fista", denoiser="dncnn",
+                                   pretrained="none"), sizes)
+    assert probed[:4] == sizes
 
 
 # Radio's phases as measured on the CPU (docs/performance.md): a set-up peak flat within
@@ -641,6 +684,27 @@ def test_a_weighted_fit_follows_the_largest_probes():
     assert fit(points).predict(far) / peak(1000) > 1.15  # 1.153
     assert fit(points, weighted=True).predict(far) / peak(1000) == \
         pytest.approx(1, abs=0.05)  # 1.048
+
+
+def test_the_headroom_is_kept_above_the_smallest_probe_when_the_fit_starts_higher():
+    """Weighted to the large probes, the fit's intercept lies above the smallest probe's
+    peak: the usable budget keeps its 20 % above that measured peak, not above the
+    intercept, where the headroom would shrink to nothing as the intercept nears the
+    budget."""
+    from scalebench.experiment.capacity.calibration import HEADROOM, usable_budget
+
+    configuration = superres()
+    peak = knee_peak(configuration, 3 * 350**2)
+    points = [point_at(configuration, size, peak(size), peak(size))
+              for size in (32, 64, 96, 128, 500, 700)]
+    model = fit(points, weighted=True)
+    smallest = points[0].peak_bytes
+    assert model.baseline_bytes > smallest + 10 * MIB
+    assert model.floor_bytes == smallest
+    budget = model.baseline_bytes + 50 * MIB
+    assert usable_budget(model, budget) == pytest.approx(
+        smallest + (1 - HEADROOM) * (budget - smallest))
+    assert budget - usable_budget(model, budget) > HEADROOM * (budget - smallest) - 1
 
 
 def test_the_capacity_panel_marks_refinement_probes_and_the_verified_point():

@@ -125,6 +125,25 @@ def test_a_run_is_start_up_set_up_norm_iterations_and_evaluations_exactly():
     assert split["denoise"] == pytest.approx(denoise(1024**2 / 4), rel=1e-6)
 
 
+def test_a_calibration_times_the_steps_its_own_probes_ran_not_its_familys():
+    """A prox algorithm borrowing a gradient algorithm's small probes: its model has the
+    denoiser fitted to every probe and the prox to its own two, and no gradient step."""
+    grad, denoise, setup = law(0.01, 1e-6, 1.0), law(0.02, 2e-6, 1.0), law(0.3, 1e-7, 1.0)
+    prox = law(0.05, 4e-6, 1.0)
+    borrowed = [replace(point, shared_from="pgd")
+                for point in timed_points(grad, denoise, setup, sizes=(32, 64))]
+    own = [replace(point, timing=timing(setup(size * size), {"prox": prox(size * size),
+                                                             "denoise": denoise(size * size)}))
+           for point, size in zip(timed_points(grad, denoise, setup, sizes=(96, 128)),
+                                  (96, 128), strict=True)]
+    model = time_model([*borrowed, *own])
+    assert [fit.name for fit in model.steps] == ["denoise", "prox"]
+    counts = Counts(512**2, 512**2)
+    assert model.step_seconds(counts) == pytest.approx(
+        {"denoise": denoise(512**2), "prox": prox(512**2)}, rel=1e-6)
+    assert len(model.steps[0].probes) == 4 and len(model.steps[1].probes) == 2
+
+
 def test_the_probes_caps_are_undone_and_cut_chunks_left_out():
     """A norm capped at 3 applications (where an uncapped probe ran 6) counts 6; TV cut to 3
     of its 50 inner iterations counts 50; probes with cut chunks are not a run's steps."""

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX, glibc_host
-from scalebench.experiment.capacity.calibration_cache import cache_path, cached_model, write_entry
+from scalebench.experiment.capacity.calibration_cache import (
+    cache_path,
+    cached_model,
+    family_points,
+    note_family_member,
+    write_entry,
+)
 from scalebench.experiment.capacity.configuration import (
     PROBE_ITERATIONS,
     Configuration,
@@ -39,6 +45,12 @@ EXTENSIONS = 3
 # part near DnCNN's regime crossing, measured), so a size predicted exactly at the budget
 # would exceed it about half the time.
 HEADROOM = 0.2
+# A configuration whose family (the same operator and denoiser under another algorithm) was
+# calibrated whole probes this many of the largest sizes itself and borrows the rest: at the
+# smaller sizes an algorithm's few image-sized iterates (256 KiB at 256²) are far below the
+# probes' noise, and its own two probes give its steps two sizes and the memory law its
+# growth where the algorithms differ most.
+OWN_PROBES = 2
 
 
 def probe_sizes(configuration: Configuration, largest: int = DEFAULT_LARGEST) -> list[int]:
@@ -93,8 +105,10 @@ def regime_size(configuration: Configuration, sizes: list[int],
     if not glibc_host(configuration.device) or \
             configuration.feature_map_bytes(sizes[-1]) >= target:
         return None
-    last_below = last_true(lambda size: configuration.feature_map_bytes(size) < target,
-                           sizes[-1], limit)
+    # The maps of the nearest valid size: the problem may refuse the size itself (super-
+    # resolution: multiples of its factor).
+    last_below = last_true(lambda size: configuration.feature_map_bytes(
+        valid_at_most(configuration, size) or sizes[-1]) < target, sizes[-1], limit)
     if last_below >= limit:
         return None
     return next((size for size in range(last_below + 1, last_below + 257)
@@ -116,6 +130,19 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
     if model is not None:
         return model, True
     started = time.monotonic()
+    family = family_points(configuration, sizes)
+    model = own_calibration(configuration, sizes) if family is None else \
+        fit(shared_points(configuration, family))
+    model = replace(model, seconds=time.monotonic() - started)
+    write_entry(cache_path(configuration, sizes), model.to_json())
+    if family is None:
+        note_family_member(configuration)
+    return model, False
+
+
+def own_calibration(configuration: Configuration, sizes: list[int]) -> MemoryModel:
+    """The model of probes at ``sizes``, ``workspace_points``, ``regime_points``, and
+    extension probes while it does not grow."""
     points = [*(probe_point(configuration, size) for size in sizes),
               *workspace_points(configuration, sizes), *regime_points(configuration, sizes)]
     model = fit(points)
@@ -129,15 +156,27 @@ def calibrate(configuration: Configuration, sizes: list[int]) -> tuple[MemoryMod
         largest = larger
         points.append(probe_point(configuration, largest))
         model = fit(points)
-    model = replace(model, seconds=time.monotonic() - started)
-    write_entry(cache_path(configuration, sizes), model.to_json())
-    return model, False
+    return model
+
+
+def shared_points(configuration: Configuration, family: tuple[CalibrationPoint, ...]
+                  ) -> list[CalibrationPoint]:
+    """``family``'s probes (another algorithm's calibration) with those at its
+    ``OWN_PROBES`` largest sizes probed again by ``configuration``; probes whose chunks
+    were cut (``workspace_points``: the operator's, whatever the algorithm) kept."""
+    whole = sorted({point.size for point in family
+                    if point.workspace == configuration.workspace(point.size)})
+    own_sizes = whole[-OWN_PROBES:]
+    kept = [point for point in family if point.size not in own_sizes
+            or point.workspace != configuration.workspace(point.size)]
+    return [*kept, *(probe_point(configuration, size) for size in own_sizes)]
 
 
 def usable_budget(model: MemoryModel, budget_bytes: float) -> float:
-    """The peak an answer may predict within ``budget_bytes``: the baseline and all but
-    ``HEADROOM`` of the rest."""
-    return model.baseline_bytes + (1 - HEADROOM) * (budget_bytes - model.baseline_bytes)
+    """The peak an answer may predict within ``budget_bytes``: the process's measured floor
+    (``MemoryModel.floor_bytes``) and all but ``HEADROOM`` of the rest."""
+    floor = model.floor_bytes
+    return floor + (1 - HEADROOM) * (budget_bytes - floor)
 
 
 def largest_fitting(configuration: Configuration, model: MemoryModel, ranks: int,

@@ -14,8 +14,12 @@ from pathlib import Path
 
 from provenance.files import write_text_atomically
 from scalebench.data.cache import cache_root
-from scalebench.experiment.capacity.configuration import Configuration, configuration_key
-from scalebench.experiment.capacity.model import MemoryModel
+from scalebench.experiment.capacity.configuration import (
+    Configuration,
+    configuration_key,
+    family_key,
+)
+from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.time_model import (
     RunPrediction,
     run_prediction,
@@ -33,6 +37,47 @@ def cache_path(configuration: Configuration, sizes: list[int], variant: str = ""
 def entries_folder(configuration: Configuration) -> Path:
     """Where every calibration of ``configuration`` is kept, whatever its probed sizes."""
     return cache_root() / "capacity" / configuration_key(configuration)
+
+
+def family_folder(configuration: Configuration) -> Path | None:
+    """``capacity/families/<family key>/``: a note per configuration of the family calibrated
+    whole (None: a configuration without a family)."""
+    key = family_key(configuration)
+    return None if key is None else cache_root() / "capacity" / "families" / key
+
+
+def note_family_member(configuration: Configuration) -> None:
+    """Note that ``configuration`` has calibrations of its own probes, for its family to share
+    (``family_points``)."""
+    folder = family_folder(configuration)
+    if folder is not None:
+        write_text_atomically(folder / f"{configuration_key(configuration)}.json",
+                              json.dumps({"algorithm": configuration.algorithm}))
+
+
+def family_points(configuration: Configuration, sizes: list[int]
+                  ) -> tuple[CalibrationPoint, ...] | None:
+    """The probes of another configuration of ``configuration``'s family calibrated whole at
+    ``sizes`` (each marked with its algorithm, ``CalibrationPoint.shared_from``), None when
+    there is none. A note or an entry that cannot be read counts as none."""
+    from dataclasses import replace
+
+    folder = family_folder(configuration)
+    if folder is None:
+        return None
+    own = configuration_key(configuration)
+    for note in sorted(folder.glob("*.json")):
+        if note.stem == own:
+            continue
+        try:
+            algorithm = str(json.loads(note.read_text())["algorithm"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        entry = read_entry(folder.parents[1] / note.stem /
+                           f"{'-'.join(map(str, sorted(sizes)))}.json")
+        if entry is not None and not any(point.shared_from for point in entry[0].points):
+            return tuple(replace(point, shared_from=algorithm) for point in entry[0].points)
+    return None
 
 
 def read_entry(path: Path) -> tuple[MemoryModel, dict] | None:

@@ -51,7 +51,8 @@ class CapacityLine:
     calibration_sizes: list[int]
     cached: bool
     budget_bytes: int
-    baseline_bytes: float  # the model's peak as the size goes to nothing (the headroom's base)
+    baseline_bytes: float  # the model's peak as the size goes to nothing
+    floor_bytes: float  # MemoryModel.floor_bytes: the headroom's base
     device: str  # 'cpu' (host memory) or 'cuda' (the caching allocator's reserved memory)
     configuration: dict  # Configuration.key_record(): every parameter but the size
     probes: list[list]  # [size, measured peak bytes, chunks cut (workspace probe)]
@@ -66,6 +67,10 @@ class CapacityLine:
     # The largest probe's unknowns over the answer's: how far the model extrapolates.
     probe_fraction: float | None = None
     calibration_seconds: float = 0.0  # wall time of the probes, when they ran
+    # The algorithms whose probes the calibration borrowed (calibration.shared_points), and
+    # how many probes it borrowed: none where it probed every size itself.
+    shared_with: list = field(default_factory=list)
+    shared_probes: int = 0
     # The time model (time_model.TimeModel.to_json(); None: the calibration has no timings)
     # and its predictions at the answer for the run's ``iterations`` and ``evaluations``.
     time_model: dict | None = None
@@ -142,6 +147,9 @@ class CapacityLine:
                 f"refined in {len(self.refinement)} round{'s' * (len(self.refinement) != 1)}"
             text += f"; {how}, largest probe at {self.probe_fraction:.2g} of its unknowns"
         text += f"; calibration {duration_text(self.calibration_seconds)}"
+        if self.shared_probes:
+            text += (f", {self.shared_probes} of its {len(self.probes)} probes shared with "
+                     f"{', '.join(self.shared_with)}")
         return text + (", cached" if self.cached else "")
 
     def text(self) -> str:
@@ -238,7 +246,8 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
     refining = {size for item in rounds or [] for size in item.sizes}
     common = {"label": label, "ranks": ranks, "size_parameter": configuration.size_parameter,
               "calibration_sizes": sizes, "cached": cached, "budget_bytes": budget,
-              "baseline_bytes": model.baseline_bytes, "approximate": model.approximate,
+              "baseline_bytes": model.baseline_bytes, "floor_bytes": model.floor_bytes,
+              "approximate": model.approximate,
               "device": configuration.device, "configuration": configuration.key_record(),
               "probes": [[point.size, point.peak_bytes,
                           point.workspace != default_workspace[point.size],
@@ -247,6 +256,8 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
               "quick": rounds is None,
               "refinement": [item.to_json() for item in rounds or []],
               "calibration_seconds": model.seconds, "time_budget_s": time_budget_s,
+              "shared_with": sorted({point.shared_from for point in model.points} - {""}),
+              "shared_probes": sum(bool(point.shared_from) for point in model.points),
               "time_probes": time_probes(model)}
     timing = time_model(model.points)
     if time_budget_s is not None and timing is None:

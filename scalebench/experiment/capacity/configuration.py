@@ -29,6 +29,10 @@ PROBE_ITERATIONS = 2
 # Solver parameters that change no rank's peak (the probes run two iterations; the ranks are
 # the model's): calibrations are shared across them.
 NOT_MEMORY = ("max_iter", "eval_every")
+# PnP parameters that only an algorithm's own arithmetic reads: configurations that differ in
+# these alone build the same operator and denoiser and share their probes (``family_key``).
+ALGORITHM_PARAMS = ("algorithm", "step_size", "relaxation", "fista_a", "red_lambda",
+                    "dpir_sigma_start", "dpir_lambda")
 # Provenance fields (provenance.collect) that decide a calibration besides the configuration:
 # the code, the numerical packages and the machine (its probes' step times are this
 # machine's; the thread count is a solver parameter, in the configuration).
@@ -66,6 +70,21 @@ class Configuration:
                 "solver_params": {**{key: value for key, value in self.resolved_solver().items()
                                      if key not in NOT_MEMORY and not key.startswith("slurm_")},
                                   "device": self.device}}
+
+    def family_record(self) -> dict | None:
+        """``key_record`` without ``ALGORITHM_PARAMS``: what the configurations sharing this
+        one's operator and denoiser have in common; None for a solver without algorithms."""
+        if self.solver != "pnp":
+            return None
+        record = self.key_record()
+        record["solver_params"] = {key: value for key, value in record["solver_params"].items()
+                                   if key not in ALGORITHM_PARAMS}
+        return record
+
+    @property
+    def algorithm(self) -> str:
+        """The PnP algorithm the configuration runs (its solver's name otherwise)."""
+        return str(self.resolved_solver().get("algorithm", self.solver))
 
     def without_size(self) -> dict:
         return {"dataset": self.dataset, "solver": self.solver,
@@ -186,12 +205,24 @@ class Configuration:
 
 def configuration_key(configuration: Configuration) -> str:
     """The configuration and what else decides its calibration, the probed sizes aside."""
+    return environment_key(configuration.key_record())
+
+
+def family_key(configuration: Configuration) -> str | None:
+    """``configuration_key`` of its ``family_record`` (None where it has none): equal for the
+    configurations that differ in their algorithm alone."""
+    record = configuration.family_record()
+    return None if record is None else environment_key({"family": record})
+
+
+def environment_key(record: dict) -> str:
+    """A key of ``record``, the probe iterations and ``ENVIRONMENT`` of this machine."""
     from provenance import canonical_json, collect
 
     environment = collect()
-    record = {"configuration": configuration.key_record(), "iterations": PROBE_ITERATIONS,
-              "environment": {field: environment.get(field) for field in ENVIRONMENT}}
-    return hashlib.sha256(canonical_json(record).encode()).hexdigest()[:24]
+    keyed = {"configuration": record, "iterations": PROBE_ITERATIONS,
+             "environment": {field: environment.get(field) for field in ENVIRONMENT}}
+    return hashlib.sha256(canonical_json(keyed).encode()).hexdigest()[:24]
 
 
 def valid_at_most(configuration: Configuration, size: int, search: int = 256) -> int | None:

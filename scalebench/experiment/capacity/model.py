@@ -75,6 +75,9 @@ class CalibrationPoint:
     # What the probe's run took (probe.ProbeResult.timing; the time model's input, and
     # cached with the peaks): empty for a probe made before runs were timed.
     timing: dict = field(default_factory=dict, compare=False, hash=False)
+    # The algorithm whose probe this is, where the calibration borrowed it from a configuration
+    # of its family (configuration.family_key); empty: the configuration's own probe.
+    shared_from: str = ""
 
     @property
     def sizes(self) -> Sizes:
@@ -147,6 +150,16 @@ class MemoryModel:
     def baseline_bytes(self) -> float:
         """The peak as the size goes to nothing: the larger phase baseline."""
         return max(coefficients[0] for coefficients in self.phase_coefficients)
+
+    @property
+    def floor_bytes(self) -> float:
+        """The process's own peak as measured: the baseline, or the smallest probe's peak where
+        that is lower. A fit weighted to probes near a large answer draws a line whose
+        intercept lies above every small probe (TV: 1010 MiB against 905 MiB measured at 16²),
+        and a headroom taken above that intercept shrinks to nothing near it."""
+        smallest = min(self.points, key=lambda point: point.unknowns, default=None)
+        return self.baseline_bytes if smallest is None else \
+            min(self.baseline_bytes, float(smallest.peak_bytes))
 
     def to_json(self) -> dict:
         return {"phase_coefficients": dict(zip(PHASES, map(list, self.phase_coefficients),

@@ -326,7 +326,10 @@ def time_model(points) -> TimeModel | None:
     if len({point.unknowns for point in used}) < 2:
         return None
     applications = norm_applications(used)
-    names = sorted({name for point in used for name in point.timing["steps"]})
+    # The steps its own probes ran: a probe borrowed from another algorithm of its family
+    # (calibration.shared_points) times that algorithm's steps, not necessarily these.
+    own = [point for point in used if not point.shared_from] or used
+    names = sorted({name for point in own for name in point.timing["steps"]})
     steps = tuple(fit_term(name, [(Counts(p.unknowns, p.denoised).of(name),
                                    step_time(p.timing, name)) for p in used
                                   if p.timing["steps"].get(name)]) for name in names)
