@@ -6,7 +6,11 @@ falls on both alike), and the probes each ran. Target: this tree's median at mos
 the earlier commit's (the time model may not make calibration dearer; a family sharing its
 probes makes it cheaper).
 
+``--pnp-only``: its seven PnP experiments alone (commits before the time model size no solver
+without a denoiser).
+
     python -m tools.calibration_cost [--against a99901d^] [--repeats 1] [--campaign-size 256]
+        [--pnp-only]
 """
 
 from __future__ import annotations
@@ -18,8 +22,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 from scalebench.repository import REPO
-from tools.measuring import Stopwatch, Table, median, print_targets, tool_parser
+from tools.measuring import (
+    Stopwatch,
+    Table,
+    median,
+    print_targets,
+    tool_parser,
+    write_config,
+)
 from tools.time_check import campaign_config
 
 TARGET = 1.2
@@ -58,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                              "model)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--campaign-size", type=int, default=256)
+    parser.add_argument("--pnp-only", action="store_true",
+                        help="the campaign's PnP experiments alone")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="calibration-cost-"))
     earlier = folder / "earlier"
@@ -65,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                    cwd=REPO, check=True, capture_output=True)
     try:
         config = campaign_config(folder, args.campaign_size, 40)
+        if args.pnp_only:
+            document = yaml.safe_load(config.read_text())
+            document["solver"] = [entry for entry in document["solver"] if "pnp" in entry]
+            write_config(config, document)
         walls: dict[str, list[float]] = {"this tree": [], args.against: []}
         probes: dict[str, int] = {}
         for repeat in range(args.repeats):
