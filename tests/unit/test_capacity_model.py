@@ -825,3 +825,40 @@ def test_refinement_probes_in_the_heap_count_for_nothing_once_one_is_mapped_imag
     far = configuration.sizes(2 * mapped, 1, None)
     assert ignored.predict(far) == pytest.approx(
         fit(first + above, weighted=True).predict(far), rel=1e-6)
+
+
+def test_a_verified_answer_over_its_budget_becomes_a_round_and_is_answered_again(
+        monkeypatch, tmp_path):
+    """Probes linear in the unknowns, a whole run's peak 1.5x theirs above the baseline: the
+    refined answer's run exceeds the budget, joins the refinement as one more round, and the
+    answer made again runs within it; the command asked again answers from that corrected,
+    cached model. A quick answer is reported as measured, over the budget."""
+    from scalebench.experiment.capacity import command
+    from scalebench.experiment.capacity.refine import refined
+
+    configuration, sizes, budget = superres(), [32, 64, 96, 128], 4 * 2**30
+    probe_peak = lambda size: round(2**30 + 400.0 * 3 * size * size)  # noqa: E731
+    run_peak = lambda size: round(2**30 + 1.5 * 400.0 * 3 * size * size)  # noqa: E731
+    _synthetic_probes(monkeypatch, tmp_path, probe_peak)
+
+    def whole_run(configuration, size, whole=False):
+        counts = configuration.sizes(size, 1, None)
+        return CalibrationPoint(size, counts.unknowns, 0, counts.denoised,
+                                (run_peak(size), run_peak(size)))
+    monkeypatch.setattr(command, "probe_point", whole_run)
+    done = refined(configuration, sizes, 1, budget)
+    first = command.answer(configuration, "sr", 1, budget, done.model, False, done.rounds)
+    assert run_peak(first.largest_size) > budget
+    line = command.verified_within(configuration, first, sizes, done)
+    assert line.overrun_rounds == 1 and line.largest_size < first.largest_size
+    assert line.measured_peak_bytes == run_peak(line.largest_size) <= budget
+    assert [item["sizes"] for item in line.refinement][-1] == [first.largest_size]
+    assert "(after 1 answer over the budget, each run then a probe)" in line.text()
+    assert "over the budget 4.00 GiB" not in line.text()
+    again = refined(configuration, sizes, 1, budget)
+    assert again.cached and len(again.rounds) == len(done.rounds) + 1
+    assert command.answer(configuration, "sr", 1, budget, again.model, True,
+                          again.rounds).largest_size == line.largest_size
+    quick = command.verified_within(configuration, first, sizes, None)
+    assert quick.overrun_rounds == 0 and quick.largest_size == first.largest_size
+    assert "over the budget 4.00 GiB" in quick.text()

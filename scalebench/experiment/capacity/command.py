@@ -4,8 +4,6 @@ whose predicted run (set-up, ``max_iter`` iterations, evaluations) fits the time
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,9 +13,19 @@ from scalebench.experiment.capacity.calibration import (
     probe_point,
     probe_sizes,
 )
-from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
-from scalebench.experiment.capacity.model import MemoryModel
-from scalebench.experiment.capacity.refine import Round, refined
+from scalebench.experiment.capacity.configuration import (
+    Configuration,
+    configurations,
+    valid_at_most,
+)
+from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
+from scalebench.experiment.capacity.refine import (
+    OVERRUN_ROUNDS,
+    Refined,
+    Round,
+    refined,
+    with_overrun,
+)
 from scalebench.experiment.capacity.time_answer import (
     check_budgets,
     check_cached_timing,
@@ -58,6 +66,9 @@ class CapacityLine:
     probes: list[list]  # [size, measured peak bytes, chunks cut (workspace probe)]
     curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
     measured_peak_bytes: int | None = None
+    # Verifications whose peak exceeded the budget, each then a refinement round
+    # (refine.with_overrun) before the one reported.
+    overrun_rounds: int = 0
     reason: str = ""  # why there is no largest size
     # MemoryModel.approximate: the iterations' terms were fitted to peaks the set-up's hid (no
     # resettable host peak here), so their growth past the probes is not known.
@@ -165,55 +176,16 @@ class CapacityLine:
             line += (f"\n    verified: predicted {gib(self.predicted_peak_bytes)}, measured "
                      f"{gib(self.measured_peak_bytes)}, predicted/measured "
                      f"{self.verified_ratio:.3f}")
+            if self.measured_peak_bytes > self.budget_bytes:
+                line += f", over the budget {gib(self.budget_bytes)}"
+            if self.overrun_rounds:
+                line += (f" (after {self.overrun_rounds} answer{'s' * (self.overrun_rounds > 1)}"
+                         f" over the budget, each run then a probe)")
         if self.approximate:
             line += ("\n    approximate: this system lets no process reset its peak memory "
                      "(/proc/self/clear_refs), and the set-up's peak hid the iterations' at "
                      "probed sizes")
         return line + self.time_text()
-
-
-def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
-                   parallel_config: Path | None = None) -> list[tuple[Configuration, str, int]]:
-    """(configuration, label, ranks) of every experiment of ``config``, those that differ
-    only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
-    over the parallel config's, else ``nproc``."""
-    from scalebench.benchmarks import INFERENCE, config_benchmark
-    from scalebench.experiment.expand import component_label, expand
-    from scalebench.experiment.plan import job_ranks
-    from scalebench.experiment.reading import read_yaml
-    from scalebench.launch.slurm_requests import read_parallel_config
-
-    objective = config_benchmark(read_yaml(config, "config")).objective
-    if objective != INFERENCE.objective:
-        raise ScalebenchError(f"scalebench capacity covers the inference benchmark's "
-                              f"experiments ({INFERENCE.objective}), not {objective}")
-    parallel = read_parallel_config(parallel_config) if parallel_config else None
-    with tempfile.TemporaryDirectory(prefix="scalebench-capacity-") as scratch:
-        experiments = expand(config, job_ranks({}, parallel, nproc), Path(scratch))
-    found, seen = [], set()
-    for experiment in experiments:
-        (dataset, dataset_params), = experiment["dataset"].items()
-        (solver, solver_params), = experiment["solver"].items()
-        spec = INFERENCE.problems[dataset]
-        if size_parameter not in spec.params or spec.params[size_parameter].kind is not int:
-            sizes = [name for name, param in spec.params.items() if param.kind is int]
-            raise ScalebenchError(f"dataset '{dataset}' has no size parameter "
-                                  f"'{size_parameter}' (its integer parameters: "
-                                  f"{', '.join(sizes) or 'none'}); choose one with "
-                                  f"--size-parameter")
-        ranks = job_ranks(solver_params, parallel, nproc)
-        if device is not None:
-            solver_params = {**solver_params, "device": device}
-        configuration = Configuration(dataset, dataset_params, solver, solver_params,
-                                      size_parameter)
-        key = (json.dumps(configuration.key_record(), sort_keys=True, default=str), ranks)
-        if key in seen:
-            continue
-        seen.add(key)
-        label = f"{component_label(dataset, configuration.without_size()['dataset_params'])}" \
-                f" x {component_label(solver, solver_params)}"
-        found.append((configuration, label, ranks))
-    return found
 
 
 # Sizes of the model's curve (the report's capacity view), spaced evenly on a log axis.
@@ -312,6 +284,7 @@ def capacity(config: Path, budget: int | None, nproc: int, size_parameter: str,
             raise ScalebenchError(f"{label}: fewer than three valid {size_parameter} values "
                                   f"up to {largest_probe} to calibrate at (give a larger "
                                   f"--calibration-size)")
+        done = None
         if quick:
             model, cached = calibrate(configuration, sizes)
             line = answer(configuration, label, ranks, memory, model, cached)
@@ -321,18 +294,39 @@ def capacity(config: Path, budget: int | None, nproc: int, size_parameter: str,
             line = answer(configuration, label, ranks, memory, done.model, done.cached,
                           done.rounds, time_budget_s)
         if verify and ranks == 1 and line.largest_size is not None:
-            lines.append(verified(configuration, line))
-        else:
-            lines.append(line)
+            line = verified_within(configuration, line, sizes, done)
+        lines.append(line)
     return lines
 
 
-def verified(configuration: Configuration, line: CapacityLine) -> CapacityLine:
+def verified_within(configuration: Configuration, line: CapacityLine, sizes: list[int],
+                    done: Refined | None) -> CapacityLine:
+    """``line`` verified by a whole run at its answer. A refined line (``done``) whose run
+    exceeded the memory budget takes the run as one more round (refine.with_overrun) and is
+    answered and verified again, at most ``OVERRUN_ROUNDS`` times; a quick one is reported
+    as measured."""
+    line, run = verified(configuration, line)
+    for _ in range(OVERRUN_ROUNDS):
+        if done is None or line.measured_peak_bytes <= line.budget_bytes:
+            break
+        done = with_overrun(configuration, sizes, line.ranks, line.budget_bytes, done, run)
+        overruns = line.overrun_rounds + 1
+        line = replace(answer(configuration, line.label, line.ranks, line.budget_bytes,
+                              done.model, False, done.rounds, line.time_budget_s),
+                       overrun_rounds=overruns)
+        if line.largest_size is None:
+            break
+        line, run = verified(configuration, line)
+    return line
+
+
+def verified(configuration: Configuration, line: CapacityLine
+             ) -> tuple[CapacityLine, CalibrationPoint]:
     """``line`` with what a whole run at its answer measured: its peak, and (with a time
-    model) its seconds per iteration and set-up."""
-    point = probe_point(configuration, line.largest_size, whole=True)
-    line = replace(line, measured_peak_bytes=point.peak_bytes)
+    model) its seconds per iteration and set-up; and the run, as a probe."""
+    run = probe_point(configuration, line.largest_size, whole=True)
+    line = replace(line, measured_peak_bytes=run.peak_bytes)
     if line.predicted_iteration_s is None:
-        return line
-    return replace(line, measured_iteration_s=measured_iteration(point.timing),
-                   measured_setup_s=point.timing["setup_s"])
+        return line, run
+    return replace(line, measured_iteration_s=measured_iteration(run.timing),
+                   measured_setup_s=run.timing["setup_s"]), run
