@@ -116,18 +116,32 @@ def count_tiles(params: dict, image_shape: tuple[int, ...]) -> int:
     return math.prod(counts)
 
 
-def denoised_pixels(params: dict, image_shape: tuple[int, ...], ranks: int) -> int:
-    """Pixels one denoiser call takes on one of ``ranks`` ranks: the image, or a batch of
-    tile windows (the tiles split over the ranks with ``distribute_denoiser``)."""
+def rank_tiles(params: dict, image_shape: tuple[int, ...], ranks: int) -> tuple[int, int]:
+    """(tiles, pixels of one tile window) one of ``ranks`` ranks denoises in a pass over the
+    image: (1, the image's pixels) untiled; its share of the tiles with
+    ``distribute_denoiser``, else every tile."""
     spatial = image_shape[1:]
     tiles = count_tiles(params, image_shape)
     if tiles == 1:
-        return math.prod(spatial)
+        return 1, math.prod(spatial)
     if params["distribute_denoiser"]:
         tiles = math.ceil(tiles / ranks)
-    batch = min(tiles, params["tiles_per_batch"] or tiles)
     window = [min(params["tile_size"] + 2 * params["tile_overlap"], n) for n in spatial]
-    return batch * math.prod(window)
+    return tiles, math.prod(window)
+
+
+def denoised_pixels(params: dict, image_shape: tuple[int, ...], ranks: int) -> int:
+    """Pixels one denoiser call takes on one of ``ranks`` ranks: the image, or a batch of
+    tile windows: what a call's memory grows with."""
+    tiles, window = rank_tiles(params, image_shape, ranks)
+    return min(tiles, params["tiles_per_batch"] or tiles) * window
+
+
+def pass_pixels(params: dict, image_shape: tuple[int, ...], ranks: int) -> int:
+    """Pixels one of ``ranks`` ranks denoises in a pass over the image (one denoising step):
+    the image, or all its tile windows, halos included: what the step's time grows with."""
+    tiles, window = rank_tiles(params, image_shape, ranks)
+    return tiles * window
 
 
 def check_denoiser_fits(params: dict, image_shape: tuple[int, ...]) -> None:

@@ -326,3 +326,66 @@ def test_a_probe_times_its_set_up_steps_and_evaluation_and_a_one_shot_solver_run
     cgls = run_probe("tomography_2d", dataset, "cgls", solver, iterations=2).timing
     assert len(cgls["steps"]["grad"]) == 2 and all(value > 0 for value in cgls["steps"]["grad"])
     assert cgls["setup_s"] > 0 and cgls["evaluation_s"] > 0 and cgls["norm_s"] == 0.0
+
+
+def test_a_tiled_denoisers_step_is_counted_by_its_whole_pass_not_one_call():
+    """Super-resolution with DnCNN on tiles of 128: a call takes one batch of tiles, the same
+    above a few hundred pixels a side, while the step denoises every tile; the time counts
+    grow with the image (and its halos), the memory counts stay one batch, and on two ranks
+    sharing the tiles each rank's pass is about half."""
+    from scalebench.denoisers.tiles import count_tiles
+
+    configuration = Configuration("multiframe_superres", {"num_frames": 4}, "pnp",
+                                  {"denoiser": "dncnn", "pretrained": "none", "tile_size": 128,
+                                   "tiles_per_batch": 4, "device": "cpu"}, "image_size")
+    small, large = configuration.time_counts(512, 1), configuration.time_counts(1024, 1)
+    assert configuration.sizes(512, 1, None).denoised == \
+        configuration.sizes(1024, 1, None).denoised
+    assert 3.5 < large.denoised / small.denoised < 4.5
+    shape = (3, 1024, 1024)
+    solver = configuration.resolved_solver()
+    window = (128 + 2 * solver["tile_overlap"]) ** 2
+    assert large.denoised == count_tiles(solver, shape) * window >= large.unknowns / 3
+    shared = Configuration("multiframe_superres", {"num_frames": 4}, "pnp",
+                           {**configuration.solver_params, "distribute_denoiser": True},
+                           "image_size").time_counts(1024, 2)
+    assert shared.denoised == pytest.approx(large.denoised / 2, rel=0.1)
+
+
+def test_the_denoising_step_is_fitted_to_each_probes_pass_pixels():
+    """Probes whose calls all took one batch of 65536 pixels while their pass grew with the
+    image, the step's seconds with the pass: the model predicts a larger pass from its
+    pixels; fitted to the calls' pixels it could not tell the probes apart."""
+    seconds_per_pixel = 2e-7
+    points = []
+    for size in (256, 512, 768, 1024):
+        pass_pixels = 4 * size * size
+        points.append(CalibrationPoint(
+            size, size * size, 0, 65536, (MIB, MIB), 0, False,
+            {**timing(0.1, {"denoise": seconds_per_pixel * pass_pixels}),
+             "pass_pixels": pass_pixels}))
+    model = time_model(points)
+    at = 4 * 2048**2
+    assert model.step_seconds(Counts(2048**2, at))["denoise"] == \
+        pytest.approx(seconds_per_pixel * at, rel=1e-6)
+
+
+def test_a_norm_capped_in_every_probe_is_predicted_at_the_limit_a_run_stops_at():
+    """Every probe's Lanczos capped (10 applications, 3 where the image is mapped), none
+    converged: a run runs to the limit each timing records (30), and the norm is predicted
+    at that many applications of the probes' seconds per application."""
+    per_application = 1e-7
+    points = []
+    for size, ran in ((128, 10), (256, 10), (512, 3), (768, 3)):
+        norm = per_application * ran * size * size
+        points.append(CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB), 0, False, {
+            **timing(0.1, {"grad": 1e-6 * size * size}, norm=norm, applications=ran,
+                     capped=True), "norm_limit": 30}))
+    model = time_model(points)
+    assert model.norm.predict(1024**2) == pytest.approx(30 * per_application * 1024**2,
+                                                        rel=1e-6)
+    # Without the recorded limit (a probe timed before it was), the probes' own seconds.
+    unknown = [replace(point, timing={key: value for key, value in point.timing.items()
+                                      if key != "norm_limit"}) for point in points]
+    assert [seconds for _, seconds in time_model(unknown).norm.probes] == pytest.approx(
+        [point.timing["norm_s"] for point in points], rel=1e-6)

@@ -80,7 +80,8 @@ def probe_point(configuration: Configuration, size: int,
                             result.peaks_bytes(configuration.device),
                             configuration.workspace(size, chunk_elements),
                             result.iterations_peak_bounded(configuration.device),
-                            {**result.timing, "chunks_cut": chunk_elements is not None})
+                            {**result.timing, "chunks_cut": chunk_elements is not None,
+                             "pass_pixels": configuration.time_counts(size, 1).denoised})
 
 
 def workspace_points(configuration: Configuration, sizes: list[int]) -> list[CalibrationPoint]:

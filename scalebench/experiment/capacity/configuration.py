@@ -148,9 +148,16 @@ class Configuration:
         return Sizes(math.prod(shape), measurements, denoised, self.workspace(size))
 
     def time_counts(self, size: int, ranks: int) -> Counts:
-        """What one of ``ranks`` ranks' time terms are functions of at ``size``."""
-        sizes = self.sizes(size, ranks, None)
-        return Counts(sizes.unknowns, sizes.denoised, self.physics_share(size, ranks))
+        """What one of ``ranks`` ranks' time terms are functions of at ``size``: the
+        unknowns, the pixels of its denoising pass (tiles.pass_pixels: every tile, where a
+        call's memory counts one batch), its share of the operators."""
+        from scalebench.denoisers.tiles import pass_pixels
+        from scalebench.problems import PROBLEMS
+
+        shape = PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
+        denoised = pass_pixels(self.resolved_solver(), shape, ranks) \
+            if self.spec.uses_denoiser else 0
+        return Counts(math.prod(shape), denoised, self.physics_share(size, ranks))
 
     def physics_share(self, size: int, ranks: int) -> float:
         """The fraction of the operators one of ``ranks`` ranks holds and applies (1 where

@@ -20,8 +20,9 @@ larger.
 
 The same run is timed for the time model (``timing``): the set-up's wall time (data, operators,
 operator norm, initial estimate; the norm's own seconds and applications beside it, as the
-probe caps them), each profiled step's seconds in every iteration (device synchronised by the
-profiler, on CUDA as on the CPU), the evaluation's, and the factor by which a cut TV ran fewer
+probe caps them, and the applications a run stops at, at most), each profiled step's seconds
+in every iteration (device synchronised by the profiler, on CUDA as on the CPU), the
+evaluation's, and the factor by which a cut TV ran fewer
 inner iterations than a run's (its denoiser's time is scaled by it).
 
     python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
@@ -153,6 +154,7 @@ def _measured(objective: Any, run: Any, iterations: int, started: float,
     (``started``: when the set-up began, the data's loading included)."""
     import torch
 
+    from scalebench.rank.operator_norm import MAX_ITERATIONS as NORM_LIMIT
     from scalebench.rank.profiling import MIB, HostPeakMemory, synchronize
 
     run._set_objective(objective)
@@ -188,6 +190,7 @@ def _measured(objective: Any, run: Any, iterations: int, started: float,
               "norm_capped": settings.norm_applications is not None
               and int(run.setup_figures.get("operator_norm_iterations", 0))
               >= settings.norm_applications,
+              "norm_limit": NORM_LIMIT,
               "denoise_scale": tv_scale(settings, run.params.get("denoiser"))}
     return ProbeResult((setup[0], looped[0]),
                        (setup[1], looped[1]) if cuda else None,

@@ -4,8 +4,10 @@ run = start-up + set-up(unknowns) + operator norm(unknowns)
       + iterations x sum over the timed steps of step(count)
       + evaluations x evaluation(unknowns)
 
-A step's count is the denoiser's pixels per call for ``denoise`` (its tiles with their halo,
-on several ranks its share) and the unknowns for every other step; a physics step on several
+A step's count is the pixels of the denoiser's pass over the image for ``denoise`` (every
+tile with its halo, on several ranks its share: a tiled DnCNN's step grows with the image
+while its calls' pixels, which its memory grows with, stay one batch) and the unknowns for
+every other step; a physics step on several
 ranks is the rank's share of the operators (``operator_share``). Each term is chosen among
 ``CANDIDATES`` by how well, fitted to the other probes, it predicts each of the
 ``HELD_OUT`` largest probes: times change regime between small and large sizes (CPU caches,
@@ -16,7 +18,8 @@ fitted to every probe.
 
 The probes cap the operator norm's applications (probe.NORM_APPLICATIONS, fewer where the
 image is mapped) and, where the image is mapped, TV's inner iterations: a probe's norm is
-scaled to the applications an uncapped probe of the same calibration ran, its TV denoiser by
+scaled to the applications an uncapped probe of the same calibration ran (none uncapped: to
+the limit a run stops at), its TV denoiser by
 the inner iterations it skipped (probe.tv_scale). Probes whose operators ran with chunks cut
 (calibration.workspace_points) are left out: their steps are not a run's. Communication is
 not probed (a probe runs on one rank): a prediction on several ranks leaves it out and says so.
@@ -302,11 +305,18 @@ def timed(points) -> list:
 
 
 def norm_applications(points) -> int | None:
-    """The applications an uncapped probe's operator norm ran (the most of them), None when
-    every probe's norm was capped or none ran one."""
-    counts = [point.timing["norm_applications"] for point in points
-              if not point.timing["norm_capped"] and point.timing["norm_applications"] > 0]
-    return max(counts) if counts else None
+    """The applications a run's operator norm is predicted to run: the most an uncapped
+    probe's ran; where every probe's was capped, the limit a run stops at (the timing's
+    ``norm_limit``: super-resolution's Lanczos does not reach its tolerance and runs all 30,
+    where its probes ran 10 or 3; predicted at 10, its set-up at 2674 was 0.14 of the
+    measured); None where no probe ran one or the limit was not recorded."""
+    ran = [point for point in points if point.timing["norm_applications"] > 0]
+    counts = [point.timing["norm_applications"] for point in ran
+              if not point.timing["norm_capped"]]
+    if counts:
+        return max(counts)
+    limits = [point.timing["norm_limit"] for point in ran if "norm_limit" in point.timing]
+    return max(limits) if limits else None
 
 
 def norm_seconds(timing: dict, applications: int | None) -> float:
@@ -330,7 +340,7 @@ def time_model(points) -> TimeModel | None:
     # (calibration.shared_points) times that algorithm's steps, not necessarily these.
     own = [point for point in used if not point.shared_from] or used
     names = sorted({name for point in own for name in point.timing["steps"]})
-    steps = tuple(fit_term(name, [(Counts(p.unknowns, p.denoised).of(name),
+    steps = tuple(fit_term(name, [(point_counts(p).of(name),
                                    step_time(p.timing, name)) for p in used
                                   if p.timing["steps"].get(name)]) for name in names)
     setup = fit_term(SETUP, [(p.unknowns, p.timing["setup_s"] - p.timing["norm_s"])
@@ -340,6 +350,13 @@ def time_model(points) -> TimeModel | None:
     evaluation = fit_term(EVALUATION, [(p.unknowns, p.timing["evaluation_s"]) for p in used])
     startup = median(p.timing.get("startup_s", 0.0) for p in used)
     return TimeModel(steps, setup, norm, evaluation, startup)
+
+
+def point_counts(point) -> Counts:
+    """A probe's counts: its unknowns and the pixels of its denoising pass (the timing's
+    ``pass_pixels``, calibration.probe_point; a probe timed without them denoised its call's
+    pixels once per step, as an untiled denoiser does)."""
+    return Counts(point.unknowns, point.timing.get("pass_pixels", point.denoised))
 
 
 def step_time(timing: dict, name: str) -> float:
