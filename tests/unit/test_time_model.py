@@ -370,12 +370,15 @@ def test_the_denoising_step_is_fitted_to_each_probes_pass_pixels():
         pytest.approx(seconds_per_pixel * at, rel=1e-6)
 
 
-def test_a_norm_capped_in_every_probe_is_predicted_at_the_limit_a_run_stops_at():
-    """Every probe's Lanczos capped (10 applications, 3 where the image is mapped), none
-    converged: a run runs to the limit each timing records (30), and the norm is predicted
-    at that many applications of the probes' seconds per application."""
+def test_a_capped_norm_is_predicted_at_the_limit_a_run_stops_at():
+    """The small probes' Lanczos converged in 6 applications, the larger ones' were capped
+    (10, 3 where the image is mapped): a run at a large size runs to the limit each timing
+    records (30), and the norm is predicted at that many applications of the probes'
+    seconds per application."""
     per_application = 1e-7
-    points = []
+    points = [replace(point, timing={**point.timing, "norm_limit": 30}) for point in
+              timed_points(law(0.0, 1e-6, 1.0), law(0.0, 1e-6, 1.0), law(0.1, 0.0, 1.0),
+                           norm_per_unknown=6 * per_application, sizes=(32, 64))]
     for size, ran in ((128, 10), (256, 10), (512, 3), (768, 3)):
         norm = per_application * ran * size * size
         points.append(CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB), 0, False, {
@@ -385,7 +388,11 @@ def test_a_norm_capped_in_every_probe_is_predicted_at_the_limit_a_run_stops_at()
     assert model.norm.predict(1024**2) == pytest.approx(30 * per_application * 1024**2,
                                                         rel=1e-6)
     # Without the recorded limit (a probe timed before it was), the probes' own seconds.
+    assert [seconds for _, seconds in model.norm.probes] == pytest.approx(
+        [6 * per_application * 32**2, 6 * per_application * 64**2,
+         *(30 * per_application * size**2 for size in (128, 256, 512, 768))], rel=1e-6)
+    # Without the recorded limit (a probe timed before it was): the uncapped probes' 6.
     unknown = [replace(point, timing={key: value for key, value in point.timing.items()
                                       if key != "norm_limit"}) for point in points]
-    assert [seconds for _, seconds in time_model(unknown).norm.probes] == pytest.approx(
-        [point.timing["norm_s"] for point in points], rel=1e-6)
+    assert time_model(unknown).norm.predict(1024**2) == pytest.approx(
+        6 * per_application * 1024**2, rel=1e-6)

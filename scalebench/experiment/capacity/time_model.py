@@ -18,11 +18,12 @@ fitted to every probe.
 
 The probes cap the operator norm's applications (probe.NORM_APPLICATIONS, fewer where the
 image is mapped) and, where the image is mapped, TV's inner iterations: a probe's norm is
-scaled to the applications an uncapped probe of the same calibration ran (none uncapped: to
-the limit a run stops at), its TV denoiser by
-the inner iterations it skipped (probe.tv_scale). Probes whose operators ran with chunks cut
-(calibration.workspace_points) are left out: their steps are not a run's. Communication is
-not probed (a probe runs on one rank): a prediction on several ranks leaves it out and says so.
+scaled to the limit a run stops at (a norm not converged at the cap runs on; for a probe
+timed without the limit, to the applications an uncapped probe of the calibration ran), its
+TV denoiser by the inner iterations it skipped (probe.tv_scale). Probes whose operators ran
+with chunks cut (calibration.workspace_points) are left out: their steps are not a run's.
+Communication is not probed (a probe runs on one rank): a prediction on several ranks leaves
+it out and says so.
 """
 
 from __future__ import annotations
@@ -305,26 +306,26 @@ def timed(points) -> list:
 
 
 def norm_applications(points) -> int | None:
-    """The applications a run's operator norm is predicted to run: the most an uncapped
-    probe's ran; where every probe's was capped, the limit a run stops at (the timing's
-    ``norm_limit``: super-resolution's Lanczos does not reach its tolerance and runs all 30,
-    where its probes ran 10 or 3; predicted at 10, its set-up at 2674 was 0.14 of the
-    measured); None where no probe ran one or the limit was not recorded."""
-    ran = [point for point in points if point.timing["norm_applications"] > 0]
-    counts = [point.timing["norm_applications"] for point in ran
-              if not point.timing["norm_capped"]]
-    if counts:
-        return max(counts)
-    limits = [point.timing["norm_limit"] for point in ran if "norm_limit" in point.timing]
-    return max(limits) if limits else None
+    """The most applications an uncapped probe's operator norm ran; None when every probe's
+    norm was capped or none ran one."""
+    counts = [point.timing["norm_applications"] for point in points
+              if not point.timing["norm_capped"] and point.timing["norm_applications"] > 0]
+    return max(counts) if counts else None
 
 
-def norm_seconds(timing: dict, applications: int | None) -> float:
-    """A probe's norm seconds scaled to ``applications`` where its own were capped."""
+def norm_seconds(timing: dict, uncapped: int | None) -> float:
+    """A probe's norm seconds as a run's. Its own where it converged within the probe's cap;
+    a capped one's scaled to the limit a run stops at (the timing's ``norm_limit``): a norm
+    that had not converged at the cap runs on, and a larger image converges no sooner than a
+    smaller one (super-resolution's Lanczos runs all 30 and radio's about 27 where their
+    probes, capped, ran 10 or 3; scaled to the 8 that radio's small probes converged in, its
+    set-up was predicted at 0.35 of the measured). A probe timed without the limit is scaled
+    to ``uncapped``, the most an uncapped probe ran."""
     ran = timing["norm_applications"]
-    if not timing["norm_capped"] or not ran or applications is None:
+    target = timing.get("norm_limit", uncapped)
+    if not timing["norm_capped"] or not ran or target is None:
         return timing["norm_s"]
-    return timing["norm_s"] * applications / ran
+    return timing["norm_s"] * target / ran
 
 
 def time_model(points) -> TimeModel | None:
