@@ -370,29 +370,41 @@ def test_the_denoising_step_is_fitted_to_each_probes_pass_pixels():
         pytest.approx(seconds_per_pixel * at, rel=1e-6)
 
 
-def test_a_capped_norm_is_predicted_at_the_limit_a_run_stops_at():
-    """The small probes' Lanczos converged in 6 applications, the larger ones' were capped
-    (10, 3 where the image is mapped): a run at a large size runs to the limit each timing
-    records (30), and the norm is predicted at that many applications of the probes'
-    seconds per application."""
+def test_a_capped_norm_is_scaled_to_the_applications_a_run_takes_at_its_size():
+    """Small probes' Lanczos converged in 4 applications at 32² and 6 at 64² (two more per
+    4x the unknowns); larger probes were capped (10, and 3 where the image is mapped). A
+    capped probe counts the applications that line gives at its size (12 at 512², 16 at
+    2048²), at most the limit a run stops at (30), never fewer than it ran; with no probe
+    converged, the limit; a probe timed without the limit, the line alone."""
+    from scalebench.experiment.capacity.time_model import norm_applications, norm_seconds
+
     per_application = 1e-7
-    points = [replace(point, timing={**point.timing, "norm_limit": 30}) for point in
-              timed_points(law(0.0, 1e-6, 1.0), law(0.0, 1e-6, 1.0), law(0.1, 0.0, 1.0),
-                           norm_per_unknown=6 * per_application, sizes=(32, 64))]
-    for size, ran in ((128, 10), (256, 10), (512, 3), (768, 3)):
+
+    def probe(size, ran, capped, limit=30):
         norm = per_application * ran * size * size
-        points.append(CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB), 0, False, {
-            **timing(0.1, {"grad": 1e-6 * size * size}, norm=norm, applications=ran,
-                     capped=True), "norm_limit": 30}))
+        point = CalibrationPoint(size, size * size, 0, size * size, (MIB, MIB), 0, False,
+                                 timing(0.1, {"grad": 1e-6 * size * size}, norm=norm,
+                                        applications=ran, capped=capped))
+        if limit is not None:
+            point.timing["norm_limit"] = limit
+        return point
+
+    points = [probe(32, 4, False), probe(64, 6, False), probe(512, 10, True),
+              probe(2048, 3, True)]
+    applications = norm_applications(points)
+    assert applications.at(512**2) == pytest.approx(12)
+    assert applications.at(2048**2) == pytest.approx(16)
+    assert applications.at(2.0**60) == 30
+    assert [norm_seconds(point, applications) / (per_application * point.unknowns)
+            for point in points] == pytest.approx([4, 6, 12, 16])
+    assert norm_seconds(probe(40, 10, True), applications) == \
+        pytest.approx(10 * per_application * 40**2)  # the line's 4.6: no fewer than it ran
     model = time_model(points)
-    assert model.norm.predict(1024**2) == pytest.approx(30 * per_application * 1024**2,
-                                                        rel=1e-6)
-    # Without the recorded limit (a probe timed before it was), the probes' own seconds.
     assert [seconds for _, seconds in model.norm.probes] == pytest.approx(
-        [6 * per_application * 32**2, 6 * per_application * 64**2,
-         *(30 * per_application * size**2 for size in (128, 256, 512, 768))], rel=1e-6)
-    # Without the recorded limit (a probe timed before it was): the uncapped probes' 6.
-    unknown = [replace(point, timing={key: value for key, value in point.timing.items()
-                                      if key != "norm_limit"}) for point in points]
-    assert time_model(unknown).norm.predict(1024**2) == pytest.approx(
-        6 * per_application * 1024**2, rel=1e-6)
+        [count * per_application * size**2 for size, count in
+         ((32, 4), (64, 6), (512, 12), (2048, 16))])
+    capped = [probe(512, 10, True), probe(1024, 10, True), probe(2048, 3, True)]
+    assert norm_applications(capped).at(1.0) == 30
+    legacy = [probe(32, 4, False, None), probe(64, 6, False, None), probe(4096, 3, True, None)]
+    assert norm_applications(legacy).at(2.0**60) > 30  # no limit recorded, none applied
+    assert norm_applications(capped[:0]) is None

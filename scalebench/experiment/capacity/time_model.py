@@ -18,12 +18,12 @@ fitted to every probe.
 
 The probes cap the operator norm's applications (probe.NORM_APPLICATIONS, fewer where the
 image is mapped) and, where the image is mapped, TV's inner iterations: a probe's norm is
-scaled to the limit a run stops at (a norm not converged at the cap runs on; for a probe
-timed without the limit, to the applications an uncapped probe of the calibration ran), its
-TV denoiser by the inner iterations it skipped (probe.tv_scale). Probes whose operators ran
-with chunks cut (calibration.workspace_points) are left out: their steps are not a run's.
-Communication is not probed (a probe runs on one rank): a prediction on several ranks leaves
-it out and says so.
+scaled to the applications a run takes at its size (``NormApplications``: a norm not
+converged at the cap runs on, and a larger image converges no sooner), its TV denoiser by
+the inner iterations it skipped (probe.tv_scale). Probes whose operators ran with chunks cut
+(calibration.workspace_points) are left out: their steps are not a run's. Communication is
+not probed (a probe runs on one rank): a prediction on several ranks leaves it out and says
+so.
 """
 
 from __future__ import annotations
@@ -305,27 +305,54 @@ def timed(points) -> list:
     return [point for point in points if point.timing and not point.timing.get("chunks_cut")]
 
 
-def norm_applications(points) -> int | None:
-    """The most applications an uncapped probe's operator norm ran; None when every probe's
-    norm was capped or none ran one."""
-    counts = [point.timing["norm_applications"] for point in points
-              if not point.timing["norm_capped"] and point.timing["norm_applications"] > 0]
-    return max(counts) if counts else None
+@dataclass(frozen=True)
+class NormApplications:
+    """The applications a run's operator norm is predicted to take at a count of unknowns: a
+    line in the logarithm of the unknowns through the probes whose norm converged within the
+    probe's cap (Lanczos from a random start takes a few more as the image grows: radio 4,
+    6, 7 and 8 from 32² to 128²), at most the limit a run stops at (the timings'
+    ``norm_limit``); the limit where no probe's norm converged (super-resolution's Lanczos
+    runs all 30)."""
+
+    intercept: float
+    slope: float  # applications per e-fold of unknowns, never negative
+    limit: float | None  # None: probes timed before the limit was recorded
+
+    def at(self, unknowns: float) -> float:
+        count = self.intercept + self.slope * math.log(max(unknowns, 1.0))
+        return count if self.limit is None else min(count, self.limit)
 
 
-def norm_seconds(timing: dict, uncapped: int | None) -> float:
-    """A probe's norm seconds as a run's. Its own where it converged within the probe's cap;
-    a capped one's scaled to the limit a run stops at (the timing's ``norm_limit``): a norm
-    that had not converged at the cap runs on, and a larger image converges no sooner than a
-    smaller one (super-resolution's Lanczos runs all 30 and radio's about 27 where their
-    probes, capped, ran 10 or 3; scaled to the 8 that radio's small probes converged in, its
-    set-up was predicted at 0.35 of the measured). A probe timed without the limit is scaled
-    to ``uncapped``, the most an uncapped probe ran."""
+def norm_applications(points) -> NormApplications | None:
+    """``NormApplications`` of the probes; None where no probe ran a norm, or none converged
+    and no limit was recorded."""
+    ran = [point for point in points if point.timing["norm_applications"] > 0]
+    limits = [point.timing["norm_limit"] for point in ran if "norm_limit" in point.timing]
+    limit = max(limits) if limits else None
+    converged = [(math.log(point.unknowns), point.timing["norm_applications"]) for point in ran
+                 if not point.timing["norm_capped"]]
+    if not converged:
+        return None if limit is None else NormApplications(limit, 0.0, limit)
+    logs, counts = zip(*converged, strict=True)
+    mean_log, mean_count = sum(logs) / len(logs), sum(counts) / len(counts)
+    spread = sum((value - mean_log) ** 2 for value in logs)
+    slope = 0.0 if spread == 0 else max(sum(
+        (value - mean_log) * (count - mean_count)
+        for value, count in converged) / spread, 0.0)
+    return NormApplications(mean_count - slope * mean_log, slope, limit)
+
+
+def norm_seconds(point, applications: NormApplications | None) -> float:
+    """A probe's norm seconds as a run's: its own where its norm converged within the
+    probe's cap; a capped one's scaled to the applications a run takes at its unknowns, no
+    fewer than it ran (a norm not converged at the cap runs on: scaled to the 8 radio's
+    small probes converged in, its set-up was predicted at 0.35 of the measured; to the
+    limit, at 2.75)."""
+    timing = point.timing
     ran = timing["norm_applications"]
-    target = timing.get("norm_limit", uncapped)
-    if not timing["norm_capped"] or not ran or target is None:
+    if not timing["norm_capped"] or not ran or applications is None:
         return timing["norm_s"]
-    return timing["norm_s"] * target / ran
+    return timing["norm_s"] * max(applications.at(point.unknowns), ran) / ran
 
 
 def time_model(points) -> TimeModel | None:
@@ -347,7 +374,7 @@ def time_model(points) -> TimeModel | None:
     setup = fit_term(SETUP, [(p.unknowns, p.timing["setup_s"] - p.timing["norm_s"])
                              for p in used])
     norm = None if not any(p.timing["norm_s"] for p in used) else \
-        fit_term(NORM, [(p.unknowns, norm_seconds(p.timing, applications)) for p in used])
+        fit_term(NORM, [(p.unknowns, norm_seconds(p, applications)) for p in used])
     evaluation = fit_term(EVALUATION, [(p.unknowns, p.timing["evaluation_s"]) for p in used])
     startup = median(p.timing.get("startup_s", 0.0) for p in used)
     return TimeModel(steps, setup, norm, evaluation, startup)
