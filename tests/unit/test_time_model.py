@@ -13,14 +13,16 @@ from scalebench.experiment.capacity.configuration import ENVIRONMENT, Configurat
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.probe import step_seconds, tv_scale
 from scalebench.experiment.capacity.time_answer import check_budgets, run_seconds
-from scalebench.experiment.capacity.time_model import (
-    Counts,
-    duration_text,
-    evaluations,
+from scalebench.experiment.capacity.time_laws import (
     fit_power,
     fit_term,
     held_out_error,
     piecewise,
+)
+from scalebench.experiment.capacity.time_model import (
+    Counts,
+    duration_text,
+    evaluations,
     time_model,
 )
 from scalebench.launch.slurm_requests import duration_seconds
@@ -408,3 +410,37 @@ def test_a_capped_norm_is_scaled_to_the_applications_a_run_takes_at_its_size():
     legacy = [probe(32, 4, False, None), probe(64, 6, False, None), probe(4096, 3, True, None)]
     assert norm_applications(legacy).at(2.0**60) > 30  # no limit recorded, none applied
     assert norm_applications(capped[:0]) is None
+
+
+def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():
+    """A step at 0.5 us per unknown while the image is in the heap and 2.4 from where it is
+    mapped, probed at four heap sizes and two mapped ones: one law through all six
+    overestimates a heap size between them; the two regimes' laws predict both sides
+    exactly, the knee at allocator.mapped_values unknowns. Probes of one regime only keep
+    one law."""
+    from scalebench.experiment.capacity.allocator import mapped_values
+    from scalebench.experiment.capacity.time_laws import regime_fit
+
+    knee = mapped_values()
+
+    def seconds(count):
+        return (0.5e-6 if count < knee else 2.4e-6) * count
+
+    sizes = (64, 128, 256, 512, 3100, 3500)
+    probes = [(size * size, seconds(size * size), size * size, size * size >= knee)
+              for size in sizes]
+    assert [mapped for *_, mapped in probes] == [False] * 4 + [True] * 2
+    term = regime_fit("denoise", probes, knee)
+    assert term.knee == pytest.approx(knee)
+    for size in (780, 2000, 3300, 4764):
+        assert term.predict(size * size) == pytest.approx(seconds(size * size), rel=1e-6)
+    one = fit_term("denoise", [(count, value) for count, value, _, _ in probes])
+    assert one.predict(780**2) / seconds(780**2) > 1.25
+    assert term.largest_count == 3500**2 and term.to_json()["above"]["kind"] == "linear"
+    assert "from it (image mapped)" in term.describe()
+    heap_only = regime_fit("denoise", [(c, s, u, False) for c, s, u, _ in probes], knee)
+    assert heap_only.above is None
+    # In a count other than the unknowns (pixels of a tiled pass, here twice the
+    # unknowns), the knee moves with it.
+    doubled = regime_fit("denoise", [(2 * c, s, u, m) for c, s, u, m in probes], knee)
+    assert doubled.knee == pytest.approx(2 * knee)

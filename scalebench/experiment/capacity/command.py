@@ -13,11 +13,8 @@ from scalebench.experiment.capacity.calibration import (
     probe_point,
     probe_sizes,
 )
-from scalebench.experiment.capacity.configuration import (
-    Configuration,
-    configurations,
-    valid_at_most,
-)
+from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
+from scalebench.experiment.capacity.experiments import configurations
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.refine import (
     OVERRUN_ROUNDS,

@@ -28,172 +28,20 @@ so.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
-CANDIDATES = ("linear", "power law + constant", "piecewise")
-# Exponents tried by the power law (seconds = c + a * count ** p), a grid: a handful of
-# probes cannot pin p more finely than their noise (5-20 % here). No step here grows faster
-# than the unknowns squared (a CT projector with angles as the side: unknowns^1.5; out of
-# cache, super-resolution's gradient grew as unknowns^1.17); a steeper fit is a noisy probe's.
-POWERS = tuple(round(0.5 + 0.05 * k, 2) for k in range(31))  # 0.5 .. 2.0
-# Each candidate is scored on the probes at this many largest counts, each held out in turn.
-HELD_OUT = 2
-# Terms besides the steps, in the order a run pays them.
+from scalebench.experiment.capacity.allocator import mapped_values
+from scalebench.experiment.capacity.time_laws import TermFit, regime_fit
+
 SETUP, NORM, EVALUATION = "set-up", "operator norm", "evaluation"
 DENOISE = "denoise"  # the step whose count is the denoiser's pixels
-# Seconds below this are the clock's resolution, not a duration: a term measured at 0 (a norm
-# read from nothing, a step too short to time) is held here, so relative errors stay finite.
-RESOLUTION_S = 1e-6
-
-
-@dataclass(frozen=True)
-class TermFit:
-    """One term's seconds as a function of its count: the chosen law (``kind``), its
-    parameters, the (count, seconds) probes it was fitted to and its error at the held-out
-    probes (mean |predicted / measured - 1|; None where too few probes to hold one out)."""
-
-    name: str
-    kind: str
-    parameters: tuple[float, ...]
-    probes: tuple[tuple[float, float], ...]
-    held_out_error: float | None
-    candidates: dict  # each candidate's held-out error (None: not scored)
-
-    def predict(self, count: float) -> float:
-        return predict(self.kind, self.parameters, count)
-
-    @property
-    def largest_count(self) -> float:
-        return max(count for count, _ in self.probes)
-
-    def describe(self) -> str:
-        """The law in words, e.g. '0.012 + 3.1e-07 x^1.10'."""
-        if self.kind == "piecewise":
-            return f"piecewise through {len(self.probes)} probes"
-        constant, scale, power = self.parameters
-        return f"{constant:.3g} + {scale:.3g} x^{power:.2f}"
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "parameters": list(self.parameters),
-                "probes": [list(probe) for probe in self.probes],
-                "held_out_error": self.held_out_error, "candidates": self.candidates,
-                "law": self.describe()}
-
-
-def predict(kind: str, parameters: tuple[float, ...], count: float) -> float:
-    """Seconds of law ``kind`` with ``parameters`` at ``count``."""
-    if kind == "piecewise":
-        return piecewise(parameters, count)
-    constant, scale, power = parameters
-    return constant + scale * count ** power
-
-
-def piecewise(parameters: tuple[float, ...], count: float) -> float:
-    """Straight lines in log-log through the probes (``parameters``: counts then seconds,
-    sorted by count; a probe below a smaller one's seconds counts those); past either end,
-    the end segment's slope from the end probe, past the largest no steeper than the power
-    law's steepest (``POWERS``)."""
-    half = len(parameters) // 2
-    logs = [math.log(value) for value in parameters[:half]]
-    # A time never falls as the size grows: each probe counts at least the smaller ones'.
-    times = list(itertools.accumulate((math.log(max(value, 1e-12))
-                                       for value in parameters[half:]), max))
-    if half == 1:
-        return parameters[1]
-    target = math.log(max(count, 1e-12))
-    index = 1
-    while index < half - 1 and target > logs[index]:
-        index += 1
-    low, high = index - 1, index
-    slope = max((times[high] - times[low]) / (logs[high] - logs[low]), 0.0)
-    if target <= logs[high]:  # between the probes, or below the first: from the lower one
-        return math.exp(times[low] + slope * (target - logs[low]))
-    return math.exp(times[high] + min(slope, POWERS[-1]) * (target - logs[high]))
-
-
-def fit_power(counts: list[float], seconds: list[float],
-              powers: tuple[float, ...] = POWERS) -> tuple[float, float, float]:
-    """(c, a, p) of seconds = c + a * count ** p, c and a non-negative, minimising the
-    squared relative residuals (times span orders of magnitude: each probe counts alike),
-    p the best of ``powers``."""
-    import numpy as np
-    from scipy.optimize import nnls
-
-    x, t = np.array(counts, dtype=float), np.array(seconds, dtype=float)
-    weight = 1.0 / np.maximum(t, 1e-9)
-    best: tuple[float, tuple[float, float, float]] | None = None
-    for power in powers:
-        column = x ** power
-        scale = column.max() or 1.0
-        matrix = np.stack([np.ones_like(x), column / scale], axis=1) * weight[:, None]
-        solution, residual = nnls(matrix, t * weight)
-        if best is None or residual < best[0] - 1e-12:
-            best = (residual, (float(solution[0]), float(solution[1] / scale), float(power)))
-    return best[1]
-
-
-def fit(kind: str, counts: list[float], seconds: list[float]) -> tuple[float, ...]:
-    """The parameters of law ``kind`` fitted to the probes."""
-    if kind == "power law + constant":
-        return fit_power(counts, seconds)
-    if kind == "linear":
-        return fit_power(counts, seconds, (1.0,))
-    ordered = sorted(zip(counts, seconds, strict=True))
-    return tuple(count for count, _ in ordered) + tuple(value for _, value in ordered)
-
-
-def fewest_probes(kind: str) -> int:
-    """Distinct counts a law needs to be fitted: three parameters, two, or two points."""
-    return 3 if kind == "power law + constant" else 2
-
-
-def held_out_error(kind: str, probes: list[tuple[float, float]]) -> float | None:
-    """Mean |predicted / measured - 1| of law ``kind`` at each of the ``HELD_OUT`` largest
-    probes, fitted to the others; None when too few probes remain to fit it."""
-    largest = sorted(probes)[-HELD_OUT:]
-    errors = []
-    for count, seconds in largest:
-        rest = [probe for probe in probes if probe[0] != count]
-        if len(rest) < fewest_probes(kind):
-            return None
-        parameters = fit(kind, *map(list, zip(*rest, strict=True)))
-        errors.append(abs(predict(kind, parameters, count) / seconds - 1))
-    return sum(errors) / len(errors)
-
-
-def fit_term(name: str, probes: list[tuple[float, float]]) -> TermFit:
-    """The term's law chosen by ``held_out_error`` (ties: the earlier, simpler, of
-    ``CANDIDATES``; none scored: linear), fitted to every probe (at a repeated count, their
-    median)."""
-    merged = merged_probes(probes)
-    scores = {kind: held_out_error(kind, merged) for kind in CANDIDATES}
-    scored = {kind: error for kind, error in scores.items() if error is not None}
-    if scored:
-        kind = min(scored, key=lambda k: (round(scored[k], 9), CANDIDATES.index(k)))
-    else:
-        kind = "linear" if len(merged) >= 2 else "piecewise"
-    parameters = fit(kind, *map(list, zip(*merged, strict=True)))
-    return TermFit(name, kind, parameters, tuple(merged), scores.get(kind), scores)
-
-
-def merged_probes(probes: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """One (count, seconds) per count, the median of its probes' (at least
-    ``RESOLUTION_S``), sorted by count."""
-    from statistics import median
-
-    by_count: dict[float, list[float]] = {}
-    for count, seconds in probes:
-        by_count.setdefault(float(count), []).append(float(seconds))
-    return [(count, max(median(values), RESOLUTION_S))
-            for count, values in sorted(by_count.items())]
 
 
 @dataclass(frozen=True)
 class Counts:
-    """What one rank's terms are functions of: the image's unknowns, the denoiser's pixels
-    per call, and the rank's share of the operators (1 on one rank)."""
+    """What one rank's terms are functions of: the image's unknowns, the pixels of its
+    denoising pass, and the rank's share of the operators (1 on one rank)."""
 
     unknowns: float
     denoised: float
@@ -368,14 +216,19 @@ def time_model(points) -> TimeModel | None:
     # (calibration.shared_points) times that algorithm's steps, not necessarily these.
     own = [point for point in used if not point.shared_from] or used
     names = sorted({name for point in own for name in point.timing["steps"]})
-    steps = tuple(fit_term(name, [(point_counts(p).of(name),
-                                   step_time(p.timing, name)) for p in used
-                                  if p.timing["steps"].get(name)]) for name in names)
-    setup = fit_term(SETUP, [(p.unknowns, p.timing["setup_s"] - p.timing["norm_s"])
-                             for p in used])
+    knee = mapped_values()
+
+    def term(name: str, probes, count=lambda p: p.unknowns, seconds=None) -> TermFit:
+        return regime_fit(name, [(count(p), seconds(p), p.unknowns,
+                                  bool(p.timing.get("image_mapped"))) for p in probes], knee)
+
+    steps = tuple(term(name, [p for p in used if p.timing["steps"].get(name)],
+                       lambda p, name=name: point_counts(p).of(name),
+                       lambda p, name=name: step_time(p.timing, name)) for name in names)
+    setup = term(SETUP, used, seconds=lambda p: p.timing["setup_s"] - p.timing["norm_s"])
     norm = None if not any(p.timing["norm_s"] for p in used) else \
-        fit_term(NORM, [(p.unknowns, norm_seconds(p, applications)) for p in used])
-    evaluation = fit_term(EVALUATION, [(p.unknowns, p.timing["evaluation_s"]) for p in used])
+        term(NORM, used, seconds=lambda p: norm_seconds(p, applications))
+    evaluation = term(EVALUATION, used, seconds=lambda p: p.timing["evaluation_s"])
     startup = median(p.timing.get("startup_s", 0.0) for p in used)
     return TimeModel(steps, setup, norm, evaluation, startup)
 
