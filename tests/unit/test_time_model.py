@@ -432,7 +432,7 @@ def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():
     assert [mapped for *_, mapped in probes] == [False] * 4 + [True] * 2
     term = regime_fit("denoise", probes, knee)
     assert term.knee == pytest.approx(knee)
-    for size in (780, 2000, 3300, 4764):
+    for size in (780, 1000, 3300, 4764):  # 1000: within HEAP_REACH of 512
         assert term.predict(size * size) == pytest.approx(seconds(size * size), rel=1e-6)
     one = fit_term("denoise", [(count, value) for count, value, _, _ in probes])
     assert one.predict(780**2) / seconds(780**2) > 1.25
@@ -444,3 +444,27 @@ def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():
     # unknowns), the knee moves with it.
     doubled = regime_fit("denoise", [(2 * c, s, u, m) for c, s, u, m in probes], knee)
     assert doubled.knee == pytest.approx(2 * knee)
+
+
+def test_far_past_its_heap_probes_a_term_runs_in_log_log_to_the_mapped_law():
+    """Heap probes up to 256² only, mapped ones from 3100²: the heap law holds to
+    HEAP_REACH times its largest probe; between there and the knee the seconds follow a
+    straight line in log-log to the mapped law at the knee, continuous at both ends."""
+    from scalebench.experiment.capacity.allocator import mapped_values
+    from scalebench.experiment.capacity.time_laws import HEAP_REACH, regime_fit
+
+    knee = mapped_values()
+
+    def seconds(count):
+        return (1e-6 if count < knee else 2.4e-6) * count
+
+    probes = [(size * size, seconds(size * size), size * size, size * size >= knee)
+              for size in (64, 128, 192, 256, 3100, 3500)]
+    term = regime_fit("grad", probes, knee)
+    reach = HEAP_REACH * 256**2
+    assert term.predict(reach) == pytest.approx(seconds(reach), rel=1e-6)
+    assert term.predict(reach * 1.0001) == pytest.approx(seconds(reach), rel=1e-3)
+    assert term.predict(knee * 0.9999) == pytest.approx(2.4e-6 * knee, rel=1e-3)
+    middle = math.sqrt(reach * knee)
+    assert term.predict(middle) == pytest.approx(
+        math.sqrt(seconds(reach) * 2.4e-6 * knee), rel=1e-6)
