@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -134,21 +135,27 @@ def test_checkpointing_leaves_gradients_equal_and_keeps_fewer_activations(dumps,
 
 
 def test_checkpointing_lowers_the_measured_peak_memory(tmp_path):
-    """Each mode in a fresh process: the first step's peak resident memory above what the
-    process held before it (VmHWM minus RSS; a fresh process's own size varies by several
-    MiB) drops by at least half the activations checkpointing does not keep."""
+    """Each mode in fresh processes, three of each in alternation: the first step's peak
+    resident memory above what the process held before it (VmHWM minus RSS; a fresh
+    process's own size varies by several MiB), its median over the three, drops by at least
+    half the activations checkpointing does not keep. (With one process of each, a CI run of
+    the whole suite measured a drop of 22.5 MiB for 49.7 not kept.)"""
     big = {**SOLVER, "patch_size": 128, "denoiser_width": 32, "denoiser_depth": 4,
            "num_stages": 8, "batch_size": 1, "tile_size": 0, "tiles_per_batch": 0}
-    increases, saved = {}, {}
-    for mode in ("none", "stage"):
-        runs = {mode: ({**DATASET, "image_size": 128}, {**big, "checkpointing": mode})}
-        figures = launch(runs, tmp_path, 1)[mode][0]["figures"]
-        increases[mode] = figures[0]["step_peak_increase_host_rss_mib"]
-        saved[mode] = figures[0]["saved_activations_mib"]
-        assert all(f["step_peak_increase_host_rss_mib"] >= 0 for f in figures)
+    increases: dict[str, list[float]] = {"none": [], "stage": []}
+    saved = {}
+    for repeat in range(3):
+        for mode in ("none", "stage"):
+            runs = {mode: ({**DATASET, "image_size": 128}, {**big, "checkpointing": mode})}
+            folder = tmp_path / f"{mode}{repeat}"
+            folder.mkdir()
+            figures = launch(runs, folder, 1)[mode][0]["figures"]
+            increases[mode].append(figures[0]["step_peak_increase_host_rss_mib"])
+            saved[mode] = figures[0]["saved_activations_mib"]
+            assert all(f["step_peak_increase_host_rss_mib"] >= 0 for f in figures)
     not_kept = saved["none"] - saved["stage"]  # about 50 MiB
-    assert not_kept > 25 and increases["none"] - increases["stage"] > 0.5 * not_kept, \
-        (increases, saved)
+    drop = statistics.median(increases["none"]) - statistics.median(increases["stage"])
+    assert not_kept > 25 and drop > 0.5 * not_kept, (increases, saved)
 
 
 def test_training_result_checks_replays_bit_for_bit_and_reports(tmp_path):
