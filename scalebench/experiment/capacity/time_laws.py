@@ -25,7 +25,6 @@ HELD_OUT = 2
 # there. CT's heap law fitted to 32²-256² (overheads, power 0.85) predicted its iteration at
 # 818² 0.56x; radio's, fitted up to 1988², predicted 800² at 0.92.
 HEAP_REACH = 4.0
-# Terms besides the steps, in the order a run pays them.
 # Seconds below this are the clock's resolution, not a duration: a term measured at 0 (a norm
 # read from nothing, a step too short to time) is held here, so relative errors stay finite.
 RESOLUTION_S = 1e-6

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from scalebench.experiment.capacity.allocator import mapped_values
 from scalebench.experiment.capacity.time_laws import TermFit, regime_fit
 
+# Terms besides the steps, in the order a run pays them.
 SETUP, NORM, EVALUATION = "set-up", "operator norm", "evaluation"
-DENOISE = "denoise"  # the step whose count is the denoiser's pixels
+DENOISE = "denoise"  # the step whose count is its pass's pixels
 
 
 @dataclass(frozen=True)
