@@ -855,10 +855,12 @@ def test_a_verified_answer_over_its_budget_becomes_a_round_and_is_answered_again
     assert [item["sizes"] for item in line.refinement][-1] == [first.largest_size]
     assert "(after 1 answer over the budget, each run then a probe)" in line.text()
     assert "over the budget 4.00 GiB" not in line.text()
+    assert [item["overrun"] for item in line.refinement] == [False] * len(done.rounds) + [True]
     again = refined(configuration, sizes, 1, budget)
     assert again.cached and len(again.rounds) == len(done.rounds) + 1
-    assert command.answer(configuration, "sr", 1, budget, again.model, True,
-                          again.rounds).largest_size == line.largest_size
+    assert [item.overrun for item in again.rounds][-1]
+    cached = command.answer(configuration, "sr", 1, budget, again.model, True, again.rounds)
+    assert cached.largest_size == line.largest_size and cached.overrun_rounds == 1
     quick = command.verified_within(configuration, first, sizes, None)
     assert quick.overrun_rounds == 0 and quick.largest_size == first.largest_size
     assert "over the budget 4.00 GiB" in quick.text()

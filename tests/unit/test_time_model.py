@@ -438,8 +438,10 @@ def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():
     assert one.predict(780**2) / seconds(780**2) > 1.25
     assert term.largest_count == 3500**2 and term.to_json()["above"]["kind"] == "linear"
     assert "from it (image mapped)" in term.describe()
+    from scalebench.results.report.capacity import law_kind
+    assert law_kind(term.to_json()) == f"linear; linear from {knee:.2g} (image mapped)"
     heap_only = regime_fit("denoise", [(c, s, u, False) for c, s, u, _ in probes], knee)
-    assert heap_only.above is None
+    assert heap_only.above is None and law_kind(heap_only.to_json()) == heap_only.kind
     # In a count other than the unknowns (pixels of a tiled pass, here twice the
     # unknowns), the knee moves with it.
     doubled = regime_fit("denoise", [(2 * c, s, u, m) for c, s, u, m in probes], knee)

@@ -64,7 +64,7 @@ class CapacityLine:
     curve: list[list]  # [size, predicted peak bytes] on ``ranks`` ranks
     measured_peak_bytes: int | None = None
     # Verifications whose peak exceeded the budget, each then a refinement round
-    # (refine.with_overrun) before the one reported.
+    # (refine.with_overrun, Round.overrun) before the one reported; kept with the cache.
     overrun_rounds: int = 0
     reason: str = ""  # why there is no largest size
     # MemoryModel.approximate: the iterations' terms were fitted to peaks the set-up's hid (no
@@ -224,6 +224,7 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
                          for point in model.points],
               "quick": rounds is None,
               "refinement": [item.to_json() for item in rounds or []],
+              "overrun_rounds": sum(item.overrun for item in rounds or []),
               "calibration_seconds": model.seconds, "time_budget_s": time_budget_s,
               "shared_with": sorted({point.shared_from for point in model.points} - {""}),
               "shared_probes": sum(bool(point.shared_from) for point in model.points),
@@ -307,10 +308,8 @@ def verified_within(configuration: Configuration, line: CapacityLine, sizes: lis
         if done is None or line.measured_peak_bytes <= line.budget_bytes:
             break
         done = with_overrun(configuration, sizes, line.ranks, line.budget_bytes, done, run)
-        overruns = line.overrun_rounds + 1
-        line = replace(answer(configuration, line.label, line.ranks, line.budget_bytes,
-                              done.model, False, done.rounds, line.time_budget_s),
-                       overrun_rounds=overruns)
+        line = answer(configuration, line.label, line.ranks, line.budget_bytes, done.model,
+                      False, done.rounds, line.time_budget_s)
         if line.largest_size is None:
             break
         line, run = verified(configuration, line)

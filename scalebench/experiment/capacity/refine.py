@@ -63,12 +63,15 @@ OVERRUN_ROUNDS = 2
 @dataclass(frozen=True)
 class Round:
     """One refinement round: the sizes it probed, and at its largest probe the peak the
-    model before the round predicted and the one measured."""
+    model before the round predicted and the one measured. An ``overrun`` round is a
+    verified answer's whole run that exceeded the budget (``with_overrun``), not a planned
+    probe: its peak is over the budget by definition."""
 
     sizes: list[int]
     newest: int
     predicted_bytes: float
     measured_bytes: int
+    overrun: bool = False
 
     @property
     def ratio(self) -> float:
@@ -86,7 +89,7 @@ class Round:
     @classmethod
     def from_json(cls, data: dict) -> Round:
         return cls(list(data["sizes"]), data["newest"], data["predicted_bytes"],
-                   data["measured_bytes"])
+                   data["measured_bytes"], data.get("overrun", False))
 
 
 @dataclass(frozen=True)
@@ -256,7 +259,7 @@ def with_overrun(configuration: Configuration, sizes: list[int], ranks: int,
     refined entry, so that the command asked again answers from the corrected model."""
     model = done.model
     rounds = [*done.rounds, Round([run.size], run.size, model.predict(run.sizes),
-                                  run.peak_bytes)]
+                                  run.peak_bytes, overrun=True)]
     points = [*model.points, run]
     first = len(points) - sum(len(item.sizes) for item in rounds)
     model = replace(fit(points, weighted=True,

@@ -174,9 +174,18 @@ def _time_panel(axis, answer: dict) -> None:
                          marker="*", s=80, color="C4",
                          label="largest size, s per iteration measured (--verify)")
     axis.set_yscale("log")
-    laws = "; ".join(f"{term['name']}: {term['kind']}" for term in
+    laws = "; ".join(f"{term['name']}: {law_kind(term)}" for term in
                      answer["time_model"]["terms"])
     axis.set_title(wrap(laws, 80), fontsize=SMALL_FONT)
+
+
+def law_kind(term: dict) -> str:
+    """A time term's law kind (time_laws.TermFit.to_json()), with the mapped regime's law
+    and where it starts when the term has one: 'linear; power law + constant from 3.1e+06'."""
+    above = term.get("above")
+    if above is None:
+        return term["kind"]
+    return f"{term['kind']}; {above['kind']} from {term['knee']:.2g} (image mapped)"
 
 
 def _time_cells(answer: dict) -> list[str]:
@@ -187,7 +196,7 @@ def _time_cells(answer: dict) -> list[str]:
     measured = answer.get("measured_iteration_s")
     predicted = answer.get("predicted_iteration_s")
     return [answer.get("binding") or "-",
-            ", ".join(f"{term['name']} {term['kind']}" for term in
+            ", ".join(f"{term['name']} {law_kind(term)}" for term in
                       answer["time_model"]["terms"]),
             "-" if predicted is None else number(predicted, 3),
             "-" if measured is None else number(measured, 3),
