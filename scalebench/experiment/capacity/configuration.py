@@ -133,10 +133,8 @@ class Configuration:
         """The term counts of one of ``ranks`` ranks at ``size`` (measurements by the model's
         law; without a model, none)."""
         from scalebench.denoisers.tiles import denoised_pixels
-        from scalebench.problems import PROBLEMS
 
-        spec, values = PROBLEMS[self.dataset], self.at(size).resolved_dataset()
-        shape = spec.image_shape(**values)
+        shape = self.image_shape(size)
         solver = self.resolved_solver()
         measurements = 0.0
         if model is not None and self.spec.uses_operator:
@@ -144,14 +142,19 @@ class Configuration:
         denoised = denoised_pixels(solver, shape, ranks) if self.spec.uses_denoiser else 0
         return Sizes(math.prod(shape), measurements, denoised, self.workspace(size))
 
+    def image_shape(self, size: int) -> tuple[int, ...]:
+        """The shape of the image (channels first) the problem makes at ``size``."""
+        from scalebench.problems import PROBLEMS
+
+        return PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
+
     def time_counts(self, size: int, ranks: int) -> Counts:
         """What one of ``ranks`` ranks' time terms are functions of at ``size``: the
         unknowns, the pixels of its denoising pass (tiles.pass_pixels: every tile, where a
         call's memory counts one batch), its share of the operators."""
         from scalebench.denoisers.tiles import pass_pixels
-        from scalebench.problems import PROBLEMS
 
-        shape = PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
+        shape = self.image_shape(size)
         denoised = pass_pixels(self.resolved_solver(), shape, ranks) \
             if self.spec.uses_denoiser else 0
         return Counts(math.prod(shape), denoised, self.physics_share(size, ranks))
@@ -191,13 +194,11 @@ class Configuration:
         """Bytes of one full-resolution feature map of a denoiser call at ``size`` on one rank
         (the image, or its batch of tiles); 0 for TV."""
         from scalebench.denoisers.tiles import denoised_pixels
-        from scalebench.problems import PROBLEMS
 
         if self.feature_channels == 0:
             return 0
-        shape = PROBLEMS[self.dataset].image_shape(**self.at(size).resolved_dataset())
         return FLOAT32_BYTES * self.feature_channels * \
-            denoised_pixels(self.resolved_solver(), shape, 1)
+            denoised_pixels(self.resolved_solver(), self.image_shape(size), 1)
 
     def workspace(self, size: int, chunk_elements: int | None = None) -> int:
         """Elements of an operator's largest chunk at ``size`` (0: no chunked operator; the

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import linear_regression, mean, median
 
 from scalebench.experiment.capacity.allocator import mapped_values
 from scalebench.experiment.capacity.time_laws import TermFit, regime_fit
@@ -183,12 +184,11 @@ def norm_applications(points) -> NormApplications | None:
     if not converged:
         return None if limit is None else NormApplications(limit, 0.0, limit)
     logs, counts = zip(*converged, strict=True)
-    mean_log, mean_count = sum(logs) / len(logs), sum(counts) / len(counts)
-    spread = sum((value - mean_log) ** 2 for value in logs)
-    slope = 0.0 if spread == 0 else max(sum(
-        (value - mean_log) * (count - mean_count)
-        for value, count in converged) / spread, 0.0)
-    return NormApplications(mean_count - slope * mean_log, slope, limit)
+    if len(set(logs)) > 1:
+        slope, intercept = linear_regression(logs, counts)
+        if slope >= 0:
+            return NormApplications(intercept, slope, limit)
+    return NormApplications(mean(counts), 0.0, limit)
 
 
 def norm_seconds(point, applications: NormApplications | None) -> float:
@@ -207,8 +207,6 @@ def norm_seconds(point, applications: NormApplications | None) -> float:
 def time_model(points) -> TimeModel | None:
     """The time model of a calibration's probes (``CalibrationPoint`` with timings); None when
     fewer than two sizes were timed (a calibration made before runs were timed)."""
-    from statistics import median
-
     used = timed(points)
     if len({point.unknowns for point in used}) < 2:
         return None
