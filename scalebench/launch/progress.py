@@ -91,8 +91,10 @@ def plain(text: str) -> str:
     return ANSI_ESCAPE.sub("", text).rstrip()
 
 
-def duration(seconds: float) -> str:
-    """``42s``, ``3m05s``, ``2h07m``."""
+def clock_text(seconds: float) -> str:
+    """Elapsed or remaining seconds as the ticking line shows them: ``42s``, ``3m05s``,
+    ``2h07m`` (a fixed width per range; an estimate's magnitude is
+    time_model.duration_text)."""
     seconds = max(0, round(seconds))
     if seconds < 60:
         return f"{seconds}s"
@@ -140,15 +142,15 @@ class Status:
         head = f"experiment {self.position}: "
         if self.done is None:
             if self.stage is None:  # Python is importing torch and benchopt
-                return head + f"starting benchopt ({duration(now - self.started)})"
-            clock = f" ({duration(now - self.stage_started)})" if ticking else ""
+                return head + f"starting benchopt ({clock_text(now - self.started)})"
+            clock = f" ({clock_text(now - self.stage_started)})" if ticking else ""
             return head + f"set-up: {self.stage}{clock}"
         eta = self.eta_s(now)
-        left = "ETA --" if eta is None else f"ETA {duration(eta)}"
+        left = "ETA --" if eta is None else f"ETA {clock_text(eta)}"
         if self.done == self.max_iter:  # benchopt evaluates, writes the results and exits
             left = "finishing"
         return head + f"iteration {self.done}/{self.max_iter}, " \
-                      f"{duration(now - self.started)} elapsed, {left}"
+                      f"{clock_text(now - self.started)} elapsed, {left}"
 
 
 class Reporter:
@@ -196,7 +198,7 @@ class Reporter:
         """End of the experiment: a last plain line; the terminal line kept on success,
         cleared on failure (the launcher names the failure)."""
         now = time.monotonic()
-        outcome = f"done in {duration(now - self.status.started)}" if succeeded else \
+        outcome = f"done in {clock_text(now - self.status.started)}" if succeeded else \
             f"stopped {self.status.where()}"
         line = PREFIX + self.label + f"experiment {self.status.position}: {outcome}"
         self.log.write(line + "\n")
