@@ -134,7 +134,7 @@ def _capacity(args: argparse.Namespace) -> int:
         within = f"{args.memory} per rank" if args.memory else "this machine's memory"
         timed = f" and runs within {args.time}" if args.time else ""
         print(f"largest {args.size_parameter} within {within}{timed} ({memory}; "
-              f"{HEADROOM:.0%} of it above the process baseline kept free):")
+              f"{HEADROOM:.0%} of it above the process's measured floor kept free):")
         print("\n".join(line.text() for line in lines))
     return EXIT_OK
 

@@ -209,7 +209,7 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert lines[0] == ("largest image_size within 64GiB per rank (host memory; 20% of it "
-                        "above the process baseline kept free):")
+                        "above the process's measured floor kept free):")
     # DnCNN's line: TV's calibration is extended as far as its noisy peaks need, so its
     # sizes and even whether it grows within 8x vary from run to run.
     size = calibrated[1]["largest_size"]
@@ -233,7 +233,7 @@ def test_text_lines_name_the_size_the_peak_and_the_dominant_term(calibrated,
      "dataset 'synthetic' has no size parameter 'image_side' (its integer parameters: "
      "image_size, channels, ndim, factor, seed); choose one with --size-parameter"),
     (("--memory", "1MiB", "--calibration-size", "64"), "the budget 0.00 GiB is below the "
-                                                       "process baseline"),
+                                                       "process's measured floor"),
 ])
 def test_bad_capacity_input_is_one_line_exit_2(calibrated, denoising_config, arguments,
                                                message):

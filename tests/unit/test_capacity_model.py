@@ -7,8 +7,9 @@ import re
 from dataclasses import replace
 
 import pytest
+import yaml
 
-from scalebench.errors import ConfigError
+from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX
 from scalebench.experiment.capacity.calibration import (
     REGIME_MARGIN,
@@ -17,7 +18,7 @@ from scalebench.experiment.capacity.calibration import (
     regime_size,
 )
 from scalebench.experiment.capacity.command import answer
-from scalebench.experiment.capacity.configuration import Configuration
+from scalebench.experiment.capacity.configuration import Configuration, configuration_key
 from scalebench.experiment.capacity.model import (
     GROWTH_FLOOR_BYTES,
     CalibrationPoint,
@@ -705,6 +706,12 @@ def test_the_headroom_is_kept_above_the_smallest_probe_when_the_fit_starts_highe
     assert usable_budget(model, budget) == pytest.approx(
         smallest + (1 - HEADROOM) * (budget - smallest))
     assert budget - usable_budget(model, budget) > HEADROOM * (budget - smallest) - 1
+    # A budget between the measured floor and the intercept is a question, not an error;
+    # below the floor it is one.
+    between = round((smallest + model.baseline_bytes) / 2)
+    assert answer(configuration, "sr", 1, between, model, False, []).budget_bytes == between
+    with pytest.raises(ScalebenchError, match="below the process's measured floor"):
+        answer(configuration, "sr", 1, smallest - MIB, model, False, [])
 
 
 def test_the_capacity_panel_marks_refinement_probes_and_the_verified_point():
@@ -864,3 +871,22 @@ def test_a_verified_answer_over_its_budget_becomes_a_round_and_is_answered_again
     quick = command.verified_within(configuration, first, sizes, None)
     assert quick.overrun_rounds == 0 and quick.largest_size == first.largest_size
     assert "over the budget 4.00 GiB" in quick.text()
+
+
+def test_a_grid_is_one_configuration_per_memory_and_run_length(tmp_path):
+    """Experiments that differ by the size alone are one line; by their iterations, two (one
+    calibration, two run lengths for the time answer)."""
+    from scalebench.experiment.capacity.experiments import configurations
+
+    config = tmp_path / "grid.yml"
+    config.write_text(yaml.safe_dump({
+        "objective": ["imaging_inverse_problem"],
+        "dataset": [{"synthetic": {"task": "denoising", "image_size": [64, 128]}}],
+        "solver": [{"denoiser": {"denoiser": "tv", "pretrained": "none", "device": "cpu",
+                                 "max_iter": [5, 50]}}]}))
+    found = configurations(config, 1, "image_size", None)
+    assert [(configuration.run_length(), ranks) for configuration, _, ranks in found] == \
+        [((5, 6), 1), ((50, 51), 1)]
+    assert [re.findall(r"max_iter=\d+", label) for _, label, _ in found] == \
+        [["max_iter=5"], ["max_iter=50"]]
+    assert configuration_key(found[0][0]) == configuration_key(found[1][0])

@@ -2,8 +2,10 @@
 times of a known law, the held-out probe chooses among them, the probes' caps are undone,
 a run's seconds are the exact sum of its terms, the time budget's answer and its bad input."""
 
+import itertools
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +14,7 @@ from scalebench.experiment.capacity.command import answer
 from scalebench.experiment.capacity.configuration import ENVIRONMENT, Configuration
 from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
 from scalebench.experiment.capacity.probe import step_seconds, tv_scale
-from scalebench.experiment.capacity.time_answer import check_budgets, run_seconds
+from scalebench.experiment.capacity.time_answer import check_budgets, run_seconds, time_probes
 from scalebench.experiment.capacity.time_laws import (
     fit_power,
     fit_term,
@@ -144,6 +146,10 @@ def test_a_calibration_times_the_steps_its_own_probes_ran_not_its_familys():
     assert model.step_seconds(counts) == pytest.approx(
         {"denoise": denoise(512**2), "prox": prox(512**2)}, rel=1e-6)
     assert len(model.steps[0].probes) == 4 and len(model.steps[1].probes) == 2
+    # The time panel's measured probes are its own: the borrowed ones timed pgd's steps.
+    drawn = time_probes(SimpleNamespace(points=[*borrowed, *own]))
+    assert drawn == [[size, prox(size * size) + denoise(size * size), setup(size * size)]
+                     for size in (96, 128)]
 
 
 def test_the_probes_caps_are_undone_and_cut_chunks_left_out():
@@ -470,3 +476,22 @@ def test_far_past_its_heap_probes_a_term_runs_in_log_log_to_the_mapped_law():
     middle = math.sqrt(reach * knee)
     assert term.predict(middle) == pytest.approx(
         math.sqrt(seconds(reach) * 2.4e-6 * knee), rel=1e-6)
+
+
+def test_two_regimes_predict_a_time_that_never_falls_as_the_count_grows():
+    """A heap law steeper than the mapped one (seconds = 1e-10 x^2 up to 65536, 2.4e-7 x from
+    the mapped image): extrapolated past its probes it exceeds the mapped law at the knee,
+    and the prediction holds that value rather than fall, as a time budget's search needs."""
+    from scalebench.experiment.capacity.allocator import mapped_values
+    from scalebench.experiment.capacity.time_laws import regime_fit
+
+    knee = mapped_values()
+    heap = [(count, 1e-10 * count**2, count, False) for count in (16384, 32768, 49152, 65536)]
+    mapped = [(count, 2.4e-7 * count, count, True) for count in (1.2 * knee, 1.5 * knee)]
+    term = regime_fit("denoise", heap + mapped, knee)
+    assert term.above is not None
+    counts = [1e4 * (3 * knee / 1e4) ** (k / 199) for k in range(200)]
+    predicted = [term.predict(count) for count in counts]
+    assert all(later >= earlier for earlier, later in itertools.pairwise(predicted))
+    assert predicted[0] == pytest.approx(1e-10 * counts[0] ** 2, rel=1e-3)
+    assert term.predict(2 * knee) == pytest.approx(term.predict(4 * 65536), rel=1e-9)

@@ -40,7 +40,8 @@ REGIME_MARGIN = 1.5
 # iterations below about 512, TV's below 128) is extended by a probe at twice the
 # largest size, at most EXTENSIONS times (8x its side), until it grows by more.
 EXTENSIONS = 3
-# An answer keeps this fraction of what the budget leaves above the process baseline free:
+# An answer keeps this fraction of what the budget leaves above the process's measured floor
+# (MemoryModel.floor_bytes) free:
 # a process's peak at one size varies from run to run (by up to 18 % of its size-dependent
 # part near DnCNN's regime crossing, measured), so a size predicted exactly at the budget
 # would exceed it about half the time.

@@ -205,10 +205,10 @@ def answer(configuration: Configuration, label: str, ranks: int, budget: int,
            time_budget_s: float | None = None) -> CapacityLine:
     """The line of ``model`` within ``budget`` (and, given ``time_budget_s``, whose predicted
     run fits it too); ``rounds``: its refinement (None: --quick)."""
-    if budget < model.baseline_bytes:
-        raise ScalebenchError(f"the budget {gib(budget)} is below the process baseline "
-                              f"{gib(model.baseline_bytes)} measured for {label} (its peak "
-                              f"as the size goes to nothing)")
+    if budget < model.floor_bytes:
+        raise ScalebenchError(f"the budget {gib(budget)} is below the process's measured "
+                              f"floor {gib(model.floor_bytes)} for {label} (its smallest "
+                              f"probe's peak, or its fitted baseline where lower)")
     sizes = sorted({point.size for point in model.points})
     default_workspace = {point.size: configuration.workspace(point.size)
                          for point in model.points}

@@ -14,7 +14,8 @@ from scalebench.experiment.capacity.configuration import Configuration
 def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
                    parallel_config: Path | None = None) -> list[tuple[Configuration, str, int]]:
     """(configuration, label, ranks) of every experiment of ``config``, those that differ
-    only by the size once. Ranks as ``plan`` counts them: the solver's slurm_* parameters
+    only by the size once (by their run's length too: one calibration, two time answers).
+    Ranks as ``plan`` counts them: the solver's slurm_* parameters
     over the parallel config's, else ``nproc``."""
     from scalebench.benchmarks import INFERENCE, config_benchmark
     from scalebench.experiment.expand import component_label, expand
@@ -45,7 +46,8 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
             solver_params = {**solver_params, "device": device}
         configuration = Configuration(dataset, dataset_params, solver, solver_params,
                                       size_parameter)
-        key = (json.dumps(configuration.key_record(), sort_keys=True, default=str), ranks)
+        key = (json.dumps(configuration.key_record(), sort_keys=True, default=str),
+               configuration.run_length(), ranks)
         if key in seen:
             continue
         seen.add(key)

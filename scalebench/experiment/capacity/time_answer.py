@@ -51,9 +51,11 @@ def time_fields(configuration: Configuration, timing: TimeModel | None, ranks: i
 
 
 def time_probes(model: MemoryModel) -> list[list]:
-    """[size, seconds per iteration, set-up seconds] of each timed probe."""
+    """[size, seconds per iteration, set-up seconds] of each timed probe of the configuration
+    itself: one borrowed from another algorithm of its family (calibration.shared_points)
+    timed that algorithm's steps."""
     return [[point.size, measured_iteration(point.timing), point.timing["setup_s"]]
-            for point in timed(model.points)]
+            for point in timed(model.points) if not point.shared_from]
 
 
 def measured_iteration(timing: dict) -> float:

@@ -48,17 +48,20 @@ class TermFit:
     knee: float | None = None
 
     def predict(self, count: float) -> float:
+        """Seconds at ``count``; with two regimes, never fewer at a larger count (each law
+        rises, and the mapped one is held at least at the heap law's last value): the
+        search for a time budget's answer (calibration.last_true) needs a rising time."""
         if self.above is None:
             return predict(self.kind, self.parameters, count)
-        if count >= self.knee:
-            return self.above.predict(count)
         reach = min(HEAP_REACH * max(probe for probe, _ in self.probes), self.knee)
         if count <= reach:
             return predict(self.kind, self.parameters, count)
         low = predict(self.kind, self.parameters, reach)
-        high = self.above.predict(self.knee)
+        if count >= self.knee:
+            return max(self.above.predict(count), low)
+        high = max(self.above.predict(self.knee), low)
         share = math.log(count / reach) / math.log(self.knee / reach)
-        return math.exp(math.log(low) + share * (math.log(high) - math.log(low)))
+        return low * (high / low) ** share
 
     @property
     def largest_count(self) -> float:
@@ -170,8 +173,8 @@ def held_out_error(kind: str, probes: list[tuple[float, float]]) -> float | None
 
 def fit_term(name: str, probes: list[tuple[float, float]]) -> TermFit:
     """The term's law chosen by ``held_out_error`` (ties: the earlier, simpler, of
-    ``CANDIDATES``; none scored: linear), fitted to every probe (at a repeated count, their
-    median)."""
+    ``CANDIDATES``; none scored: linear, or with one count probed its seconds at every
+    count), fitted to every probe (at a repeated count, their median)."""
     merged = merged_probes(probes)
     scores = {kind: held_out_error(kind, merged) for kind in CANDIDATES}
     scored = {kind: error for kind, error in scores.items() if error is not None}

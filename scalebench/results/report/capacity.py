@@ -181,7 +181,8 @@ def _time_panel(axis, answer: dict) -> None:
 
 def law_kind(term: dict) -> str:
     """A time term's law kind (time_laws.TermFit.to_json()), with the mapped regime's law
-    and where it starts when the term has one: 'linear; power law + constant from 3.1e+06'."""
+    and where it starts when the term has one: 'linear; power law + constant from 3.1e+06
+    (image mapped)'."""
     above = term.get("above")
     if above is None:
         return term["kind"]
