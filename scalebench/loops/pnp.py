@@ -82,7 +82,8 @@ class PnPLoop:
         # Part of the set-up time, also reported alone (0 iterations when read from cache).
         self.setup_figures = {"operator_norm_time_s": norm.seconds,
                               "operator_norm_iterations": norm.iterations,
-                              "operator_norm_start_iterations": norm.start_iterations}
+                              "operator_norm_start_iterations": norm.start_iterations,
+                              "operator_norm_start_time_s": norm.start_seconds}
         step_size, algorithm = params["step_size"], ALGORITHMS[params["algorithm"]]
         self.step_size = step_size if step_size is not None else \
             algorithm.default_step / self.lipschitz

@@ -102,6 +102,9 @@ OBJECTIVE_COLUMNS = {
                                           "from the cache)",
     "objective_operator_norm_start_iterations": "applications of the cheap start operator "
                                                 "that seeded the Lanczos iteration",
+    "objective_operator_norm_start_time_s": "of objective_operator_norm_time_s, the start "
+                                            "operator's share, seconds (0: no start "
+                                            "operator, or the norm read from the cache)",
     # training
     "objective_loss": "the training loss of the step",
     "objective_grad_norm": "the gradient norm of the step (before clipping)",

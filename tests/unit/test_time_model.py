@@ -416,6 +416,11 @@ def test_a_capped_norm_is_scaled_to_the_applications_a_run_takes_at_its_size():
     legacy = [probe(32, 4, False, None), probe(64, 6, False, None), probe(4096, 3, True, None)]
     assert norm_applications(legacy).at(2.0**60) > 30  # no limit recorded, none applied
     assert norm_applications(capped[:0]) is None
+    # A start operator's seconds (timed apart) stay as measured: only the whole's scale.
+    started = probe(2048, 3, True)
+    started.timing.update(norm_s=started.timing["norm_s"] + 0.25, norm_start_s=0.25)
+    assert norm_seconds(started, applications) == pytest.approx(
+        0.25 + 16 * per_application * 2048**2)
 
 
 def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():

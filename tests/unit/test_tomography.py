@@ -332,5 +332,8 @@ def test_a_memory_probes_operator_norm_is_capped_and_never_cached(tmp_path, monk
         with_start = operator_norm.estimate_operator_norm(problem)
     assert capped.source == "probe" and capped.iterations == 1  # the cached one not read
     assert (with_start.iterations, with_start.start_iterations) == (1, 1)
+    # The start vector's seconds apart, within the whole's (the probe scales the rest).
+    assert 0 < with_start.start_seconds < with_start.seconds
+    assert capped.start_seconds == 0 and full.start_seconds == 0  # no start operator
     assert len(list((tmp_path / "operator_norms").glob("*.json"))) == 1  # the full one only
     assert 0 < capped.value <= full.value * (1 + 1e-5)  # a Ritz value of fewer steps

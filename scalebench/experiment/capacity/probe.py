@@ -188,6 +188,8 @@ def _measured(objective: Any, run: Any, iterations: int, started: float,
     measurements = _values(run.problem.y) if hasattr(run, "problem") else 0
     timing = {"setup_s": setup_s, "steps": steps, "evaluation_s": evaluation_s,
               "norm_s": float(run.setup_figures.get("operator_norm_time_s", 0.0)),
+              # Of norm_s, the start operator's: not scaled with the whole operator's.
+              "norm_start_s": float(run.setup_figures.get("operator_norm_start_time_s", 0.0)),
               # The whole A^T A's applications: what the time model scales a capped norm by.
               # A start operator's (CT: a tenth of the cost each) are counted apart: scaled
               # with them, a probe whose start was cut to 3 counted 6 where the run's 8 start

@@ -193,15 +193,16 @@ def norm_applications(points) -> NormApplications | None:
 
 def norm_seconds(point, applications: NormApplications | None) -> float:
     """A probe's norm seconds as a run's: its own where its norm converged within the
-    probe's cap; a capped one's scaled to the applications a run takes at its unknowns, no
-    fewer than it ran (a norm not converged at the cap runs on: scaled to the 8 radio's
-    small probes converged in, its set-up was predicted at 0.35 of the measured; to the
-    limit, at 2.75)."""
+    probe's cap; a capped one's whole-operator seconds scaled to the applications a run
+    takes at its unknowns, no fewer than it ran (a norm not converged at the cap runs on:
+    scaled to the 8 radio's small probes converged in, its set-up was predicted at 0.35 of
+    the measured; to the limit, at 2.75), its start operator's seconds as measured."""
     timing = point.timing
     ran = timing["norm_applications"]
     if not timing["norm_capped"] or not ran or applications is None:
         return timing["norm_s"]
-    return timing["norm_s"] * max(applications.at(point.unknowns), ran) / ran
+    start = timing.get("norm_start_s", 0.0)  # 0: timed before the start was timed apart
+    return start + (timing["norm_s"] - start) * max(applications.at(point.unknowns), ran) / ran
 
 
 def time_model(points) -> TimeModel | None:
