@@ -404,7 +404,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypa
 
     monkeypatch.setattr(probe, "image_mapped", lambda values, device: mapped)
     seen = []  # (what ran, the settings in force)
-    lanczos = operator_norm.lanczos
+    lanczos = operator_norm.lanczos_from
 
     def recorded_lanczos(*args, **kwargs):
         seen.append(("norm", process_settings()))
@@ -415,7 +415,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypa
             super().__init__(iterations)
             seen.append((f"tv {iterations}", process_settings()))
 
-    monkeypatch.setattr(operator_norm, "lanczos", recorded_lanczos)
+    monkeypatch.setattr(operator_norm, "lanczos_from", recorded_lanczos)
     monkeypatch.setattr(modules, "IndependentTV", RecordedTV)
     probe.run_probe("tomography_2d", {"image_size": 16, "num_angles": 8}, "pnp",
                     {"denoiser": "tv", "device": "cpu", "deterministic": False}, iterations=1,
@@ -537,6 +537,25 @@ def test_a_round_probes_a_quarter_and_half_of_the_answers_unknowns_within_the_bu
     assert next_sizes(configuration, flat, 1, budget, None) == []
 
 
+def test_a_round_probes_at_most_growth_times_the_largest_probes_unknowns():
+    """Peaks that barely grow over the probes (CT's first calibration, 32-256) put the answer
+    thousands of times past them: the round probes GROWTH times the largest probe's unknowns,
+    once, not a quarter of that answer; probed there, the next round reaches the answer."""
+    from scalebench.experiment.capacity.calibration import usable_budget
+    from scalebench.experiment.capacity.refine import GROWTH, next_sizes, unknowns
+
+    configuration, budget = superres(), 4 * 2**30
+    flat = (2**30, 0.05, 0.0, 0.0, 0.0)
+    model = iterations_model(flat, points=points_of(flat, [32, 64, 96, 128], scale=0.0))
+    answer = largest_fitting(configuration, model, 1, usable_budget(model, budget))
+    assert unknowns(configuration, answer) > 1000 * GROWTH * unknowns(configuration, 128)
+    size, = next_sizes(configuration, model, 1, budget, None)
+    assert unknowns(configuration, size) <= GROWTH * unknowns(configuration, 128) < \
+        unknowns(configuration, size + 4)
+    nearer = replace(model, points=model.points + tuple(points_of(flat, [size], scale=0.0)))
+    assert next_sizes(configuration, nearer, 1, budget, None)[-1] > size
+
+
 def test_a_round_skips_its_quarter_where_a_probe_lies_between_it_and_its_half():
     """CT at 3 GiB probed 1523 and 2153, then planned 1800 and 2546: 2153, between the two,
     is the round's second point near the answer, so only the half is probed. A probe below
@@ -570,8 +589,9 @@ def test_ranks_sharing_the_operators_refine_by_one_rank_probes_that_fit_the_budg
     from scalebench.experiment.capacity.calibration import usable_budget
     from scalebench.experiment.capacity.refine import next_sizes
 
+    # probed up to 512: GROWTH (128x its unknowns) lies past what one rank fits
     model = iterations_model((2**30, 0.0, 400.0, 0.0, 0.0), 0.75, 2.0, points_of(
-        (2**30, 0.0, 400.0, 0.0, 0.0), [32, 64, 96, 128], scale=0.75))
+        (2**30, 0.0, 400.0, 0.0, 0.0), [32, 64, 96, 128, 512], scale=0.75))
     configuration, budget = superres(distribute_physics=True), 4 * 2**30
     one_rank = largest_fitting(configuration, model, 1, usable_budget(model, budget))
     sizes = next_sizes(configuration, model, 4, budget, None)

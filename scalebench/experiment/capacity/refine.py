@@ -50,6 +50,12 @@ MAX_ROUNDS = 4
 # A planned probe whose unknowns are within this fraction of an existing probe's is that
 # probe: the fit learns nothing new from it, and a repeated size means the answer settled.
 DISTINCT = 0.15
+# A round's probes have at most this many times the unknowns of the largest probe before it,
+# whatever the answer: a first calibration whose peaks barely grow cannot tell the terms
+# apart (CT at 32-256: 16 MiB of growth, fitted per measured value, not per unknown), and
+# its answer, 11000x the probes' unknowns, planned a first probe at 13593 that took 6 GiB of a
+# 3 GiB budget. The rounds that settled probed 15-85x past the round before.
+GROWTH = 128
 # Probes are predicted to take at most this share of the memory this machine has available
 # (host or device): a budget for a larger node is refined as far as this machine allows.
 MACHINE_SHARE = 0.8
@@ -168,8 +174,9 @@ def next_sizes(configuration: Configuration, model: MemoryModel, ranks: int,
     """The sizes a round probes: ``FRACTIONS`` of the unknowns of the answer for ``ranks``
     ranks within ``budget_bytes``, each at most the largest size one rank (a probe holds
     every operator) is predicted to run within the budget and ``MACHINE_SHARE`` of
-    ``machine``, and none within ``DISTINCT`` of a probed size's unknowns. Empty when nothing
-    fits or every such size is probed."""
+    ``machine``, and ``GROWTH`` times the largest probe's unknowns, and none within
+    ``DISTINCT`` of a probed size's unknowns. Empty when nothing fits or every such size is
+    probed."""
     if not model.grows:  # every size "fits" a flat model: there is no answer to refine
         return []
     usable = usable_budget(model, budget_bytes)
@@ -181,16 +188,19 @@ def next_sizes(configuration: Configuration, model: MemoryModel, ranks: int,
     if one_rank is None:
         return []
     probed = [point.unknowns for point in model.points]
+    grown = size_with_unknowns(configuration, GROWTH * max(probed), answer + 1)
+    reach = one_rank if grown is None else min(one_rank, grown)
     planned: list[int] = []
     for fraction in FRACTIONS:
         size = size_with_unknowns(configuration, fraction * unknowns(configuration, answer),
                                   answer)
-        if size is not None and min(size, one_rank) not in planned:
-            planned.append(min(size, one_rank))
+        if size is not None and min(size, reach) not in planned:
+            planned.append(min(size, reach))
     if not planned:
         return []
     # An answer whose image is mapped is predicted from probes whose images are mapped too
-    # (heap_regime_probes): the planned sizes below mapped_size are raised to it.
+    # (heap_regime_probes): the planned sizes below mapped_size are raised to it, past
+    # GROWTH if need be (an image of a few times glibc's threshold, not the answer's size).
     mapped = mapped_size(configuration)
     if mapped is not None and mapped <= min(answer, one_rank):
         planned = sorted({max(size, mapped) for size in planned})
