@@ -113,9 +113,9 @@ def lanczos(problem, max_iterations: int = MAX_ITERATIONS, tolerance: float = TO
             seed: int = 0, start_iterations: int = MAX_ITERATIONS) -> tuple[float, int, int]:
     """(||A||^2, applications of A^T A, of the start operator's) by Lanczos from
     ``warm_start`` (module docstring; at most ``start_iterations`` of the start operator)."""
-    q, start_iterations = warm_start(problem, seed, start_iterations)
-    estimate, applications = lanczos_from(problem, q, max_iterations, tolerance)
-    return estimate, applications, start_iterations
+    estimate = timed_lanczos(problem, max_iterations, tolerance, seed, start_iterations,
+                             "computed", time.perf_counter())
+    return estimate.value, estimate.iterations, estimate.start_iterations
 
 
 def lanczos_from(problem, q: torch.Tensor, max_iterations: int = MAX_ITERATIONS,
