@@ -60,7 +60,7 @@ def _source_url() -> str:
 
 def build_arguments(base: str | None) -> dict[str, str]:
     """Build arguments of both definitions: code state from git, base from base-image.toml."""
-    from provenance.environment import code_state
+    from provenance.process import code_state
 
     if base is None:
         recorded = tomllib.loads((ROOT / "containers/base-image.toml").read_text())["base"]

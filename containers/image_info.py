@@ -7,7 +7,7 @@ import os
 from importlib import metadata
 from pathlib import Path
 
-from provenance.environment import PACKAGES, image_identity
+from provenance.process import PACKAGES, image_identity
 from provenance.sif import SifError
 
 BUILD_INFO = Path("/opt/scalebench/build-info.json")

@@ -18,7 +18,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from provenance.environment import PACKAGES
+from provenance.process import PACKAGES
 
 SOURCE = Path(__file__).resolve().parent.parent
 # Distribution -> module of every pinned package (provenance's fields are the module names).

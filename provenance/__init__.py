@@ -6,7 +6,7 @@ modules the running process has already loaded or from the system itself.
 
 from provenance.canonical import canonical_json, config_hash
 from provenance.digest import array_digest
-from provenance.environment import collect
+from provenance.process import collect
 from provenance.schema import COLUMN_PREFIX, FIELDS, SCHEMA_VERSION
 
 __all__ = ["COLUMN_PREFIX", "FIELDS", "SCHEMA_VERSION", "array_digest", "canonical_json",

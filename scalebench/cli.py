@@ -59,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.runtime or args.image:
         python = _in_container(args)
     else:
-        from provenance.environment import hand_down_image_digest
+        from provenance.process import hand_down_image_digest
 
         hand_down_image_digest()  # inside a SIF: hashed once, not once per rank
     request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
@@ -102,7 +102,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from scalebench.experiment.plan import format_text, make_plan
+    from scalebench.planning.plan import format_text, make_plan
 
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
                      args.configs, args.strict)
@@ -115,9 +115,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    from scalebench.experiment.capacity.calibration import HEADROOM
-    from scalebench.experiment.capacity.command import capacity
     from scalebench.launch.slurm_requests import duration_seconds, memory_bytes
+    from scalebench.planning.capacity.calibration import HEADROOM
+    from scalebench.planning.capacity.command import capacity
 
     budget = None if args.memory is None else memory_bytes(args.memory, "--memory",
                                                             bare_unit="B")

@@ -134,7 +134,7 @@ def reported(call: Callable[[], int]) -> int:
 def unbound_hint(path: Path) -> str:
     """Inside the scalebench image, which bind would make a missing ``path`` visible; else
     '' (a host that is itself a container gets no hint about binds)."""
-    from provenance.environment import BUILD_INFO_PATHS
+    from provenance.process import BUILD_INFO_PATHS
 
     if not (os.environ.get("APPTAINER_CONTAINER")
             or any(Path(marker).is_file() for marker in BUILD_INFO_PATHS)):

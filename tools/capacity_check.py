@@ -5,7 +5,7 @@ For CT (ASTRA, 256 angles, PnP-TV) at 3 GiB, multi-frame super-resolution (4 fra
 bundled DnCNN on tiles of 128) at 4 GiB, radio interferometry (the radio example's
 telescope, PnP-TV) at 3 GiB and synthetic denoising (DnCNN, random weights) at 3 GiB, each in
 a fresh calibration cache: the calibration refined near its answer as the command does
-(scalebench.experiment.capacity.refine.refined; ``--quick``: the first calibration only, as
+(scalebench.planning.capacity.refine.refined; ``--quick``: the first calibration only, as
 ``scalebench capacity --quick``) with each probe's wall and CPU time, the calibration's
 wall time, its probes' CPU time and the machine's load average (the wall time depends on
 the load, the peaks do not), every refinement round (its probes, and
@@ -61,7 +61,7 @@ def load_text() -> str:
 def timed_probes() -> None:
     """Each probe of the calibrations prints its parameters, wall time and CPU time (the
     probe's own log lines)."""
-    from scalebench.experiment.capacity.probe import LOG
+    from scalebench.planning.capacity.probe import LOG
 
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("    %(message)s"))
@@ -79,17 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration-size", type=int, default=128)
     args = parser.parse_args(argv)
     os.environ["SCALEBENCH_CACHE"] = tempfile.mkdtemp(prefix="capacity-check-")
-    from scalebench.experiment.capacity.calibration import (
+    from scalebench.launch.slurm_requests import memory_bytes
+    from scalebench.planning.capacity.calibration import (
         calibrate,
         probe_point,
         probe_sizes,
         usable_budget,
     )
-    from scalebench.experiment.capacity.command import answer
-    from scalebench.experiment.capacity.configuration import Configuration
-    from scalebench.experiment.capacity.probe import children_cpu_seconds
-    from scalebench.experiment.capacity.refine import refined
-    from scalebench.launch.slurm_requests import memory_bytes
+    from scalebench.planning.capacity.command import answer
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.capacity.probe import children_cpu_seconds
+    from scalebench.planning.capacity.refine import refined
 
     timed_probes()
     verdicts = []

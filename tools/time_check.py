@@ -48,8 +48,8 @@ ANSWER_CASES = ("ct_astra", "superres", "radio")
 def between(configuration, low: int, high: int) -> int:
     """The valid size whose unknowns are nearest the geometric mean of ``low``'s and
     ``high``'s."""
-    from scalebench.experiment.capacity.configuration import valid_at_most
-    from scalebench.experiment.capacity.refine import size_with_unknowns, unknowns
+    from scalebench.planning.capacity.configuration import valid_at_most
+    from scalebench.planning.capacity.refine import size_with_unknowns, unknowns
 
     target = math.sqrt(unknowns(configuration, low) * unknowns(configuration, high))
     size = size_with_unknowns(configuration, target, high)
@@ -59,12 +59,12 @@ def between(configuration, low: int, high: int) -> int:
 def check_answers(names: list[str], budget_text: str | None) -> tuple[list, list]:
     """Each case calibrated, refined and verified at its answer and one size between: the
     verdicts and the table's rows."""
-    from scalebench.experiment.capacity.calibration import probe_point, probe_sizes
-    from scalebench.experiment.capacity.command import answer, measured_iteration
-    from scalebench.experiment.capacity.configuration import Configuration
-    from scalebench.experiment.capacity.refine import refined
-    from scalebench.experiment.capacity.time_model import time_model
     from scalebench.launch.slurm_requests import memory_bytes
+    from scalebench.planning.capacity.calibration import probe_point, probe_sizes
+    from scalebench.planning.capacity.command import answer, measured_iteration
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.capacity.refine import refined
+    from scalebench.planning.capacity.time_model import time_model
 
     verdicts, rows = [], []
     for name in names:
@@ -122,7 +122,7 @@ def campaign_config(folder: Path, size: int, iterations: int) -> Path:
 
 def check_campaign(folder: Path, size: int, iterations: int) -> list:
     """The campaign calibrated, planned and run: its predicted and measured wall time."""
-    from scalebench.experiment.plan import make_plan
+    from scalebench.planning.plan import make_plan
 
     config = campaign_config(folder, size, iterations)
     calibration = run_scalebench("capacity", config, "--memory", "2GiB", "--quick")

@@ -6,12 +6,11 @@ checks of a config (scalebench.experiment.config) read it before anything runs."
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scalebench.denoisers.kinds import bm3d, dncnn, drunet, tv, wavelet
-from scalebench.denoisers.spec import DenoiserSpec
+from scalebench.denoisers.spec import DenoiserSpec, Weights
 from scalebench.errors import ConfigError, MissingFileError, warn_once
 
 if TYPE_CHECKING:
@@ -83,20 +82,6 @@ def bundled_weights_entry(name: str, channels: int) -> Entry:
         raise ConfigError(f"denoiser '{name}': bundled weights exist for 1 or 3 channels, "
                           f"not {channels} (use pretrained 'none' or a weights file)")
     return load_manifest()[f"{name}_{HUB_CHANNELS[channels]}_bundled"]
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The weights a denoiser runs with: what ``pretrained`` resolved to."""
-
-    source: str  # "none" (a denoiser without weights), "random", "bundled", "hub" or "file"
-    path: Path | None = None  # the file loaded (None for "none" and "random")
-    widths: dict | None = None  # architecture keyword arguments; None: deepinv's defaults
-
-    @property
-    def label(self) -> str:
-        """What rows record in ``prov_weights``: the source, or the path of a user's file."""
-        return str(self.path) if self.source == "file" else self.source
 
 
 def _verified(entry: Entry) -> Path:

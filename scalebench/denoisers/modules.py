@@ -13,7 +13,7 @@ from torch import nn
 from scalebench.errors import MissingFileError
 
 if TYPE_CHECKING:
-    from scalebench.denoisers.catalog import Weights
+    from scalebench.denoisers.spec import Weights
 
 
 class IndependentTV(nn.Module):

@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from scalebench.denoisers.catalog import Weights
+
+@dataclass(frozen=True)
+class Weights:
+    """The weights a denoiser runs with: what ``pretrained`` resolved to."""
+
+    source: str  # "none" (a denoiser without weights), "random", "bundled", "hub" or "file"
+    path: Path | None = None  # the file loaded (None for "none" and "random")
+    widths: dict | None = None  # architecture keyword arguments; None: deepinv's defaults
+
+    @property
+    def label(self) -> str:
+        """What rows record in ``prov_weights``: the source, or the path of a user's file."""
+        return str(self.path) if self.source == "file" else self.source
 
 
 @dataclass(frozen=True)

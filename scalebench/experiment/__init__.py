@@ -2,7 +2,8 @@
 
 - ``reading``: the one YAML reader of configs and parallel configs;
 - ``config``: reading a config and validating its whole grid before anything runs;
-- ``expand``: the grid as one benchopt config per experiment, checked for this machine;
-- ``plan``: every job of a campaign with its resources, memory and command;
-- ``capacity``: the largest size each configuration fits in a memory budget.
+- ``expand``: the grid as one benchopt config per experiment, checked for this machine.
+
+What a campaign costs (its jobs, their memory and time, the largest size that fits) is
+``scalebench.planning``'s, above this package.
 """

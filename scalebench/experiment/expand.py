@@ -8,6 +8,7 @@ memory; ``scalebench run``, ``validate``, ``plan`` and ``capacity`` all expand t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -15,13 +16,7 @@ import yaml
 from provenance.canonical import canonical_json, config_hash
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import check_devices_available, load_config
-from scalebench.experiment.memory import local_memory_errors
 from scalebench.experiment.reading import read_yaml
-from scalebench.launch.resources import (
-    experiment_ranks,
-    experiment_solver_params,
-    names_slurm_resources,
-)
 
 
 def component_label(name: str, params: dict) -> str:
@@ -30,14 +25,14 @@ def component_label(name: str, params: dict) -> str:
 
 
 def expand(config: Path, world_size: int, folder: Path,
-           check_devices: bool = False, check_memory: str = "",
+           check_devices: bool = False,
+           refuse: Callable[[list[dict]], list[str]] | None = None,
            benchmark: Path | None = None) -> list[dict]:
     """One benchopt config per experiment of ``config``, in benchopt's order: its id, label,
     config file, dataset and solver ({name: parameters}) and the run options.
-    ``check_devices``: also refuse a device this machine does not have; ``check_memory``:
-    refuse experiments whose ranks, all on this machine, cannot fit its memory (nothing is
-    written then): "all" of them (a local run), "local" those that name no SLURM resources
-    (the others run on compute nodes this machine knows nothing of), "" none. ``benchmark``:
+    ``check_devices``: also refuse a device this machine does not have; ``refuse``: a check
+    of the experiments, one line per refused one, run before anything is written (this
+    machine's memory: scalebench.planning.memory.local_memory_check). ``benchmark``:
     the folder whose solvers the config may name (None: the repository's)."""
 
     grid = load_config(config, world_size, benchmark)
@@ -61,11 +56,8 @@ def expand(config: Path, world_size: int, folder: Path,
                             f"{component_label(solver.name, solver_params)}"
                     experiments.append({"id": identifier, "label": label,
                                         "config": str(path), **key, "options": options})
-    if check_memory:
-        here = [e for e in experiments if check_memory == "all"
-                or not names_slurm_resources(experiment_solver_params(e))]
-        errors = local_memory_errors(
-            here, lambda e: experiment_ranks(e, world_size))
+    if refuse is not None:
+        errors = refuse(experiments)
         if errors:
             raise ConfigError("\n".join(errors))
     folder.mkdir(parents=True, exist_ok=True)

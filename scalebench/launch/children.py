@@ -81,9 +81,12 @@ def _run(args: argparse.Namespace) -> str:
     """Run the child ``args`` names; its standard output."""
     if args.child == "expand":
         from scalebench.experiment.expand import expand
+        from scalebench.planning.memory import local_memory_check
 
+        refuse = local_memory_check(args.check_memory, args.world_size) \
+            if args.check_memory else None
         return json.dumps(expand(args.config, args.world_size, args.folder,
-                                 args.check_devices, args.check_memory, args.benchmark))
+                                 args.check_devices, refuse, args.benchmark))
     if args.child == "benchmark":
         return benchmark_name(args.config, args.benchmark)
     if args.child == "status":

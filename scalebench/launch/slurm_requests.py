@@ -1,13 +1,9 @@
-"""The values of SLURM requests, read as SLURM reads them: time limits, memory amounts,
-``--gres`` GPUs, and benchopt's submitit parallel configs that carry them. Standard library
-only at module level: the parallel config's reader imports benchopt and submitit when it runs.
-"""
+"""The values of SLURM requests, read as SLURM reads them: time limits, memory amounts and
+``--gres`` GPUs. Standard library only (the launcher reads them too)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
 from scalebench.errors import ConfigError
 
@@ -15,8 +11,6 @@ _SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?$", re.IGNORECASE)
 _ZERO_MEMORY = re.compile(r"^0*(\.0*)?\s*[KMGT]?(I?B)?$", re.IGNORECASE)
 _MEMORY_UNITS = {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-# Parallel-config keys besides submitit's own: benchopt's backend switch and worker count.
-BENCHOPT_PARALLEL_KEYS = ("backend", "n_jobs")
 
 
 def slurm_time_seconds(value: str | int, where: str) -> float:
@@ -84,47 +78,3 @@ def gres_gpus(gres: str | None) -> int:
         if parts[0] == "gpu":
             return int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
     return 0
-
-
-def read_parallel_config(path: Path) -> dict[str, Any]:
-    """A benchopt submitit parallel config, keys harmonised as benchopt does (slurm_<name>)."""
-    from benchopt.parallel_backends.slurm_executor import harmonize_slurm_config
-    from submitit import SlurmExecutor
-
-    from scalebench.experiment.reading import read_yaml
-
-    raw = read_yaml(path, "parallel config")
-    if not isinstance(raw, dict) or raw.get("backend") != "submitit":
-        raise ConfigError(f"parallel config {path} must be a mapping with 'backend: submitit' "
-                          f"(the only backend that submits jobs with resources)")
-    allowed = SlurmExecutor._valid_parameters()
-    slurm = {key: value for key, value in raw.items() if key not in BENCHOPT_PARALLEL_KEYS}
-    for key in slurm:
-        if not key.startswith("slurm_"):
-            raise ConfigError(f"parallel config {path}: unknown key '{key}' (allowed: "
-                              f"{', '.join(BENCHOPT_PARALLEL_KEYS)} and slurm_<submitit option>)")
-    merged = harmonize_slurm_config(slurm)
-    unknown = sorted(key for key in merged if key.removeprefix("slurm_") not in allowed)
-    if unknown:
-        raise ConfigError(f"parallel config {path}: unknown key '{unknown[0]}' (allowed "
-                          f"slurm_ options: {', '.join(sorted(allowed))})")
-    for key in ("slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node",
-                "slurm_cpus_per_task"):
-        value = merged.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ConfigError(f"parallel config {path}: '{key}' must be a positive integer, "
-                              f"got {value!r}")
-    if isinstance(merged.get("slurm_time"), int):  # YAML read 02:00:00 as seconds
-        seconds = merged["slurm_time"]
-        merged["slurm_time"] = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:" \
-                               f"{seconds % 60:02d}"
-    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str,)),
-                       ("slurm_mem", (str, int, float))):
-        value = merged.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise ConfigError(f"parallel config {path}: '{key}' must be "
-                              f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
-    if "slurm_mem_gb" in slurm:  # submitit's mem_gb counts GB
-        merged["slurm_mem"] = f"{slurm['slurm_mem_gb']}G"
-    return merged

@@ -47,7 +47,7 @@ class ProblemSpec:
     description: str
     # Elements of the largest temporary one application of an operator makes, for these
     # parameters and a chunk limit (``chunk_elements=None``: the operator's own), where its
-    # operators work in chunks (scalebench.experiment.capacity fits its bytes); None: no
+    # operators work in chunks (scalebench.planning.capacity fits its bytes); None: no
     # such term.
     workspace_elements: Callable[..., int] | None = None
     # Whether the data term's proximal operator can be computed (A and A^T as linear

@@ -59,7 +59,7 @@ def release_freed_memory(device: torch.device) -> None:
     (``malloc_trim``) and CUDA's cached blocks. Called when a run's set-up ends, so that the
     iterations' peaks count what the iterations hold rather than where the set-up's garbage
     happened to lie, and a run's peak is the larger of its set-up's and its iterations'
-    (scalebench.experiment.capacity models each)."""
+    (scalebench.planning.capacity models each)."""
     if platform.libc_ver()[0] == "glibc":
         ctypes.CDLL(None).malloc_trim(0)
     if torch.device(device).type == "cuda":

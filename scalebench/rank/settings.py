@@ -1,7 +1,7 @@
 """What a memory probe changes in how its process runs: one frozen ``ProcessSettings``,
 installed for a block by ``installed`` and read through ``process_settings``.
 
-A run takes the defaults. A capacity probe (scalebench.experiment.capacity.probe) installs
+A run takes the defaults. A capacity probe (scalebench.planning.capacity.probe) installs
 its own for the length of its run: no profiled step resets the peaks (the probe reads the
 process's peaks of each phase itself), the operator norm runs a capped number of
 applications and never touches its cache, TV runs fewer inner iterations where more hold

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from provenance.environments import (
+from provenance.environment import (
     ENVIRONMENT_FIELDS,
     SHOWN_FIELDS,
     differing_fields,

@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
-from scalebench.experiment.capacity.calibration import HEADROOM
-from scalebench.experiment.capacity.model import PHASES, TERMS
-from scalebench.experiment.capacity.refine import OVERRUN_ROUNDS
+from scalebench.planning.capacity.calibration import HEADROOM
+from scalebench.planning.capacity.model import PHASES, TERMS
+from scalebench.planning.capacity.refine import OVERRUN_ROUNDS
 from scalebench.rank.names import HOST_PEAK_SINCE_RESET
 from scalebench.rank.profiling import HostPeakMemory
 from tests.support.cli import run_cli
@@ -398,7 +398,7 @@ def test_a_probe_measures_the_set_up_and_the_iterations_apart():
     hands them back when it ends: at 64² its peak is above the iterations', which the probe
     reads from the set-up's end. Measured: 1091 and 1040 MiB, 1098 and 1049 MiB."""
     from scalebench.errors import ScalebenchError
-    from scalebench.experiment.capacity.probe import probe
+    from scalebench.planning.capacity.probe import probe
 
     radio = {"num_times": 64, "num_channels": 8, "image_size": 64}
     result = probe("radio_interferometry", radio, "pnp", {"denoiser": "tv", "device": "cpu"})
@@ -415,7 +415,7 @@ def test_a_probe_counts_its_own_peak_not_the_one_of_the_process_that_started_it(
     probe reads its own (VmHWM), so a launcher that once held a lot changes no figure."""
     import torch
 
-    from scalebench.experiment.capacity.probe import probe
+    from scalebench.planning.capacity.probe import probe
 
     parent_peak = torch.ones(768 * MIB)  # 3 GiB, written: resident in this process
     del parent_peak

@@ -31,7 +31,7 @@ LIGHT_MODULES = ("scalebench.cli", "scalebench.cli_arguments",
                  "scalebench.launch.progress", "scalebench.launch.storage",
                  "scalebench.launch.containers", "scalebench.launch.rank_env",
                  "scalebench.launch.resources", "scalebench.errors", "provenance",
-                 "provenance.environment", "provenance.sif")
+                 "provenance.process", "provenance.sif")
 
 
 ESCAPE = "\x1b"

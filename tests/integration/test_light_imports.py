@@ -14,8 +14,8 @@ def test_importing_and_collecting_never_imports_torch():
         "import provenance; assert provenance.collect()['complete']", HEAVY)
 
 
-@pytest.mark.parametrize("module", ["scalebench.experiment.expand", "scalebench.experiment.plan",
-                                    "scalebench.experiment.capacity.command",
+@pytest.mark.parametrize("module", ["scalebench.experiment.expand", "scalebench.planning.plan",
+                                    "scalebench.planning.capacity.command",
                                     "scalebench.problems", "scalebench.loops"])
 def test_the_checks_of_a_config_load_no_numerical_stack(module):
     assert modules_loaded_after(f"import {module}", HEAVY) == []

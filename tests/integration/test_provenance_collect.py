@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import provenance
-from provenance.environment import code_state
+from provenance.process import code_state
 from provenance.schema import FIELDS
 from scalebench.rank.determinism import DETERMINISTIC_ENV, apply_determinism
 
@@ -176,7 +176,7 @@ def test_image_description_names_an_unreadable_sif_instead_of_failing(fresh, mon
 
 def test_a_run_inside_a_sif_hashes_it_once_for_every_process_it_starts(fresh, monkeypatch,
                                                                       tmp_path):
-    from provenance.environment import hand_down_image_digest
+    from provenance.process import hand_down_image_digest
     from provenance.sif import sif_digest
     from tests.unit.test_sif_digest import PARTITIONS, write_sif
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from scalebench.experiment.plan import Plan, make_plan
+from scalebench.planning.jobs import Plan
+from scalebench.planning.plan import make_plan
 from tests.support.cli import tiny_experiment, write_experiment
 from tests.support.paths import REPO
 

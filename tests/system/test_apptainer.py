@@ -51,7 +51,7 @@ def sif_labels(sif: Path) -> dict[str, str]:
 
 def test_sif_carries_the_docker_labels_and_build_info(scalebench_sif):
     from containers.build import build_arguments
-    from provenance.environment import code_state
+    from provenance.process import code_state
 
     labels = sif_labels(scalebench_sif.path)
     arguments = build_arguments(scalebench_sif.base.reference)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
-from scalebench.experiment.capacity.calibration_cache import write_entry
+from scalebench.planning.capacity.calibration_cache import write_entry
 
 WRITERS, WRITES = 4, 200
 

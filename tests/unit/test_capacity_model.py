@@ -10,23 +10,23 @@ import pytest
 import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX
-from scalebench.experiment.capacity.calibration import (
+from scalebench.launch.slurm_requests import memory_bytes
+from scalebench.planning.capacity.allocator import MMAP_THRESHOLD_MAX
+from scalebench.planning.capacity.calibration import (
     REGIME_MARGIN,
     largest_fitting,
     probe_sizes,
     regime_size,
 )
-from scalebench.experiment.capacity.command import answer
-from scalebench.experiment.capacity.configuration import Configuration, configuration_key
-from scalebench.experiment.capacity.model import (
+from scalebench.planning.capacity.command import answer
+from scalebench.planning.capacity.configuration import Configuration, configuration_key
+from scalebench.planning.capacity.model import (
     GROWTH_FLOOR_BYTES,
     CalibrationPoint,
     MemoryModel,
     Sizes,
     fit,
 )
-from scalebench.launch.slurm_requests import memory_bytes
 from scalebench.rank.names import HOST_PEAK_LIFETIME, HOST_PEAK_SINCE_RESET
 
 MIB = 2**20
@@ -150,7 +150,7 @@ def test_ranks_holding_a_share_of_the_operators_fit_a_larger_size():
 
 
 def test_a_calibration_that_does_not_grow_gives_no_largest_size():
-    from scalebench.experiment.capacity.command import answer
+    from scalebench.planning.capacity.command import answer
 
     points = tuple(CalibrationPoint(size, size * size, 0, size * size, (2**30, 2**30))
                    for size in (32, 64, 96, 128))
@@ -220,7 +220,7 @@ def _synthetic_probes(monkeypatch, tmp_path, peak_of_size, setup_peak_of_size=No
     """Probes whose iterations' peak is ``peak_of_size(size)`` and whose set-up's is
     ``setup_peak_of_size(size)`` (default: the same; the calibration's rules, not the probes,
     are under test here; tests/integration/test_capacity.py runs real ones)."""
-    from scalebench.experiment.capacity import calibration
+    from scalebench.planning.capacity import calibration
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
     probed = []
@@ -251,8 +251,8 @@ def test_extension_stops_at_eight_times_the_side(monkeypatch, tmp_path):
 
 
 def test_configurations_differing_in_their_algorithm_alone_are_one_family():
-    from scalebench.experiment.capacity.configuration import ALGORITHM_PARAMS, family_key
     from scalebench.loops.inference_parameters import DENOISER_PARAMS, PNP_PARAMS
+    from scalebench.planning.capacity.configuration import ALGORITHM_PARAMS, family_key
 
     assert set(ALGORITHM_PARAMS) <= set(PNP_PARAMS) - set(DENOISER_PARAMS)
     pgd = family_key(superres(algorithm="pgd"))
@@ -366,7 +366,7 @@ def test_a_probe_says_when_its_iterations_peak_is_the_lifetime_peak(monkeypatch,
     """The probe's own run, in this process; without /proc/self/clear_refs (macOS, some
     sandboxes) the iterations' host peak is the process's lifetime peak, and the probe says
     so. Its settings end with it: the process runs with a run's again."""
-    from scalebench.experiment.capacity.probe import run_probe
+    from scalebench.planning.capacity.probe import run_probe
     from scalebench.rank import profiling
     from scalebench.rank.settings import ProcessSettings, process_settings
 
@@ -398,7 +398,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypa
     resets the peaks while the probe runs, and every setting ends with it."""
     from scalebench.denoisers import modules
     from scalebench.denoisers.kinds import tv
-    from scalebench.experiment.capacity import probe
+    from scalebench.planning.capacity import probe
     from scalebench.rank import operator_norm
     from scalebench.rank.settings import ProcessSettings, process_settings
 
@@ -432,7 +432,7 @@ def test_a_probe_cuts_its_repeated_steps_only_where_its_image_is_mapped(monkeypa
 
 
 def test_an_image_is_mapped_from_its_margin_over_the_threshold_on_the_host_only():
-    from scalebench.experiment.capacity.allocator import (
+    from scalebench.planning.capacity.allocator import (
         FLOAT32_BYTES,
         IMAGE_MARGIN,
         glibc_host,
@@ -447,7 +447,7 @@ def test_an_image_is_mapped_from_its_margin_over_the_threshold_on_the_host_only(
 
 
 def test_iterations_peaks_hidden_by_the_set_up_are_left_out_of_the_fit_where_they_can_be():
-    from scalebench.experiment.capacity.command import answer
+    from scalebench.planning.capacity.command import answer
 
     configuration = superres()
 
@@ -485,7 +485,7 @@ def test_iterations_peaks_hidden_by_the_set_up_are_left_out_of_the_fit_where_the
         lines[1].text()
 
 
-# Refinement (scalebench.experiment.capacity.refine): which sizes it probes next, when it
+# Refinement (scalebench.planning.capacity.refine): which sizes it probes next, when it
 # stops, and what it caches. The probes are synthetic (``_synthetic_probes``): the rules are
 # under test; tests/integration/test_capacity.py runs real ones.
 
@@ -494,7 +494,7 @@ def image_regime_apart(request, monkeypatch):
     """The refinement tests model the allocator's regimes by synthetic peaks of their own;
     the image's regime (refine.mapped_size) is under test only where a test's name says so."""
     if "image" not in request.node.name:
-        from scalebench.experiment.capacity import refine
+        from scalebench.planning.capacity import refine
 
         monkeypatch.setattr(refine, "mapped_size", lambda configuration: None)
 
@@ -510,8 +510,8 @@ def knee_peak(configuration, knee_unknowns, small=800.0, large=200.0):
 
 
 def test_a_round_probes_a_quarter_and_half_of_the_answers_unknowns_within_the_budget():
-    from scalebench.experiment.capacity.calibration import usable_budget
-    from scalebench.experiment.capacity.refine import next_sizes, unknowns
+    from scalebench.planning.capacity.calibration import usable_budget
+    from scalebench.planning.capacity.refine import next_sizes, unknowns
 
     configuration = superres()
     model = iterations_model((2**30, 400.0, 0.0, 0.0, 0.0), points=points_of(
@@ -541,8 +541,8 @@ def test_a_round_probes_at_most_growth_times_the_largest_probes_unknowns():
     """Peaks that barely grow over the probes (CT's first calibration, 32-256) put the answer
     thousands of times past them: the round probes GROWTH times the largest probe's unknowns,
     once, not a quarter of that answer; probed there, the next round reaches the answer."""
-    from scalebench.experiment.capacity.calibration import usable_budget
-    from scalebench.experiment.capacity.refine import GROWTH, next_sizes, unknowns
+    from scalebench.planning.capacity.calibration import usable_budget
+    from scalebench.planning.capacity.refine import GROWTH, next_sizes, unknowns
 
     configuration, budget = superres(), 4 * 2**30
     flat = (2**30, 0.05, 0.0, 0.0, 0.0)
@@ -560,8 +560,8 @@ def test_a_round_skips_its_quarter_where_a_probe_lies_between_it_and_its_half():
     """CT at 3 GiB probed 1523 and 2153, then planned 1800 and 2546: 2153, between the two,
     is the round's second point near the answer, so only the half is probed. A probe below
     the quarter, or at the half itself, leaves the quarter to probe."""
-    from scalebench.experiment.capacity.calibration import usable_budget
-    from scalebench.experiment.capacity.refine import DISTINCT, next_sizes, unknowns
+    from scalebench.planning.capacity.calibration import usable_budget
+    from scalebench.planning.capacity.refine import DISTINCT, next_sizes, unknowns
 
     configuration, budget = superres(), 4 * 2**30
     truth = (2**30, 400.0, 0.0, 0.0, 0.0)
@@ -586,8 +586,8 @@ def test_a_round_skips_its_quarter_where_a_probe_lies_between_it_and_its_half():
 
 
 def test_ranks_sharing_the_operators_refine_by_one_rank_probes_that_fit_the_budget():
-    from scalebench.experiment.capacity.calibration import usable_budget
-    from scalebench.experiment.capacity.refine import next_sizes
+    from scalebench.planning.capacity.calibration import usable_budget
+    from scalebench.planning.capacity.refine import next_sizes
 
     # probed up to 512: GROWTH (128x its unknowns) lies past what one rank fits
     model = iterations_model((2**30, 0.0, 400.0, 0.0, 0.0), 0.75, 2.0, points_of(
@@ -607,7 +607,7 @@ def test_refinement_stops_once_a_rounds_largest_probe_was_predicted(monkeypatch,
     configuration = superres()
     calibration, probed = _synthetic_probes(
         monkeypatch, tmp_path, lambda size: round(2**30 + 400.0 * 3 * size * size))
-    from scalebench.experiment.capacity.refine import refined
+    from scalebench.planning.capacity.refine import refined
 
     done = refined(configuration, [32, 64, 96, 128], 1, 4 * 2**30)
     assert len(done.rounds) == 1 and done.rounds[0].settled and not done.cached
@@ -621,8 +621,8 @@ def test_refinement_repeats_while_the_model_mispredicts_and_ends_near_the_answer
     (32-128) overestimates the first round's largest probe by more than 10 %, so a second
     round probes near the new answer; the refined answer is then within 15 % of the peak
     at it, where the first calibration's was not."""
-    from scalebench.experiment.capacity.command import answer
-    from scalebench.experiment.capacity.refine import TOLERANCE, refined
+    from scalebench.planning.capacity.command import answer
+    from scalebench.planning.capacity.refine import TOLERANCE, refined
 
     configuration, budget = superres(), 3 * 2**30
     peak = knee_peak(configuration, 3 * 260**2)
@@ -654,7 +654,7 @@ def test_refinement_rounds_are_bounded(monkeypatch, tmp_path):
     """Peaks whose bytes per unknown fall to 0.6 of the last with every refinement probe:
     each round's model overestimates the next round's largest probe by 1.46-1.88x and the
     answer keeps growing, so only MAX_ROUNDS ends the refinement."""
-    from scalebench.experiment.capacity.refine import MAX_ROUNDS, refined
+    from scalebench.planning.capacity.refine import MAX_ROUNDS, refined
 
     seen = []
 
@@ -670,8 +670,8 @@ def test_refinement_rounds_are_bounded(monkeypatch, tmp_path):
 
 
 def test_the_refined_calibration_is_cached_apart_from_the_quick_one(monkeypatch, tmp_path):
-    from scalebench.experiment.capacity.calibration_cache import cache_path, cached_model
-    from scalebench.experiment.capacity.refine import refined, refined_path
+    from scalebench.planning.capacity.calibration_cache import cache_path, cached_model
+    from scalebench.planning.capacity.refine import refined, refined_path
 
     configuration, sizes = superres(), [32, 64, 96, 128]
     calibration, probed = _synthetic_probes(
@@ -712,7 +712,7 @@ def test_the_headroom_is_kept_above_the_smallest_probe_when_the_fit_starts_highe
     peak: the usable budget keeps its 20 % above that measured peak, not above the
     intercept, where the headroom would shrink to nothing as the intercept nears the
     budget."""
-    from scalebench.experiment.capacity.calibration import HEADROOM, usable_budget
+    from scalebench.planning.capacity.calibration import HEADROOM, usable_budget
 
     configuration = superres()
     peak = knee_peak(configuration, 3 * 350**2)
@@ -768,8 +768,8 @@ def test_a_predicted_round_ends_refinement_only_near_the_answer():
     """CT at 3 GiB: its round's probe was predicted within 10 %, but the refit's answer had
     2.7x its unknowns (docs/performance.md). A largest probe at 0.37 of the answer's
     unknowns is not near it; at half of them it is."""
-    from scalebench.experiment.capacity.calibration import usable_budget
-    from scalebench.experiment.capacity.refine import near_answer, next_sizes, unknowns
+    from scalebench.planning.capacity.calibration import usable_budget
+    from scalebench.planning.capacity.refine import near_answer, next_sizes, unknowns
 
     configuration, budget = superres(), 4 * 2**30
     truth = (2**30, 400.0, 0.0, 0.0, 0.0)
@@ -795,9 +795,9 @@ def test_an_answer_whose_image_is_mapped_is_refined_by_probes_whose_images_are_m
     then within 15 % of its peak; probed below it, as without the rule, 2.3x high."""
     import platform
 
-    from scalebench.experiment.capacity.allocator import FLOAT32_BYTES, IMAGE_MARGIN
-    from scalebench.experiment.capacity.command import answer
-    from scalebench.experiment.capacity.refine import mapped_size, refined, unknowns
+    from scalebench.planning.capacity.allocator import FLOAT32_BYTES, IMAGE_MARGIN
+    from scalebench.planning.capacity.command import answer
+    from scalebench.planning.capacity.refine import mapped_size, refined, unknowns
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("the image's regime is glibc's")
@@ -819,7 +819,7 @@ def test_an_answer_whose_image_is_mapped_is_refined_by_probes_whose_images_are_m
     assert line.predicted_peak_bytes / peak(line.largest_size) == pytest.approx(1, abs=0.15)
     assert peak(line.largest_size) <= budget
     # The same peaks, the rule off: the refinement probes below the threshold and stops there.
-    from scalebench.experiment.capacity import refine
+    from scalebench.planning.capacity import refine
 
     monkeypatch.setattr(refine, "mapped_size", lambda configuration: None)
     _, heap = _synthetic_probes(monkeypatch, tmp_path / "off", peak)
@@ -830,7 +830,7 @@ def test_an_answer_whose_image_is_mapped_is_refined_by_probes_whose_images_are_m
 
 
 def test_refinement_probes_in_the_heap_count_for_nothing_once_one_is_mapped_image():
-    from scalebench.experiment.capacity.refine import heap_regime_probes, mapped_size
+    from scalebench.planning.capacity.refine import heap_regime_probes, mapped_size
 
     configuration = superres()
     mapped = mapped_size(configuration)
@@ -860,8 +860,8 @@ def test_a_verified_answer_over_its_budget_becomes_a_round_and_is_answered_again
     refined answer's run exceeds the budget, joins the refinement as one more round, and the
     answer made again runs within it; the command asked again answers from that corrected,
     cached model. A quick answer is reported as measured, over the budget."""
-    from scalebench.experiment.capacity import command
-    from scalebench.experiment.capacity.refine import refined
+    from scalebench.planning.capacity import command
+    from scalebench.planning.capacity.refine import refined
 
     configuration, sizes, budget = superres(), [32, 64, 96, 128], 4 * 2**30
     probe_peak = lambda size: round(2**30 + 400.0 * 3 * size * size)  # noqa: E731
@@ -896,7 +896,7 @@ def test_a_verified_answer_over_its_budget_becomes_a_round_and_is_answered_again
 def test_a_grid_is_one_configuration_per_memory_and_run_length(tmp_path):
     """Experiments that differ by the size alone are one line; by their iterations, two (one
     calibration, two run lengths for the time answer)."""
-    from scalebench.experiment.capacity.experiments import configurations
+    from scalebench.planning.capacity.experiments import configurations
 
     config = tmp_path / "grid.yml"
     config.write_text(yaml.safe_dump({

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from provenance.environments import (
+from provenance.environment import (
     ENVIRONMENT_FIELDS,
     RESULT_FIELDS,
     SHOWN_FIELDS,
@@ -199,7 +199,7 @@ def _plain_benchopt(path) -> str:
 
 def test_the_report_keeps_a_run_per_environment_labelled_by_what_differs(tmp_path):
     from scalebench.results.report.data import load_results
-    from scalebench.results.report.environments import environments
+    from scalebench.results.report.environments_view import environments
 
     two = tmp_path / "two.parquet"
     one = tmp_path / "one.parquet"

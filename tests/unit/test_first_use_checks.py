@@ -13,7 +13,7 @@ from scalebench.data.fetch import FetchError, fetch
 from scalebench.data.manifest import Entry
 from scalebench.errors import ConfigError
 from scalebench.experiment.config import load_config
-from scalebench.experiment.plan import Job, Plan
+from scalebench.planning.jobs import Job, Plan
 from tests.support.cli import tiny_experiment
 
 

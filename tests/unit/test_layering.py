@@ -25,6 +25,7 @@ LAYERS = (
     ("scalebench.loops",),
     ("scalebench.benchmarks",),
     ("scalebench.experiment", "scalebench.results"),
+    ("scalebench.planning",),
     ("scalebench.benchopt_glue",),
     ("scalebench.cli", "scalebench.cli_arguments", "scalebench.__main__"),
 )
@@ -43,10 +44,11 @@ MODULES = {module_name(path): path for base in ("scalebench", "provenance")
            for path in sorted((REPO / base).rglob("*.py"))}
 
 
-def imported(path: Path, module_level: bool) -> set[str]:
+def imported(path: Path, module_level: bool, type_only: bool = False) -> set[str]:
     """Absolute names ``path`` imports (``from a import b`` gives ``a`` and ``a.b``), at
-    module level only or anywhere, inside functions and classes too (``TYPE_CHECKING`` blocks,
-    which never run, aside either way)."""
+    module level only or anywhere, inside functions and classes too; ``type_only``: the
+    ``TYPE_CHECKING`` blocks too (they never run, but a design that needs them depends on
+    what they name)."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
 
@@ -59,7 +61,8 @@ def imported(path: Path, module_level: bool) -> set[str]:
 
     def walk(body: list[ast.stmt]) -> None:
         for node in body:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) \
+                    and not type_only:
                 continue
             note(node)
             if module_level and isinstance(
@@ -85,8 +88,10 @@ def package(module: str) -> str:
     return ".".join(parts[:2])
 
 
-def internal_imports(module: str, module_level: bool = True) -> set[str]:
-    return {name for name in imported(MODULES[module], module_level) if name in MODULES}
+def internal_imports(module: str, module_level: bool = True,
+                     type_only: bool = False) -> set[str]:
+    return {name for name in imported(MODULES[module], module_level, type_only)
+            if name in MODULES}
 
 
 def test_every_package_is_in_a_layer():
@@ -118,20 +123,42 @@ def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_module_imports_one_that_imports_it_back():
-    """Imports inside functions count: a lazy import hides a cycle from the interpreter, not
-    from the design."""
-    graph = {module: internal_imports(module, module_level=False) - {module}
+    """Imports inside functions and type-only imports count: a lazy import hides a cycle from
+    the interpreter, not from the design."""
+    graph = {module: internal_imports(module, module_level=False, type_only=True) - {module}
              for module in MODULES}
     cycle = import_cycle(graph)
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
 
+# Modules run as processes of their own to reach the whole stack (the launcher's children):
+# entry points like the CLI, whatever package holds them.
+ENTRY_MODULES = ("scalebench.launch.children",)
+
+
+def layer(module: str) -> int:
+    return len(LAYERS) - 1 if module in ENTRY_MODULES else LAYER[package(module)]
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_imports_only_its_layer_and_those_below(module):
-    level = LAYER[package(module)]
-    above = sorted(name for name in internal_imports(module)
-                   if LAYER[package(name)] > level)
+    """Anywhere in the module: at module level, inside functions and type-only."""
+    level = layer(module)
+    above = sorted(name for name in internal_imports(module, module_level=False,
+                                                     type_only=True)
+                   if layer(name) > level)
     assert above == [], f"{module} (layer {level}) imports {above} from above it"
+
+
+def test_the_layer_rule_reads_imports_inside_functions_and_type_only_ones(tmp_path):
+    """A lazy import and a TYPE_CHECKING import from above are both found."""
+    lower = tmp_path / "memory.py"
+    lower.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                     "    from scalebench.planning.plan import Job\n\n\n"
+                     "def f():\n    from scalebench.cli import main\n")
+    assert imported(lower, module_level=True) == {"typing", "typing.TYPE_CHECKING"}
+    assert {"scalebench.planning.plan", "scalebench.cli"} <= \
+        imported(lower, module_level=False, type_only=True)
 
 
 def beyond_the_launcher_allowance(names: set[str]) -> list[str]:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment import plan as plan_module
-from scalebench.experiment.plan import format_text, make_plan
+from scalebench.planning import plan as plan_module
+from scalebench.planning.plan import format_text, make_plan
 from tests.support.paths import BENCHMARK
 from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
 
@@ -183,7 +183,7 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
         tmp_path, monkeypatch):
     """Without a calibration a rank counts its process baseline and two images: CT at 8192²
     plans (a rank holds a few GiB), a synthetic image of 10^10 pixels is refused."""
-    from scalebench.experiment.memory import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
+    from scalebench.planning.memory import CERTAIN_IMAGES, FLOAT_BYTES, PROCESS_BASELINE_BYTES
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(plan_module, "machine_memory_bytes", lambda: NODE_MEMORY_BYTES)
@@ -205,10 +205,10 @@ def test_uncalibrated_memory_is_a_lower_bound_and_refuses_only_what_cannot_fit(
 def test_a_calibrated_configuration_plans_with_its_prediction(tmp_path, monkeypatch):
     """A calibration in the cache (the file `scalebench capacity` writes) gives the job its
     predicted peak, which refuses what the model says cannot fit."""
-    from scalebench.experiment.capacity.calibration import probe_sizes
-    from scalebench.experiment.capacity.calibration_cache import cache_path
-    from scalebench.experiment.capacity.configuration import Configuration
-    from scalebench.experiment.capacity.model import MemoryModel
+    from scalebench.planning.capacity.calibration import probe_sizes
+    from scalebench.planning.capacity.calibration_cache import cache_path
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.capacity.model import MemoryModel
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(plan_module, "machine_memory_bytes", lambda: NODE_MEMORY_BYTES)
@@ -263,9 +263,9 @@ def timed_calibration(configuration, grad_per_unknown=1e-6) -> None:
     """A cached calibration of ``configuration`` whose probes at 32-128 took 1 s of set-up
     (0.5 s of it the operator norm), ``grad_per_unknown`` seconds per unknown per iteration,
     0.1 s per evaluation and 2 s to start."""
-    from scalebench.experiment.capacity.calibration import probe_sizes
-    from scalebench.experiment.capacity.calibration_cache import cache_path
-    from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
+    from scalebench.planning.capacity.calibration import probe_sizes
+    from scalebench.planning.capacity.calibration_cache import cache_path
+    from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
 
     points = tuple(CalibrationPoint(
         size, size * size, 0, size * size, (2**20, 2**20), 0, False,
@@ -284,7 +284,7 @@ def test_a_time_calibrated_job_is_predicted_start_up_set_up_iterations_and_evalu
     """Two repetitions in one local process: one start-up, two set-ups of which the first
     computes the operator norm, 10 iterations and 11 evaluations each; 4x the largest probe's
     unknowns, said; a second job on the same data reads the norm the first computed."""
-    from scalebench.experiment.capacity.configuration import Configuration
+    from scalebench.planning.capacity.configuration import Configuration
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     dataset = {"image_size": 256, "num_angles": 32}
@@ -316,7 +316,7 @@ def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_tha
         tmp_path, monkeypatch):
     """A 10 s timeout for a run predicted at about 70 s: a warning naming a timeout that
     would do (prediction x 1.2), an error with --strict; an uncalibrated job says so."""
-    from scalebench.experiment.capacity.configuration import Configuration
+    from scalebench.planning.capacity.configuration import Configuration
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     dataset = {"image_size": 256, "num_angles": 32}

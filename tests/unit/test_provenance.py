@@ -77,7 +77,7 @@ class _FakeNode:
     ("4", 0, "none"),  # numbers name whole GPUs only
 ])
 def test_gpu_count_counts_the_visible_devices(monkeypatch, visible, count, models):
-    from provenance.environment import _gpus
+    from provenance.process import _gpus
 
     _FakeNode().install(monkeypatch)
     if visible is None:

@@ -10,24 +10,24 @@ from types import SimpleNamespace
 import pytest
 
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.experiment.capacity.command import answer
-from scalebench.experiment.capacity.configuration import ENVIRONMENT, Configuration
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
-from scalebench.experiment.capacity.probe import step_seconds, tv_scale
-from scalebench.experiment.capacity.time_answer import check_budgets, run_seconds, time_probes
-from scalebench.experiment.capacity.time_laws import (
+from scalebench.launch.slurm_requests import duration_seconds
+from scalebench.planning.capacity.command import answer
+from scalebench.planning.capacity.configuration import ENVIRONMENT, Configuration
+from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
+from scalebench.planning.capacity.probe import step_seconds, tv_scale
+from scalebench.planning.capacity.time_answer import check_budgets, run_seconds, time_probes
+from scalebench.planning.capacity.time_laws import (
     fit_power,
     fit_term,
     held_out_error,
     piecewise,
 )
-from scalebench.experiment.capacity.time_model import (
+from scalebench.planning.capacity.time_model import (
     Counts,
     duration_text,
     evaluations,
     time_model,
 )
-from scalebench.launch.slurm_requests import duration_seconds
 from scalebench.rank.settings import ProcessSettings
 
 MIB = 2**20
@@ -324,7 +324,7 @@ def test_a_probe_times_its_set_up_steps_and_evaluation_and_a_one_shot_solver_run
     """The probe's own run, in this process: FBP (max_iter at most 1) runs its one
     back-projection where a probe asks for two iterations; CGLS's gradient step is timed in
     each of its two."""
-    from scalebench.experiment.capacity.probe import run_probe
+    from scalebench.planning.capacity.probe import run_probe
 
     dataset = {"image_size": 16, "num_angles": 8}
     # Deterministic mode's switches are process-wide: left off here, as this worker has them.
@@ -384,7 +384,7 @@ def test_a_capped_norm_is_scaled_to_the_applications_a_run_takes_at_its_size():
     capped probe counts the applications that line gives at its size (12 at 512², 16 at
     2048²), at most the limit a run stops at (30), never fewer than it ran; with no probe
     converged, the limit; a probe timed without the limit, the line alone."""
-    from scalebench.experiment.capacity.time_model import norm_applications, norm_seconds
+    from scalebench.planning.capacity.time_model import norm_applications, norm_seconds
 
     per_application = 1e-7
 
@@ -429,8 +429,8 @@ def test_each_allocator_regime_has_its_own_law_split_at_the_mapped_image():
     overestimates a heap size between them; the two regimes' laws predict both sides
     exactly, the knee at allocator.mapped_values unknowns. Probes of one regime only keep
     one law."""
-    from scalebench.experiment.capacity.allocator import mapped_values
-    from scalebench.experiment.capacity.time_laws import regime_fit
+    from scalebench.planning.capacity.allocator import mapped_values
+    from scalebench.planning.capacity.time_laws import regime_fit
 
     knee = mapped_values()
 
@@ -463,8 +463,8 @@ def test_far_past_its_heap_probes_a_term_runs_in_log_log_to_the_mapped_law():
     """Heap probes up to 256² only, mapped ones from 3100²: the heap law holds to
     HEAP_REACH times its largest probe; between there and the knee the seconds follow a
     straight line in log-log to the mapped law at the knee, continuous at both ends."""
-    from scalebench.experiment.capacity.allocator import mapped_values
-    from scalebench.experiment.capacity.time_laws import HEAP_REACH, regime_fit
+    from scalebench.planning.capacity.allocator import mapped_values
+    from scalebench.planning.capacity.time_laws import HEAP_REACH, regime_fit
 
     knee = mapped_values()
 
@@ -487,8 +487,8 @@ def test_two_regimes_predict_a_time_that_never_falls_as_the_count_grows():
     """A heap law steeper than the mapped one (seconds = 1e-10 x^2 up to 65536, 2.4e-7 x from
     the mapped image): extrapolated past its probes it exceeds the mapped law at the knee,
     and the prediction holds that value rather than fall, as a time budget's search needs."""
-    from scalebench.experiment.capacity.allocator import mapped_values
-    from scalebench.experiment.capacity.time_laws import regime_fit
+    from scalebench.planning.capacity.allocator import mapped_values
+    from scalebench.planning.capacity.time_laws import regime_fit
 
     knee = mapped_values()
     heap = [(count, 1e-10 * count**2, count, False) for count in (16384, 32768, 49152, 65536)]

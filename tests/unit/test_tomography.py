@@ -318,7 +318,7 @@ def test_lean_downsampling_is_deepinvs_operator(kernel_shape, factor):
 
 
 def test_a_memory_probes_operator_norm_is_capped_and_never_cached(tmp_path, monkeypatch):
-    """Under a probe's norm_applications (scalebench.experiment.capacity.probe), the estimate runs
+    """Under a probe's norm_applications (scalebench.planning.capacity.probe), the estimate runs
     at most that many applications of each operator, reads no cached norm (it would skip
     their memory) and writes none (a capped estimate is not the norm)."""
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))

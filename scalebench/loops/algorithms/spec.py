@@ -1,5 +1,6 @@
 """A plug-and-play algorithm as the ``pnp`` solver's ``algorithm`` parameter names it: how one
-iteration combines the three measured steps its loop offers (scalebench.loops.pnp.PnPLoop):
+iteration combines the three measured steps its loop offers (``Loop``, which
+scalebench.loops.pnp.PnPLoop implements):
 
 - ``loop.gradient(x)``: A^T (A x - y), the "grad" step;
 - ``loop.data_prox(z, gamma)``: argmin_x 1/2 ||A x - y||^2 + 1/(2 gamma) ||x - z||^2, the
@@ -20,7 +21,23 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from scalebench.loops.pnp import PnPLoop
+
+class Loop(Protocol):
+    """What an iteration reads of its loop: the measured steps, the operator's Lipschitz
+    constant ||A||^2, the gradient step, the denoiser strength and the solver's parameters."""
+
+    params: dict
+    sigma: float
+    lipschitz: float
+    step_size: float
+
+    def gradient(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def data_prox(self, z: torch.Tensor, gamma: float) -> torch.Tensor: ...
+
+    def denoise(self, x: torch.Tensor, sigma: float) -> torch.Tensor: ...
+
+    def relax(self, new: torch.Tensor, previous: torch.Tensor) -> torch.Tensor: ...
 
 
 class Iteration(Protocol):
@@ -28,7 +45,7 @@ class Iteration(Protocol):
 
     x: torch.Tensor
 
-    def step(self, loop: PnPLoop, k: int) -> torch.Tensor: ...
+    def step(self, loop: Loop, k: int) -> torch.Tensor: ...
 
 
 # The default gamma of algorithms with a data prox, in units of 1 / ||A||^2.

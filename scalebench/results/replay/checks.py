@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from provenance import canonical_json, config_hash
-from provenance.environments import RESULT_FIELDS
+from provenance.environment import RESULT_FIELDS
 from provenance.schema import column
 from scalebench.benchmarks import BENCHMARKS
 from scalebench.errors import ScalebenchError
@@ -26,7 +26,7 @@ from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
 FORCE_RTOL = 1e-5
-# The fields whose difference can change an estimate's bits (provenance.environments).
+# The fields whose difference can change an estimate's bits (provenance.environment).
 ENVIRONMENT = RESULT_FIELDS
 REQUIRED = ("config_json", "config_hash", "result_sha256", *ENVIRONMENT)
 

@@ -41,7 +41,7 @@ from scalebench.results.report.figures import (
 )
 
 # What a capacity answer must hold for the view
-# (scalebench.experiment.capacity.command.CapacityLine).
+# (scalebench.planning.capacity.command.CapacityLine).
 ANSWER_KEYS = ("label", "ranks", "size_parameter", "largest_size", "predicted_peak_bytes",
                "budget_bytes", "device", "configuration", "probes", "curve",
                "measured_peak_bytes", "calibration_sizes")

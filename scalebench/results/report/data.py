@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from provenance.environments import (
+from provenance.environment import (
     ENVIRONMENT_FIELDS,
     RESOURCE_FIELDS,
     differing_fields,
@@ -29,7 +29,7 @@ from scalebench.problems.spec import DEFAULT_HEADLINE
 from scalebench.rank.names import INFERENCE_STEPS, metric_column
 from scalebench.results.store import run_status
 
-# Fields of the provenance tables, one table per distinct environment (provenance.environments),
+# Fields of the provenance tables, one table per distinct environment (provenance.environment),
 # resources aside: a scaling campaign runs one environment on several world sizes.
 PROVENANCE_FIELDS = (*(prov_column(f) for f in ENVIRONMENT_FIELDS if f not in RESOURCE_FIELDS),
                      "prov_complete")

@@ -28,7 +28,7 @@ from scalebench.results.report.data import (
     step_peaks,
 )
 from scalebench.results.report.denoiser import standalone_denoiser
-from scalebench.results.report.environments import environments
+from scalebench.results.report.environments_view import environments
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
     SMALL_FONT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from provenance.environments import (
+from provenance.environment import (
     SHOWN_FIELDS,
     differing_fields,
     environment_key,
@@ -33,7 +33,7 @@ from scalebench.results.report.figures import (
 from scalebench.results.report.measures import run_measures
 from scalebench.results.report.repetitions import draw_ranges, draw_time_band, values_text
 
-# Where the runs ran, shown per environment (provenance.environments.SHOWN_FIELDS: no part
+# Where the runs ran, shown per environment (provenance.environment.SHOWN_FIELDS: no part
 # of it).
 HOST_FIELDS = tuple(f for f in SHOWN_FIELDS if f in ("hostname", "slurm_job_id"))
 TITLE = "Environments: the same experiment in each environment"

@@ -6,12 +6,9 @@ totals show it."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-from scalebench.experiment.capacity.time_model import duration_text
-
-if TYPE_CHECKING:
-    from scalebench.experiment.plan import Job, Plan
+from scalebench.planning.capacity.time_model import duration_text
+from scalebench.planning.jobs import Job, Plan
 
 # A time limit must leave this much over the predicted time (run-to-run spread on shared
 # cores is 5-20 %, docs/performance.md).
@@ -29,8 +26,8 @@ def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
     earlier job computed), later runs read it from the norm cache."""
     import json
 
-    from scalebench.experiment.capacity.calibration_cache import calibrated_run
     from scalebench.loops import SOLVERS
+    from scalebench.planning.capacity.calibration_cache import calibrated_run
     from scalebench.problems import PROBLEMS
 
     (dataset, dataset_params), = experiment["dataset"].items()
@@ -74,16 +71,6 @@ def time_warning(job: Job, repetitions: int, local: bool) -> str | None:
 
 def hours_text(value: float) -> str:
     return f"{value:.2f}"
-
-
-def predicted_totals_json(jobs: list[Job]) -> dict:
-    """The calibrated jobs' count, predicted wall time, GPU-hours and CPU core-hours."""
-    calibrated = [job for job in jobs if job.predicted_s is not None]
-    return {"predicted_jobs": len(calibrated),
-            "predicted_s": sum(job.predicted_s for job in calibrated),
-            "predicted_gpu_hours": sum(job.predicted_gpu_hours for job in calibrated),
-            "predicted_cpu_core_hours": sum(job.predicted_cpu_core_hours
-                                            for job in calibrated)}
 
 
 def predicted_cell(job: Job) -> str:

@@ -47,9 +47,9 @@ def rank_memory_estimate(dataset: str, dataset_params: dict, solver: str,
                          solver_params: dict, ranks: int) -> MemoryEstimate | None:
     """One of ``ranks`` ranks' memory (MemoryEstimate); None when the dataset or the solver
     (training) has no size model."""
-    from scalebench.experiment.capacity.calibration_cache import calibrated_peak
     from scalebench.loops import SOLVERS
     from scalebench.param_spec import resolved_parameters
+    from scalebench.planning.capacity.calibration_cache import calibrated_peak
     from scalebench.problems import PROBLEMS
 
     if solver not in SOLVERS or dataset not in PROBLEMS:  # training, or a benchmark file
@@ -74,6 +74,25 @@ def memory_error(estimate: MemoryEstimate | None, ranks: int, available: int | N
     return (f"memory estimate {rank_bytes * ranks / 2**30:.1f} GiB per node ({ranks} rank(s) "
             f"x {rank_bytes / 2**30:.1f} GiB, {model}) is above {holder}'s "
             f"{available / 2**30:.1f} GiB")
+
+
+def local_memory_check(which: str, world_size: int) -> Callable[[list[dict]], list[str]]:
+    """The check ``expand`` runs before it writes anything: experiments that cannot fit this
+    machine's memory, one line each; ``which``: "all" of them (a local run), or "local" those
+    that name no SLURM resources (the others run on compute nodes this machine knows nothing
+    of)."""
+    from scalebench.launch.resources import (
+        experiment_ranks,
+        experiment_solver_params,
+        names_slurm_resources,
+    )
+
+    def check(experiments: list[dict]) -> list[str]:
+        here = [e for e in experiments if which == "all"
+                or not names_slurm_resources(experiment_solver_params(e))]
+        return local_memory_errors(here, lambda e: experiment_ranks(e, world_size))
+
+    return check
 
 
 def local_memory_errors(experiments: list[dict], ranks: Callable[[dict], int]) -> list[str]:

@@ -13,21 +13,21 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from scalebench.experiment.capacity.allocator import MMAP_THRESHOLD_MAX, glibc_host
-from scalebench.experiment.capacity.calibration_cache import (
+from scalebench.planning.capacity.allocator import MMAP_THRESHOLD_MAX, glibc_host
+from scalebench.planning.capacity.calibration_cache import (
     cache_path,
     cached_model,
     family_points,
     note_family_member,
     write_entry,
 )
-from scalebench.experiment.capacity.configuration import (
+from scalebench.planning.capacity.configuration import (
     PROBE_ITERATIONS,
     Configuration,
     valid_at_most,
 )
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, fit
-from scalebench.experiment.capacity.probe import probe
+from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel, fit
+from scalebench.planning.capacity.probe import probe
 
 # Default probed sizes: the largest, and three steps below it down to a quarter of it.
 DEFAULT_LARGEST, PROBE_FRACTIONS = 128, (0.25, 0.5, 0.75, 1.0)

@@ -26,17 +26,17 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scalebench.experiment.capacity import calibration
-from scalebench.experiment.capacity.allocator import glibc_host, mapped_values
-from scalebench.experiment.capacity.calibration import (
+from scalebench.planning.capacity import calibration
+from scalebench.planning.capacity.allocator import glibc_host, mapped_values
+from scalebench.planning.capacity.calibration import (
     calibrate,
     largest_fitting,
     last_true,
     usable_budget,
 )
-from scalebench.experiment.capacity.calibration_cache import cache_path, read_entry, write_entry
-from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel, fit
+from scalebench.planning.capacity.calibration_cache import cache_path, read_entry, write_entry
+from scalebench.planning.capacity.configuration import Configuration, valid_at_most
+from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel, fit
 
 # Each round probes at these fractions of the answer's unknowns: near enough that the answer
 # is a short extrapolation, far enough below it that a probe fits whatever the error.

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from provenance.files import write_text_atomically
 from scalebench.data.cache import cache_root
-from scalebench.experiment.capacity.configuration import (
+from scalebench.planning.capacity.configuration import (
     Configuration,
     configuration_key,
     family_key,
 )
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
-from scalebench.experiment.capacity.time_model import (
+from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
+from scalebench.planning.capacity.time_model import (
     RunPrediction,
     run_prediction,
     time_model,

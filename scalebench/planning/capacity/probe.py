@@ -25,7 +25,7 @@ in every iteration (device synchronised by the profiler, on CUDA as on the CPU),
 evaluation's, and the factor by which a cut TV ran fewer
 inner iterations than a run's (its denoiser's time is scaled by it).
 
-    python -m scalebench.experiment.capacity.probe REQUEST_JSON    (prints one JSON line)
+    python -m scalebench.planning.capacity.probe REQUEST_JSON    (prints one JSON line)
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 from scalebench.benchmarks import INFERENCE
 from scalebench.errors import CommandFailed, ScalebenchError
 from scalebench.experiment.benchmark_files import imported_class
-from scalebench.experiment.capacity.allocator import image_mapped
+from scalebench.planning.capacity.allocator import image_mapped
 from scalebench.rank.devices import device_type
 from scalebench.rank.names import HOST_PEAK_LIFETIME
 from scalebench.rank.settings import ProcessSettings, installed
@@ -245,7 +245,7 @@ def probe(dataset: str, dataset_params: dict, solver: str, solver_params: dict,
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR")}
     started, cpu_started = time.monotonic(), children_cpu_seconds()
-    done = subprocess.run([sys.executable, "-m", "scalebench.experiment.capacity.probe", request],
+    done = subprocess.run([sys.executable, "-m", "scalebench.planning.capacity.probe", request],
                           capture_output=True, text=True, env=environment, timeout=timeout_s,
                           check=False)
     wall = time.monotonic() - started

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.capacity.configuration import Configuration
+from scalebench.planning.capacity.configuration import Configuration
 
 
 def configurations(config: Path, nproc: int, size_parameter: str, device: str | None,
@@ -19,9 +19,9 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     over the parallel config's, else ``nproc``."""
     from scalebench.benchmarks import INFERENCE, config_benchmark
     from scalebench.experiment.expand import component_label, expand
-    from scalebench.experiment.plan import job_ranks
     from scalebench.experiment.reading import read_yaml
-    from scalebench.launch.slurm_requests import read_parallel_config
+    from scalebench.planning.jobs import job_ranks
+    from scalebench.planning.parallel_config import read_parallel_config
 
     objective = config_benchmark(read_yaml(config, "config")).objective
     if objective != INFERENCE.objective:

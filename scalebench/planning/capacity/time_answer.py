@@ -4,14 +4,14 @@ probes for the report, the budgets a question may give, and what a verification 
 from __future__ import annotations
 
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.capacity.calibration import (
+from scalebench.planning.capacity.calibration import (
     largest_fitting,
     largest_valid,
     usable_budget,
 )
-from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
-from scalebench.experiment.capacity.model import MemoryModel
-from scalebench.experiment.capacity.time_model import (
+from scalebench.planning.capacity.configuration import Configuration, valid_at_most
+from scalebench.planning.capacity.model import MemoryModel
+from scalebench.planning.capacity.time_model import (
     TimeModel,
     duration_text,
     step_time,
@@ -79,7 +79,7 @@ def check_cached_timing(configuration: Configuration, sizes: list[int], label: s
                         time_budget_s: float | None) -> None:
     """Before any probe: a cached calibration whose probes were not timed cannot answer a
     time budget (a one-line error)."""
-    from scalebench.experiment.capacity.calibration_cache import cached_model
+    from scalebench.planning.capacity.calibration_cache import cached_model
 
     if time_budget_s is None:
         return
@@ -92,7 +92,7 @@ def check_cached_timing(configuration: Configuration, sizes: list[int], label: s
 
 def machine_budget(configuration: Configuration) -> int:
     """The memory budget of a time-only question: what this machine has for a run."""
-    from scalebench.experiment.capacity.refine import machine_bytes
+    from scalebench.planning.capacity.refine import machine_bytes
 
     available = machine_bytes(configuration.device)
     if available is None:

@@ -32,8 +32,8 @@ import math
 from dataclasses import dataclass
 from statistics import linear_regression, mean, median
 
-from scalebench.experiment.capacity.allocator import mapped_values
-from scalebench.experiment.capacity.time_laws import TermFit, regime_fit
+from scalebench.planning.capacity.allocator import mapped_values
+from scalebench.planning.capacity.time_laws import TermFit, regime_fit
 
 # Terms besides the steps, in the order a run pays them.
 SETUP, NORM, EVALUATION = "set-up", "operator norm", "evaluation"

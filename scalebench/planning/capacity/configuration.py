@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from scalebench.errors import ConfigError
-from scalebench.experiment.capacity.allocator import FLOAT32_BYTES
-from scalebench.experiment.capacity.model import MemoryModel, Sizes, operator_share
-from scalebench.experiment.capacity.time_model import Counts, evaluations
+from scalebench.planning.capacity.allocator import FLOAT32_BYTES
+from scalebench.planning.capacity.model import MemoryModel, Sizes, operator_share
+from scalebench.planning.capacity.time_model import Counts, evaluations
 from scalebench.rank.devices import device_type
 
 # Probe iterations: the first builds what the loop keeps, the second shows it does not grow.

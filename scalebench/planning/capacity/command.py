@@ -8,22 +8,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.capacity.calibration import (
+from scalebench.planning.capacity.calibration import (
     calibrate,
     probe_point,
     probe_sizes,
 )
-from scalebench.experiment.capacity.configuration import Configuration, valid_at_most
-from scalebench.experiment.capacity.experiments import configurations
-from scalebench.experiment.capacity.model import CalibrationPoint, MemoryModel
-from scalebench.experiment.capacity.refine import (
+from scalebench.planning.capacity.configuration import Configuration, valid_at_most
+from scalebench.planning.capacity.experiments import configurations
+from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
+from scalebench.planning.capacity.refine import (
     OVERRUN_ROUNDS,
     Refined,
     Round,
     refined,
     with_overrun,
 )
-from scalebench.experiment.capacity.time_answer import (
+from scalebench.planning.capacity.time_answer import (
     check_budgets,
     check_cached_timing,
     machine_budget,
@@ -32,7 +32,7 @@ from scalebench.experiment.capacity.time_answer import (
     time_probes,
     within_budgets,
 )
-from scalebench.experiment.capacity.time_model import duration_text, time_model
+from scalebench.planning.capacity.time_model import duration_text, time_model
 from scalebench.rank.devices import cuda_available
 
 
