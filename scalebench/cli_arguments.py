@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="local processes, or one srun step per experiment inside a "
                             "SLURM allocation (ranks = the allocation's tasks)")
     run_parser.add_argument("--resume", action="store_true",
-                            help="complete the partial result named by --output")
+                            help="complete the result named by --output: run only the "
+                            "experiments it lacks (of a complete one: none, exit 0); a "
+                            "requeued SLURM job does it by itself")
     interpreter = run_parser.add_mutually_exclusive_group()
     interpreter.add_argument("--python", default=None,
                              help="command that runs Python with the benchmark's stack, for "

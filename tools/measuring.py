@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ import yaml
 from scalebench.benchmarks import INFERENCE
 from scalebench.cli_arguments import positive_int
 from scalebench.repository import REPO
+from scalebench.statistics import Summary
+from scalebench.statistics import summary as statistics_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +78,7 @@ class Timed(Generic[T]):
 
     @property
     def median(self) -> float:
-        return statistics.median(self.seconds)
+        return summary(self.seconds).median
 
 
 def timed(function: Callable[[], T], repeats: int,
@@ -95,26 +96,12 @@ def timed(function: Callable[[], T], repeats: int,
 
 # --- medians and spreads --------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Summary:
-    """The median of repeated measurements and their range."""
-
-    median: float
-    low: float
-    high: float
-    count: int
-
-    @property
-    def spread(self) -> float:
-        """The range relative to the median: how far one measurement may stray."""
-        return (self.high - self.low) / self.median if self.median else float("inf")
-
-
 def summary(values: Iterable[float]) -> Summary:
-    found = [float(value) for value in values]
-    if not found:
+    """The figures of repeated measurements (scalebench.statistics, as the report's)."""
+    found = statistics_summary(values)
+    if not found.values:
         raise ValueError("no values to summarise")
-    return Summary(statistics.median(found), min(found), max(found), len(found))
+    return found
 
 
 def median(values: Iterable[float]) -> float:

@@ -9,14 +9,15 @@ last one). A failing experiment is recorded (experiment, rank, error: ``failures
 which rank failed first and how) and the others still run. SIGTERM / SIGINT stop the
 running experiment, keep what finished (marked partial) and remove the staging folder;
 ``--resume`` runs only the experiments a partial file lacks, and so does a requeued SLURM job
-by itself (``requeue``). A write refused by a full, over-quota or read-only file system stops
-the launch at once, in one line (``storage``). Under srun, a step that does not end ``grace_s``
+by itself (``resume``: one rule for both; a complete file has nothing left to run). A write
+refused by a full, over-quota or read-only file system stops the launch at once, in one line
+(``storage``). Under srun, a step that does not end ``grace_s``
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
 cannot run the next experiment; a requeue completes it.
 
-Exit status: 0 all experiments finished; 1 some failed (the file keeps the others, or none is
-written when none finished); 2 bad input; 3 a file system refused a write; 128 + signal
-number when stopped by a signal.
+Exit status: 0 all experiments finished (a complete file resumed: none left); 1 some failed
+(the file keeps the others, or none is written when none finished); 2 bad input; 3 a file
+system refused a write; 128 + signal number when stopped by a signal.
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ from scalebench.errors import (
 from scalebench.launch import processes
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
-from scalebench.launch.requeue import finished_before, slurm_restart
 from scalebench.launch.resources import (
     experiment_ranks,
     experiment_solver_params,
     srun_resources,
 )
+from scalebench.launch.resume import finished_before, slurm_restart
 from scalebench.launch.storage import check_writable_folder, rank_storage_fault, stopped_launch
 from scalebench.repository import REPO
 
@@ -137,28 +138,6 @@ def result_path(request: LaunchRequest) -> Path:
     return folder / f"{name.removesuffix('.parquet')}.parquet"
 
 
-def _finished(request: LaunchRequest, final: Path) -> set[str]:
-    """Experiments already in ``final`` (resume), or refuse to overwrite it."""
-    if not request.resume:
-        for taken in (final, final.with_suffix("")):
-            if taken.exists():
-                raise ScalebenchError(f"result {taken} already exists; choose another "
-                                      f"--output, or add --resume to complete a partial run")
-        return set()
-    if not final.is_file():
-        raise ScalebenchError(f"--resume: no result {final} to resume (give the --output "
-                              f"name of the interrupted run)")
-    try:
-        record = json.loads(run_child(request, "status", str(final)))
-    except ScalebenchError as error:  # truncated, not parquet, not ours: left as it is
-        raise error if isinstance(error, CommandFailed) else ScalebenchError(
-            f"--resume: {error}; the file is left as it is") from None
-    if record.get("status") != "partial":
-        raise ScalebenchError(f"--resume: {final} is not a partial run (status "
-                              f"{record.get('status', 'unknown')!r}); nothing to resume")
-    return set(record.get("experiments", []))
-
-
 def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
     given = ("--benchmark", str(request.benchmark)) if request.benchmark else ()
@@ -169,9 +148,11 @@ def run(request: LaunchRequest) -> int:
         raise ScalebenchError(f"benchmark folder {request.benchmark} has no objective.py")
     final = result_path(request)
     check_writable_folder(final.parent, "--outputs" if request.outputs else "results")
-    restart = slurm_restart()
-    done = finished_before(final, request.config, restart, lambda path: json.loads(
-        run_child(request, "status", str(path)))) if restart else _finished(request, final)
+    resumed = finished_before(final, request.config, lambda path: json.loads(
+        run_child(request, "status", str(path))), request.resume, slurm_restart())
+    if resumed.complete:  # nothing left to run, nothing re-run
+        return EXIT_OK
+    done = resumed.experiments
     created = not final.parent.exists()  # removed again if the run leaves nothing in it
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(final)

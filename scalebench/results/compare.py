@@ -4,8 +4,9 @@ measure, with their spread and a verdict, and the environment fields that differ
 Experiments are matched by config hash and world size. Per run (one repetition) each measure
 is one figure (``run_measures``); per side, the median over repetitions and the range from
 the lowest to the highest. A difference counts only beyond ``tolerance`` (a fraction of the
-base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS`` on a
-side the spread is unknown and so is the verdict. Imports no torch.
+base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS``
+(``scalebench.statistics``) on a side the spread is unknown and so is the verdict. Imports no
+torch.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from provenance.schema import column
 from scalebench.errors import ScalebenchError
 from scalebench.results.compare_rules import (
     DEFAULT_TOLERANCE,
-    Side,
     is_regression,
     verdict,
 )
@@ -39,6 +39,7 @@ from scalebench.results.report.data import (
     run_labels,
 )
 from scalebench.results.report.measures import run_measures
+from scalebench.statistics import summary
 
 
 @dataclass
@@ -130,7 +131,7 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
     sides = [values.loc[list(dict.fromkeys(frame[RUN]))] for frame in (base, candidate)]
     found = []
     for measure in measures:
-        left, right = (Side(side[measure.name].tolist()) for side in sides)
+        left, right = (summary(side[measure.name].tolist()) for side in sides)
         word = verdict(measure, left, right, tolerance)
         found.append({"measure": measure.name, "base": _number(left.median),
                       "base_spread": _number(left.spread),

@@ -21,7 +21,8 @@ SUMMARY = "compare two results files: timings, memory, quality and environments"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from scalebench.results.compare_rules import DEFAULT_TOLERANCE, MIN_REPETITIONS
+    from scalebench.results.compare_rules import DEFAULT_TOLERANCE
+    from scalebench.statistics import MIN_REPETITIONS
 
     parser.add_argument("base", type=Path, help="results parquet file of reference (e.g. an "
                         "archived one)")

@@ -293,7 +293,8 @@ def test_sigterm_keeps_finished_experiments_and_resume_completes_them(benchmark,
     after = df.set_index(["p_solver_seed", "stop_val"]).prov_result_sha256
     assert before.equals(after.loc[before.index])  # finished rows were not redone
     again = subprocess.run([*command, "--resume"], cwd=REPO, capture_output=True, text=True)
-    assert again.returncode == 2 and "not a partial run" in again.stderr
+    assert again.returncode == 0 and f"nothing to resume: {result} is complete" in again.stdout
+    assert rows(benchmark, "s").equals(df)  # nothing run again
 
 
 def test_torch_profiler_writes_one_trace_per_rank(benchmark, write_config):

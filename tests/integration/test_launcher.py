@@ -26,7 +26,7 @@ HEAVY = ("torch", "deepinv", "benchopt", "numpy", "pandas", "pyarrow", "yaml")
 
 LIGHT_MODULES = ("scalebench.cli", "scalebench.cli_arguments",
                  "scalebench.launch.runner", "scalebench.launch.failures",
-                 "scalebench.launch.requeue",
+                 "scalebench.launch.resume",
                  "scalebench.launch.processes", "scalebench.launch.rank_entry",
                  "scalebench.launch.progress", "scalebench.launch.storage",
                  "scalebench.launch.containers", "scalebench.launch.rank_env",

@@ -59,10 +59,12 @@ def test_a_restarted_job_resumes_its_own_result_and_its_rows_say_so(tmp_path, wr
 
 def test_a_restart_refuses_a_result_of_another_config_and_leaves_it(tmp_path, write_config):
     """The result name of a restarted job holds another config's rows: one line, exit 2,
-    the file untouched."""
+    the file untouched; a restart of its own complete result has nothing to run: exit 0,
+    the file untouched too."""
     benchmark = copy_benchmark(tmp_path)
     solo = tiny_experiment(solver=[{"denoiser": {"max_iter": 2, "device": "cpu"}}])
-    done = launch(write_config(solo, "other.yml"), benchmark)
+    other = write_config(solo, "other.yml")
+    done = launch(other, benchmark)
     assert done.wait(timeout=300) == 0, done.stderr.read()[-3000:]
     result = benchmark / "outputs" / "job.parquet"
     before = result.read_bytes()
@@ -73,4 +75,11 @@ def test_a_restart_refuses_a_result_of_another_config_and_leaves_it(tmp_path, wr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "restart 2 of job 78" in lines[0] and "other.yml" in lines[0] \
         and "another --output" in lines[0], lines
+    assert result.read_bytes() == before
+
+    again = launch(other, benchmark, env={"SLURM_JOB_ID": "78", "SLURM_RESTART_COUNT": "3"})
+    stdout, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr
+    assert f"restart 3 of job 78: nothing to resume: {result} is complete (1 experiment(s))" \
+        in stdout
     assert result.read_bytes() == before

@@ -23,10 +23,10 @@ from scalebench.results.compare_rules import (
     LOWER,
     UNKNOWN,
     Measure,
-    Side,
     is_regression,
     verdict,
 )
+from scalebench.statistics import summary
 
 TIME = Measure("grad (s/iteration)", "time", LOWER)
 MEMORY = Measure("peak host memory (MiB)", "memory", LOWER)
@@ -83,27 +83,33 @@ def test_labels_name_the_differing_fields_short():
 # --- the verdict rules -------------------------------------------------------------------
 
 def test_a_difference_within_the_tolerance_is_the_same():
-    assert verdict(TIME, Side([1.0, 1.0, 1.0]), Side([1.04, 1.04, 1.04]), 0.05) == "same"
-    assert verdict(TIME, Side([1.0, 1.0, 1.0]), Side([1.1, 1.1, 1.1]), 0.05) == "slower"
-    assert verdict(TIME, Side([1.0, 1.0, 1.0]), Side([0.8, 0.8, 0.8]), 0.05) == "faster"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.04, 1.04, 1.04]), 0.05) == "same"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.1, 1.1, 1.1]), 0.05) == "slower"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([0.8, 0.8, 0.8]), 0.05) == "faster"
 
 
 def test_a_difference_within_either_sides_spread_is_the_same():
-    wide = Side([0.7, 1.0, 1.3])  # spread 0.6
-    assert verdict(TIME, wide, Side([1.5, 1.5, 1.5]), 0.05) == "same"
-    assert verdict(TIME, Side([1.5, 1.5, 1.5]), wide, 0.05) == "same"
-    assert verdict(TIME, wide, Side([1.7, 1.7, 1.7]), 0.05) == "slower"
+    wide = summary([0.7, 1.0, 1.3])  # spread 0.6
+    assert verdict(TIME, wide, summary([1.5, 1.5, 1.5]), 0.05) == "same"
+    assert verdict(TIME, summary([1.5, 1.5, 1.5]), wide, 0.05) == "same"
+    assert verdict(TIME, wide, summary([1.7, 1.7, 1.7]), 0.05) == "slower"
 
 
-def test_fewer_than_three_repetitions_or_a_missing_figure_is_unknown():
-    assert Side([1.0, 1.2]).spread is None
-    assert verdict(TIME, Side([1.0, 1.0]), Side([9.0, 9.0, 9.0]), 0.05) == UNKNOWN
-    assert verdict(TIME, Side([1.0, 1.0, 1.0]), Side([9.0, 9.0, float("nan")]), 0.05) \
+def test_fewer_than_two_repetitions_or_a_missing_figure_is_unknown():
+    assert summary([1.2]).spread is None
+    assert verdict(TIME, summary([1.0]), summary([9.0, 9.0, 9.0]), 0.05) == UNKNOWN
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([9.0, 9.0, float("nan")]), 0.05) \
         == UNKNOWN  # a target one repetition never reached
 
 
+def test_two_repetitions_a_side_are_judged_by_their_spread():
+    assert summary([1.0, 1.2]).spread == pytest.approx(0.2)
+    assert verdict(TIME, summary([1.0, 1.2]), summary([1.25, 1.3]), 0.05) == "same"  # within 0.2
+    assert verdict(TIME, summary([1.0, 1.2]), summary([1.5, 1.5]), 0.05) == "slower"
+
+
 def test_which_way_is_worse_depends_on_the_measure():
-    low, high = Side([10.0] * 3), Side([20.0] * 3)
+    low, high = summary([10.0] * 3), summary([20.0] * 3)
     assert verdict(MEMORY, low, high, 0.1) == "larger" and is_regression(MEMORY, "larger")
     assert verdict(QUALITY, high, low, 0.1) == "worse" and is_regression(QUALITY, "worse")
     assert verdict(QUALITY, low, high, 0.1) == "better"
@@ -150,7 +156,7 @@ def test_compare_prints_json_of_the_issues_shape_and_exits_1_on_a_regression(tmp
 def test_compare_exits_0_when_nothing_is_worse_and_says_what_it_does_not_know(tmp_path,
                                                                              capsys):
     base = results_file(tmp_path / "base.parquet")
-    same = results_file(tmp_path / "same.parquet", repetitions=2)
+    same = results_file(tmp_path / "same.parquet", repetitions=1)
     assert main(["compare", base, same]) == 0
     text = capsys.readouterr().out
     assert "environment: the same on both sides" in text

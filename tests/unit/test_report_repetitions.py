@@ -69,7 +69,9 @@ def test_a_series_is_the_run_without_its_repetition_with_median_lowest_and_highe
     assert spread.text("t", "h/ranks2/rep0/envx") == "7"  # one repetition: no range
     assert spread.errors("t") == [[1.0, 0.0], [2.0, 0.0]]
     assert range_text(NAN, NAN, NAN, 3) == "-"
-    assert values_text(pd.Series([3.0, NAN, 1.0])) == "2 (1–3)"
+    assert values_text(pd.Series([3.0, 1.0])) == "2 (1–3)"  # two repetitions: a range
+    # a repetition without the figure: no range known, as compare says (scalebench.statistics)
+    assert values_text(pd.Series([3.0, NAN, 1.0])) == "2 (2 of 3 measured)"
 
 
 def test_the_per_step_bars_show_each_step_s_median_and_the_total_s_range():

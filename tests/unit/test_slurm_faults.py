@@ -10,7 +10,7 @@ import pytest
 
 from scalebench.launch import processes
 from scalebench.launch.processes import RankGroup
-from scalebench.launch.requeue import slurm_restart
+from scalebench.launch.resume import slurm_restart
 
 
 class Step:

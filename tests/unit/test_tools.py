@@ -57,8 +57,8 @@ def test_timed_reports_the_median_of_its_calls():
 
 def test_a_summary_holds_the_median_the_range_and_the_spread():
     figures = measuring.summary([4.0, 1.0, 2.0])
-    assert (figures.median, figures.low, figures.high, figures.count) == (2.0, 1.0, 4.0, 3)
-    assert figures.spread == 1.5  # (4 - 1) / 2
+    assert (figures.median, figures.lowest, figures.highest, figures.count) == (2.0, 1.0, 4.0, 3)
+    assert figures.relative_spread == 1.5  # (4 - 1) / 2
     assert measuring.median(iter([1, 2, 3, 4])) == 2.5
     with pytest.raises(ValueError, match="no values"):
         measuring.summary([])

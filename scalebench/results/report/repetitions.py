@@ -3,8 +3,9 @@
 A series is a run without its repetition: one experiment (config hash, world size) in one
 environment, across ``idx_rep``. Per time figure a series shows its median, with an error bar
 or a band from the lowest to the highest repetition, and tables print "median (lowest–
-highest)"; a series of one repetition draws and prints its figure alone, with no band.
-Imports no torch.
+highest)"; a series of fewer than ``MIN_REPETITIONS`` draws and prints its figure alone, with
+no band, and so does one with a repetition missing the figure. The figures are
+``scalebench.statistics``'s, as ``compare``'s are. Imports no torch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from scalebench.results.report.data import RUN
-from scalebench.results.report.figures import number
+from scalebench.statistics import MIN_REPETITIONS, Summary, summary
+from scalebench.statistics import range_text as figures_range_text
 
 BAND_ALPHA = 0.2
 ERROR_STYLE = {"ecolor": "black", "elinewidth": 0.8, "capsize": 2}
@@ -26,64 +28,73 @@ def series_of(runs: pd.Series) -> pd.Series:
 
 
 def range_text(median, low, high, count: int, digits: int = 3) -> str:
-    """A figure over repetitions for a table: 'median (lowest–highest)' where two or more
-    repetitions measured it, else the figure alone ('-' when missing)."""
-    if count < 2 or pd.isna(low) or pd.isna(high):
-        return number(median, digits)
-    return f"{number(median, digits)} ({number(low, digits)}–{number(high, digits)})"
+    """A figure over ``count`` repetitions for a table (a ratio of two series' too):
+    'median (lowest–highest)' from MIN_REPETITIONS on, else the figure alone ('-' when
+    missing)."""
+    if count < MIN_REPETITIONS:
+        return figures_range_text(median, None, None, digits)
+    return figures_range_text(median, low, high, digits)
 
 
 def values_text(values: pd.Series, digits: int = 3) -> str:
-    """``range_text`` of one series' repetitions (``values``, one per repetition)."""
-    known = values.dropna()
-    return range_text(known.median(), known.min(), known.max(), len(known), digits)
+    """The range text of one series' repetitions (``values``, one per repetition)."""
+    return summary(values.tolist()).range_text(digits)
 
 
 @dataclass(frozen=True)
 class Repetitions:
     """Per series, indexed by its first run: the first run's row of the table, and per figure
-    column the median, lowest and highest repetition and the repetitions counted."""
+    column its Summary over the repetitions; as frames, the median, and the lowest and highest
+    repetition where the spread is known (NaN elsewhere: no bar), and the repetitions."""
 
     first: pd.DataFrame
+    summaries: dict[tuple[str, str], Summary]  # (series, column)
     median: pd.DataFrame
     low: pd.DataFrame
     high: pd.DataFrame
     count: pd.Series
 
     def text(self, column: str, series: str, digits: int = 3) -> str:
-        return range_text(self.median.loc[series, column], self.low.loc[series, column],
-                          self.high.loc[series, column], int(self.count[series]), digits)
+        return self.summaries[series, column].range_text(digits)
 
     def repeated(self) -> bool:
-        """Whether any series has two or more repetitions (else no bar and no band)."""
-        return bool((self.count > 1).any())
+        """Whether any series has MIN_REPETITIONS or more (else no bar and no band)."""
+        return bool((self.count >= MIN_REPETITIONS).any())
 
     def errors(self, column: str, series: list[str] | None = None) -> list[list[float]]:
         """Error-bar lengths below and above the median reaching the lowest and the highest
-        repetition, per series (of ``series``, default all; 0 for a single repetition)."""
+        repetition, per series (of ``series``, default all; 0 where the spread is unknown)."""
         index = list(self.first.index) if series is None else list(series)
-        median, repeated = self.median.loc[index, column], self.count[index] > 1
-        below = (median - self.low.loc[index, column]).clip(lower=0).where(repeated, 0.0)
-        above = (self.high.loc[index, column] - median).clip(lower=0).where(repeated, 0.0)
+        median = self.median.loc[index, column]
+        below = (median - self.low.loc[index, column]).clip(lower=0)
+        above = (self.high.loc[index, column] - median).clip(lower=0)
         return [below.fillna(0.0).tolist(), above.fillna(0.0).tolist()]
 
 
 def repetitions(table: pd.DataFrame, columns: list[str]) -> Repetitions:
     """The series of ``table`` (one row per run, indexed by run, as ``per_run`` gives it) in
-    its order, with the median, lowest and highest repetition of each of ``columns``."""
+    its order, with the Summary of each of ``columns`` over each series' repetitions."""
     runs = table.index.to_series()
     firsts = runs.groupby(series_of(runs), sort=False).transform("first")
-    groups = table[columns].groupby(firsts, sort=False)
     order = list(dict.fromkeys(firsts))
-    return Repetitions(table.loc[order], groups.median().loc[order], groups.min().loc[order],
-                       groups.max().loc[order], groups.size().loc[order])
+    summaries = {(first, column): summary(part[column].tolist())
+                 for first, part in table.groupby(firsts, sort=False) for column in columns}
+
+    def frame(statistic) -> pd.DataFrame:
+        return pd.DataFrame([[statistic(summaries[first, column]) for column in columns]
+                             for first in order], index=order, columns=columns, dtype=float)
+
+    return Repetitions(table.loc[order], summaries, frame(lambda s: s.median),
+                       frame(lambda s: None if s.spread is None else s.lowest),
+                       frame(lambda s: None if s.spread is None else s.highest),
+                       firsts.groupby(firsts, sort=False).size().loc[order])
 
 
 def draw_ranges(axis, positions, centres, low, high, count) -> None:
     """Horizontal error bars at ``positions`` (the bars' rows) from ``low`` to ``high``,
-    drawn for the series of two or more repetitions only (a single one has no range)."""
+    drawn for the series of MIN_REPETITIONS or more only (a single one has no range)."""
     centres, low, high = (pd.Series(list(v), dtype=float) for v in (centres, low, high))
-    keep = (pd.Series(list(count)) > 1) & low.notna() & high.notna()
+    keep = (pd.Series(list(count)) >= MIN_REPETITIONS) & low.notna() & high.notna()
     if keep.any():
         axis.errorbar(centres[keep], pd.Series(list(positions))[keep],
                       xerr=[(centres - low).clip(lower=0)[keep],
@@ -112,14 +123,14 @@ def draw_line(axis, x, median: pd.Series, low: pd.Series, high: pd.Series, repea
 
 
 def time_bands(rows: pd.DataFrame, metric: str) -> dict[str, pd.DataFrame | None]:
-    """Per run of a series of two or more repetitions: for the series' first run, per
+    """Per run of a series of MIN_REPETITIONS or more: for the series' first run, per
     iteration the median, lowest and highest solver time and the median ``metric``; None for
     its other runs (drawn by the first). Runs of a single repetition are left out."""
     bands: dict[str, pd.DataFrame | None] = {}
     frame = rows.assign(_series=series_of(rows[RUN]))
     for _, part in frame.groupby("_series", sort=False):
         runs = list(dict.fromkeys(part[RUN]))
-        if len(runs) < 2:
+        if len(runs) < MIN_REPETITIONS:
             continue
         by_iteration = part.groupby("stop_val")
         band = by_iteration["time"].agg(["median", "min", "max"])

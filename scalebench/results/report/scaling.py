@@ -33,6 +33,7 @@ from scalebench.results.report.figures import (
 )
 from scalebench.results.report.order import WORLD
 from scalebench.results.report.repetitions import draw_line, range_text, repetitions, series_of
+from scalebench.statistics import MIN_REPETITIONS
 
 TIME = "time_per_iteration_s"
 BAND_NOTE = ("a point is the median over a run's repetitions, the band the lowest to the "
@@ -100,7 +101,7 @@ def _curves(table: pd.DataFrame, leave_out: tuple[str, ...], rows: pd.DataFrame)
 
 def _draw(axis, points: pd.DataFrame, **style) -> None:
     draw_line(axis, points.index, points["median"], points["low"], points["high"],
-              bool((points["count"] > 1).any()), **style)
+              bool((points["count"] >= MIN_REPETITIONS).any()), **style)
 
 
 def _compared(results: Results, series: list[pd.DataFrame]) -> pd.DataFrame:
