@@ -46,7 +46,7 @@ def test_run_takes_a_compound_timeout_and_a_scalebench_key(tmp_path):
     ({"timeout": "3 fortnights"}, "run option 'timeout': '3 fortnights' is not a positive "
                                   "duration"),
     ({"restart-limit": -1}, "config: parameter 'restart-limit' must be an integer >= 0, "
-                            "got -1 (int)"),
+                            "got -1"),
 ])
 def test_a_bad_duration_or_key_is_one_line_and_nothing_is_written(tmp_path, keys, message):
     config = write_experiment(tmp_path, tiny_experiment(**keys, **ONE_RUN))
