@@ -1,8 +1,8 @@
 """Write the parts of docs/*.md and README.md that are generated from the code, so that no page
 can drift from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run
-options), the result columns (scalebench.results.columns) and provenance columns
-(provenance.schema), the command reference (the ``scalebench`` parser) and the README's copy
-of the default experiment (configs/default.yml).
+options, scalebench's own config keys), the result columns (scalebench.results.columns) and
+provenance columns (provenance.schema), the command reference (the ``scalebench`` parser) and
+the README's copy of the default experiment (configs/default.yml).
 
 A generated part sits between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED:
 NAME -->``; the text around it is written by hand.
@@ -92,6 +92,12 @@ def run_options() -> str:
     return parameter_table(RUN_OPTIONS)
 
 
+def scalebench_keys() -> str:
+    from scalebench.experiment.scalebench_keys import SCALEBENCH_KEYS
+
+    return parameter_table(SCALEBENCH_KEYS)
+
+
 def result_columns() -> str:
     from scalebench.results.columns import OBJECTIVE_COLUMNS, RUN_COLUMNS
 
@@ -138,7 +144,8 @@ def command_reference() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "inference-datasets": inference_datasets, "training-datasets": training_datasets,
     "inference-solvers": inference_solvers, "training-solvers": training_solvers,
-    "run-options": run_options, "result-columns": result_columns,
+    "run-options": run_options, "scalebench-keys": scalebench_keys,
+    "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
     "default-experiment": default_experiment,
 }

@@ -115,7 +115,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    from scalebench.launch.slurm_requests import duration_seconds, memory_bytes
+    from scalebench.durations import duration_seconds
+    from scalebench.launch.slurm_requests import memory_bytes
     from scalebench.planning.capacity.calibration import HEADROOM
     from scalebench.planning.capacity.command import capacity
 

@@ -15,13 +15,13 @@ run, by ``scalebench run`` before it starts them and again by every rank.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scalebench.benchmarks import BENCHMARKS, INFERENCE, BenchmarkSpec
+from scalebench.durations import DURATION_FORMS, duration_seconds
 from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.experiment.benchmark_files import (
     benchmark_problems,
@@ -30,6 +30,7 @@ from scalebench.experiment.benchmark_files import (
 )
 from scalebench.experiment.grid import Component, section, solver_section
 from scalebench.experiment.reading import read_yaml
+from scalebench.experiment.scalebench_keys import SCALEBENCH_KEYS, check_scalebench_keys
 from scalebench.launch.resources import requested_ranks
 from scalebench.loops.spec import SolverSpec
 from scalebench.param_spec import (
@@ -41,12 +42,22 @@ from scalebench.param_spec import (
 )
 from scalebench.problems.spec import ProblemSpec
 
+
+@dataclass(frozen=True)
+class DurationParam(Param):
+    """A run option that is a duration: read by scalebench.durations, held in seconds."""
+
+    def describe(self) -> str:
+        return DURATION_FORMS + " (bare: seconds)"
+
+
 BENCHOPT_DEFAULT_MAX_RUNS = 100
 RUN_OPTIONS = {
     "n-repetitions": Param(1, int, minimum=1, doc="repetitions of every run"),
     "max-runs": Param(BENCHOPT_DEFAULT_MAX_RUNS, int, minimum=1,
                       doc="evaluations recorded per run; must exceed max_iter"),
-    "timeout": Param("100", str, doc="a number of seconds, or a number followed by s, m or h"),
+    # benchopt's default; expand hands benchopt the seconds, never the text
+    "timeout": DurationParam(100, float, doc="how long one run of a solver may take"),
 }
 # Further `benchopt run` options a config may hold: handed to benchopt unchanged, where the
 # launcher's own command-line options (--no-plot, --no-display, --no-cache, --output) win.
@@ -61,7 +72,6 @@ LAUNCH_OPTIONS = {
     "env": "selects a conda environment; run scalebench inside that environment instead",
     "env-name": "selects a conda environment; run scalebench inside that environment instead",
 }
-_TIMEOUT = re.compile(r"^\d+(\.\d+)?[smh]?$")
 
 
 @dataclass
@@ -72,14 +82,23 @@ class Config:
     path: Path
     datasets: list[Component]
     solvers: list[Component]
-    options: dict[str, Any]
+    options: dict[str, Any]  # the run options given, checked (a timeout in seconds)
     # (solver, dataset) pairs not run: a baseline listed beside datasets it does not apply to
     # runs on those it applies to (fbp on tomography_2d, not on the other datasets listed).
     skipped: frozenset[tuple[str, str]] = frozenset()
+    raw: dict[str, Any] = field(default_factory=dict)  # the file's mapping as read
+    benchmark: BenchmarkSpec = INFERENCE  # the rules of its objective
+    folder: Path | None = None  # the benchmark folder its solvers and datasets come from
+    # Its scalebench keys (scalebench.experiment.scalebench_keys), checked or defaults.
+    scalebench: dict[str, Any] = field(default_factory=dict)
 
     def runs(self, solver: str, dataset: str) -> bool:
         """Whether the pair is one of the config's experiments."""
         return (solver, dataset) not in self.skipped
+
+    def option(self, key: str) -> Any:
+        """The run option ``key``: as given, else its default."""
+        return self.options.get(key, RUN_OPTIONS[key].default)
 
 
 def _check_components(components: list[Component], registry: dict[str, dict[str, Param]],
@@ -131,14 +150,10 @@ def _check_options(raw: dict, errors: list[str]) -> dict[str, Any]:
     for key, spec in RUN_OPTIONS.items():
         if key not in raw:
             continue
-        value = raw[key]
-        if key == "timeout":
-            value = str(value)
-            if not _TIMEOUT.match(value):
-                errors.append(f"run option 'timeout' must be {spec.doc}, got {raw[key]!r}")
-                continue
         try:
-            options[key] = check_value("run options", key, value, spec)
+            options[key] = duration_seconds(raw[key], f"run option '{key}'") \
+                if isinstance(spec, DurationParam) else \
+                check_value("run options", key, raw[key], spec)
         except ConfigError as error:
             errors.append(str(error))
     return options
@@ -209,17 +224,30 @@ def check_devices_available(config: Config) -> None:
 
 
 def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = None) -> Config:
-    """Read and validate an experiment file for ``world_size`` ranks (per run, unless its
-    solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every error,
-    one line each (a file that cannot be read or parsed: that alone). Its solvers and
+    """Read (once) and validate an experiment file for ``world_size`` ranks (per run, unless
+    its solver sets slurm_nodes / slurm_ntasks_per_node); raise ConfigError naming every
+    error, one line each (a file that cannot be read or parsed: that alone). Its solvers and
     datasets are those of the ``benchmark`` folder (None: the repository's folder for its
-    objective): the registries' and its unregistered files'."""
-    path = Path(path)
-    raw = read_yaml(path, "config")
+    objective): the registries' and its unregistered files'. The Config carries what was
+    read, so nothing after it reads the file again."""
+    return check_config(read_config(path), path, world_size, benchmark)
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The mapping of the experiment file ``path`` (a ConfigError when it is not one)."""
+    raw = read_yaml(Path(path), "config")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path} must be a mapping of keys, got {type(raw).__name__}")
+    return raw
+
+
+def check_config(raw: dict[str, Any], path: str | Path, world_size: int = 1,
+                 benchmark: Path | None = None) -> Config:
+    """``load_config`` of the mapping ``raw`` already read from ``path``."""
+    path = Path(path)
     errors: list[str] = []
-    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS}
+    allowed = {"objective", "dataset", "solver", *RUN_OPTIONS, *PASSED_OPTIONS,
+               *SCALEBENCH_KEYS}
     for key in sorted(set(raw) - allowed - set(LAUNCH_OPTIONS)):
         errors.append(f"unknown config key '{key}' (allowed: {', '.join(sorted(allowed))})")
     for key in sorted(set(raw) & set(LAUNCH_OPTIONS)):
@@ -254,13 +282,14 @@ def load_config(path: str | Path, world_size: int = 1, benchmark: Path | None = 
                 if all(specs[name].applies_to(dataset.name) for dataset in datasets)]
     solvers = _listed(errors, lambda: solver_section(raw, applying))
     options = _check_options(raw, errors)
+    scalebench = check_scalebench_keys(raw, errors)
     datasets_ok = _check_components(datasets, {k: v.params for k, v in datasets_specs.items()},
                                     "dataset", errors,
                                     {k: v.renamed for k, v in datasets_specs.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
                                    errors, {k: v.renamed for k, v in specs.items()})
     skipped = _skipped_pairs(datasets, solvers, specs)
-    config = Config(path, datasets, solvers, options, skipped)
+    config = Config(path, datasets, solvers, options, skipped, raw, rules, folder, scalebench)
     # Pairs of the valid datasets and solvers (the others have been reported already).
     _check_pairs(Config(path, datasets_ok, solvers_ok, options, skipped), world_size, rules,
                  datasets_specs, specs, errors)

@@ -41,11 +41,9 @@ def read_parallel_config(path: Path) -> dict[str, Any]:
                                   or value < 1):
             raise ConfigError(f"parallel config {path}: '{key}' must be a positive integer, "
                               f"got {value!r}")
-    if isinstance(merged.get("slurm_time"), int):  # YAML read 02:00:00 as seconds
-        seconds = merged["slurm_time"]
-        merged["slurm_time"] = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:" \
-                               f"{seconds % 60:02d}"
-    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str,)),
+    # An int slurm_time is minutes: benchopt hands it to sbatch so (an unquoted 02:00:00,
+    # which YAML reads as the base-60 integer 7200, asks SLURM for 7200 minutes).
+    for key, kinds in (("slurm_gres", (str,)), ("slurm_time", (str, int)),
                        ("slurm_mem", (str, int, float))):
         value = merged.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):

@@ -17,9 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scalebench.durations import slurm_time_seconds
 from scalebench.errors import ScalebenchError
-from scalebench.experiment.expand import expand
-from scalebench.launch.slurm_requests import node_memory_bytes, slurm_time_seconds
+from scalebench.experiment.config import load_config
+from scalebench.experiment.expand import expand_config
+from scalebench.launch.slurm_requests import node_memory_bytes
 from scalebench.planning.jobs import Job, Plan, job_ranks, job_resources, machine_cores
 from scalebench.planning.memory import (
     MemoryEstimate,
@@ -37,13 +39,6 @@ from scalebench.planning.plan_time import (
 
 if TYPE_CHECKING:  # plan reads the rules only when it plans
     from scalebench.benchmarks import BenchmarkSpec
-
-
-def timeout_seconds(value: str | int | float) -> float:
-    """A run option 'timeout' (seconds, or a number with s, m or h) in seconds."""
-    text = str(value)
-    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1], 1)
-    return float(text.rstrip("smh")) * scale
 
 
 def _job_errors(job: Job, experiment: dict, timeout_s: float, rules: BenchmarkSpec,
@@ -98,27 +93,23 @@ def make_plan(config: Path, parallel_path: Path | None, nproc: int,
     one-run config is written there and its command runs that job alone. ``benchmark``:
     None for the repository's folder of the config's objective. ``strict``: a time limit
     below its job's predicted time with ``TIME_MARGIN`` is an error."""
-    from scalebench.benchmarks import choose_benchmark, config_benchmark
+    from scalebench.benchmarks import choose_benchmark
     from scalebench.experiment.benchmark_files import benchmark_problems, benchmark_solvers
-    from scalebench.experiment.config import RUN_OPTIONS
-    from scalebench.experiment.reading import read_yaml
 
     parallel = read_parallel_config(parallel_path) if parallel_path else None
-    world = job_ranks({}, parallel, nproc)
+    grid = load_config(config, job_ranks({}, parallel, nproc), benchmark)  # the one read
     with tempfile.TemporaryDirectory(prefix="scalebench-plan-") as scratch:
-        experiments = expand(config, world, configs or Path(scratch), benchmark=benchmark)
-    rules = config_benchmark(read_yaml(Path(config), "config"))  # expand checked it
+        experiments = expand_config(grid, configs or Path(scratch))
+    rules = grid.benchmark
     folder = choose_benchmark(benchmark, rules.folder)
     specs = (benchmark_problems(folder, rules.problems), benchmark_solvers(folder, rules.solvers))
+    timeout_s, repetitions = grid.option("timeout"), grid.option("n-repetitions")
     jobs, normed = [], set()
     for experiment in experiments:
-        options = {key: spec.default for key, spec in RUN_OPTIONS.items()}
-        options.update(experiment["options"])
         command = _command(Path(experiment["config"]) if configs else config, folder,
                            benchmark is not None, parallel_path, nproc)
-        job = _job(experiment, parallel, nproc, timeout_seconds(options["timeout"]),
-                   options["n-repetitions"], command, rules, specs)
-        predict_time(job, experiment, options["n-repetitions"], normed, parallel is None)
+        job = _job(experiment, parallel, nproc, timeout_s, repetitions, command, rules, specs)
+        predict_time(job, experiment, repetitions, normed, parallel is None)
         jobs.append(job)
     return Plan(str(config), str(parallel_path) if parallel_path else None, jobs, strict)
 

@@ -51,8 +51,14 @@ BAD_EXPERIMENTS = [
     (tiny_experiment(solver=["pnp[5]"]), "name each parameter"),
     (_with_solver(device="tpu"), "'device' must be one of 'auto', 'cpu', 'cuda'"),
     (tiny_experiment(**{"max_runs": 5}), "unknown config key 'max_runs'"),
-    (tiny_experiment(timeout="soon"), "run option 'timeout' must be a number of seconds, or a "
-     "number followed by s, m or h, got 'soon'"),
+    (tiny_experiment(timeout="soon"), "run option 'timeout': 'soon' is not a positive duration "
+     "\\(give a number with a unit s, min, h or d \\(90min, 2h30m, 1d\\), MM:SS, HH:MM:SS or "
+     "D-HH:MM:SS; a bare number counts seconds\\)"),
+    (tiny_experiment(**{"restart-limit": -1}), "config: parameter 'restart-limit' must be an "
+     "integer >= 0, got -1"),
+    (tiny_experiment(**{"restart-limit": "often"}), "'restart-limit' must be an integer >= 0, "
+     "got 'often'"),
+    (tiny_experiment(tune=["sigma"]), "config: 'tune' must be a mapping of parameter names"),
     (tiny_experiment(solver=[]), "config key 'solver' must be a non-empty list"),
     (tiny_experiment(objective=["least_squares"]), "objective must be "
      "'imaging_inverse_problem'"),

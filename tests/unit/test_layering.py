@@ -17,7 +17,7 @@ from tests.support.paths import REPO
 # at module level; imports inside functions load on use and are checked by the rules below).
 LAYERS = (
     ("scalebench", "scalebench.errors", "scalebench.repository", "scalebench.statistics",
-     "provenance"),
+     "scalebench.durations", "provenance"),
     ("scalebench.param_spec",),
     ("scalebench.launch", "scalebench.data"),
     ("scalebench.rank",),
@@ -33,7 +33,7 @@ LAYERS = (
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 # What the launcher may import at module level besides the standard library.
 LAUNCHER_ALLOWED = ("scalebench.launch", "scalebench.errors", "scalebench.repository",
-                    "scalebench.statistics", "provenance")
+                    "scalebench.statistics", "scalebench.durations", "provenance")
 
 
 def module_name(path: Path) -> str:

@@ -165,6 +165,7 @@ def test_invalid_experiments_are_refused(tmp_path, overrides, message):
     ({"partition": "debug"}, "unknown key 'partition'"),
     ({"slurm_nodes": "two"}, "'slurm_nodes' must be a positive integer"),
     ({"slurm_time": "two hours"}, "is not a SLURM time"),
+    ({"slurm_time": "2h"}, "'2h' is not a SLURM time limit .*SLURM reads no units"),
     ({"slurm_mem": "lots"}, "'lots' is not a memory size: give a positive number"),
 ])
 def test_invalid_parallel_configs_are_refused(tmp_path, keys, message):

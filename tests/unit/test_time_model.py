@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from scalebench.durations import duration_seconds
 from scalebench.errors import ConfigError, ScalebenchError
-from scalebench.launch.slurm_requests import duration_seconds
 from scalebench.planning.capacity.command import answer
 from scalebench.planning.capacity.configuration import ENVIRONMENT, Configuration
 from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
@@ -204,8 +204,8 @@ def test_durations_parse_with_units_or_colons(text, seconds):
 
 @pytest.mark.parametrize("text", ["0", "-1h", "0:00", "2x", "soon", "", "h"])
 def test_a_duration_that_is_not_one_or_not_positive_is_a_one_line_error(text):
-    with pytest.raises(ConfigError, match=r"^--time: .* is not a positive duration: give a "
-                                          r"number with a unit s, m, h or d") as error:
+    with pytest.raises(ConfigError, match=r"^--time: .* is not a positive duration \(give a "
+                                          r"number with a unit s, min, h or d") as error:
         duration_seconds(text, "--time")
     assert "\n" not in str(error.value)
 

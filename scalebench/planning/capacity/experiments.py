@@ -18,18 +18,20 @@ def configurations(config: Path, nproc: int, size_parameter: str, device: str | 
     Ranks as ``plan`` counts them: the solver's slurm_* parameters
     over the parallel config's, else ``nproc``."""
     from scalebench.benchmarks import INFERENCE, config_benchmark
-    from scalebench.experiment.expand import component_label, expand
-    from scalebench.experiment.reading import read_yaml
+    from scalebench.experiment.config import check_config, read_config
+    from scalebench.experiment.expand import component_label, expand_config
     from scalebench.planning.jobs import job_ranks
     from scalebench.planning.parallel_config import read_parallel_config
 
-    objective = config_benchmark(read_yaml(config, "config")).objective
+    raw = read_config(config)  # the one read of the file
+    objective = config_benchmark(raw).objective
     if objective != INFERENCE.objective:
         raise ScalebenchError(f"scalebench capacity covers the inference benchmark's "
                               f"experiments ({INFERENCE.objective}), not {objective}")
     parallel = read_parallel_config(parallel_config) if parallel_config else None
+    grid = check_config(raw, config, job_ranks({}, parallel, nproc))
     with tempfile.TemporaryDirectory(prefix="scalebench-capacity-") as scratch:
-        experiments = expand(config, job_ranks({}, parallel, nproc), Path(scratch))
+        experiments = expand_config(grid, Path(scratch))
     found, seen = [], set()
     for experiment in experiments:
         (dataset, dataset_params), = experiment["dataset"].items()
