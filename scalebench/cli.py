@@ -181,6 +181,27 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK if all(v.status == "MATCH" for v in verdicts) else EXIT_FAILED
 
 
+def _tune(args: argparse.Namespace) -> int:
+    """Arguments checked before optuna is imported: bad input writes nothing."""
+    from scalebench.durations import duration_seconds
+    from scalebench.tuning.objective import DEFAULT_TRIALS, parse_objective
+
+    budget = None if args.budget is None else duration_seconds(args.budget, "--budget")
+    objective = parse_objective(args.objective)
+    trials = args.trials if args.trials is not None or budget is not None else DEFAULT_TRIALS
+    if args.outputs is not None:
+        check_writable_folder(args.outputs.resolve(), "--outputs")
+    from scalebench.benchmarks import INFERENCE
+    from scalebench.repository import REPO
+    from scalebench.tuning.command import TuneRequest, tune
+
+    outputs = args.outputs.resolve() if args.outputs else REPO / INFERENCE.folder / "outputs"
+    name = args.output or f"{args.config.stem}_tune"
+    request = TuneRequest(args.config, trials, budget, args.workers, objective,
+                          outputs / name, args.seed, args.worker)
+    return tune(request, args.argv)
+
+
 def _verify_image(args: argparse.Namespace) -> int:
     from scalebench.launch.images import verify_image
 
@@ -191,7 +212,7 @@ def _verify_image(args: argparse.Namespace) -> int:
 # The function each subcommand runs.
 COMMANDS = {"run": _run, "validate": _validate, "plan": _plan, "capacity": _capacity,
             "report": _report, "compare": compare_command.run_compare, "check": _check,
-            "replay": _replay, "verify-image": _verify_image, "fetch": _fetch}
+            "replay": _replay, "tune": _tune, "verify-image": _verify_image, "fetch": _fetch}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # a stopped run's resume line
 
     def command() -> int:
-        if args.command in ("run", "validate", "plan", "capacity"):
+        if args.command in ("run", "validate", "plan", "capacity", "tune"):
             _readable_config(args.config)
         return COMMANDS[args.command](args)
 

@@ -43,6 +43,11 @@ DESCRIPTIONS = {
                 "budget), from memory and time models calibrated by the same short real runs, "
                 "then refined by runs near the answer until they are predicted within 10 % "
                 "(--quick: no refinement; one line per configuration and rank count).",
+    "tune": "Search each pnp method's declared parameters (or those the config's tune: "
+            "section names) on the problem's validation images, one optuna study per "
+            "configuration, stopping hopeless trials inside their loop (pruned); then one "
+            "results parquet of every trial and the tuned config, which `scalebench run` "
+            "scores on the test images. The same --output resumes a tuning.",
     "report": "Merge results files into one self-contained HTML page (no network request): "
               "quality, per-step time, memory, capacity, scaling, images and provenance.",
     "compare": compare_command.DESCRIPTION,
@@ -164,6 +169,28 @@ def build_parser() -> argparse.ArgumentParser:
                         help="answers of `scalebench capacity --format json` for the capacity "
                         "view (repeatable)")
     compare_command.add_arguments(command("compare", compare_command.SUMMARY))
+    tune_parser = command("tune", "tune each method on validation images")
+    tune_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")
+    tune_parser.add_argument("--trials", type=positive_int, default=None,
+                             help="ended trials (complete and pruned) per study (default 20 "
+                             "without --budget)")
+    tune_parser.add_argument("--budget", default=None, help="wall time after which no trial "
+                             "starts, a duration (90min, 2h, 01:30:00)")
+    tune_parser.add_argument("--workers", type=positive_int, default=1,
+                             help="local worker processes sharing the studies (default 1)")
+    tune_parser.add_argument("--objective", default="quality",
+                             help="'quality' (the mean best headline quality within max_iter) "
+                             "or 'time-to:DB' (the mean solver time to DB dB)")
+    tune_parser.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    tune_parser.add_argument("--output", help="tuning name: <outputs>/<name>/ (journals, "
+                             "trials), <name>.parquet, <name>.yml (default: <config "
+                             "name>_tune); the same name resumes")
+    tune_parser.add_argument("--outputs", type=Path, default=None,
+                             help="folder (default: benchmark_inference/outputs)")
+    tune_parser.add_argument("--worker", type=int, default=None, metavar="INDEX",
+                             help="run the trial loop only, as worker INDEX (SLURM tasks: "
+                             "srun ... --worker $SLURM_PROCID; then the same command without "
+                             "--worker writes the outputs)")
     check = command("check", "check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = command("replay", "re-run archived results, compare bit for bit")

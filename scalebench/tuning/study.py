@@ -1,0 +1,124 @@
+"""One tuning study on disk: an optuna study in a journal file that every worker (a local
+process or a SLURM task) appends to, so that several share one search and a tuning killed half
+way continues where it stopped.
+
+A worker that dies leaves its trial RUNNING in the journal; each worker keeps a heartbeat file
+beside the journal, and a RUNNING trial whose worker's heartbeat is older than
+``STALE_AFTER_S`` is marked failed when a worker starts or asks for a trial, so that
+``--trials N`` counts only trials that ended (complete and pruned) and none is redone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scalebench.rank.trial_report import journal_storage
+
+if TYPE_CHECKING:
+    import optuna
+
+# A worker's heartbeat is written every HEARTBEAT_S; one older than STALE_AFTER_S belongs to
+# a dead worker (a stopped one too: its thread stops with it).
+HEARTBEAT_S = 10.0
+STALE_AFTER_S = 60.0
+# Trials the median pruner lets finish before it prunes any, and evaluations of a trial's
+# first image it lets pass before it judges: a curve's first iterations say little.
+PRUNER_STARTUP_TRIALS = 4
+PRUNER_WARMUP_STEPS = 5
+# The attribute a trial's worker records on it: which heartbeat file vouches for it.
+WORKER_ATTRIBUTE = "scalebench_worker"
+
+
+@dataclass(frozen=True)
+class StudyFiles:
+    """Where a study lives: its journal and its workers' heartbeats."""
+
+    folder: Path
+    name: str
+
+    @property
+    def journal(self) -> Path:
+        return self.folder / f"{self.name}.journal"
+
+    @property
+    def heartbeats(self) -> Path:
+        return self.folder / f"{self.name}.workers"
+
+
+def open_study(files: StudyFiles, seed: int, worker: int) -> optuna.Study:
+    """The study in ``files`` (created on first use), maximising, sampled by TPE seeded per
+    worker (two workers with one seed would suggest the same first settings) and pruned by
+    the median rule on the trials' intermediate values."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    files.folder.mkdir(parents=True, exist_ok=True)
+    return optuna.create_study(
+        study_name=files.name, storage=journal_storage(files.journal), direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed + worker),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS,
+                                           n_warmup_steps=PRUNER_WARMUP_STEPS),
+        load_if_exists=True)
+
+
+def ended_trials(study: optuna.Study) -> int:
+    """Trials that ended by the search's rule: complete or pruned (failed ones are not
+    counted: ``--trials N`` asks for N judged settings)."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False,
+                                states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+class Heartbeat:
+    """This worker's heartbeat: a file touched every HEARTBEAT_S by a daemon thread while the
+    worker lives."""
+
+    def __init__(self, files: StudyFiles) -> None:
+        files.heartbeats.mkdir(parents=True, exist_ok=True)
+        self.name = f"{socket.gethostname()}-{os.getpid()}"
+        self.path = files.heartbeats / self.name
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="heartbeat")
+        self._thread.start()
+
+    def _beat(self) -> None:
+        self.path.write_text(json.dumps({"time": time.time()}))
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self._beat()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.path.unlink(missing_ok=True)
+
+
+def fail_stale_trials(study: optuna.Study, files: StudyFiles, now: float | None = None) -> int:
+    """Mark failed the RUNNING trials whose worker's heartbeat is missing or older than
+    STALE_AFTER_S (a worker killed half way); return how many."""
+    from optuna.trial import TrialState
+
+    now = time.time() if now is None else now
+    failed = 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(WORKER_ATTRIBUTE)
+        if worker is None:  # asked for a moment ago, its worker not yet recorded
+            started = trial.datetime_start.timestamp() if trial.datetime_start else now
+            alive = now - started <= STALE_AFTER_S
+        else:
+            beat = files.heartbeats / worker
+            alive = beat.is_file() and now - beat.stat().st_mtime <= STALE_AFTER_S
+        if not alive:
+            study.tell(trial.number, state=TrialState.FAIL)
+            failed += 1
+    return failed
