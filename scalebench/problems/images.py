@@ -64,8 +64,7 @@ class ImageFamily:
 
     def forms(self) -> str:
         """The names this family allows, in words."""
-        seeded = f"{self.seeded}-<n> (n >= 0)"
-        return f"{', '.join(self.named)} or {seeded}" if self.named else seeded
+        return ", ".join((*self.named, f"{self.seeded}-<n> for n >= 0"))
 
     def seed(self, name: str) -> int | None:
         """n of a seeded name ``<prefix>-<n>``; None for any other name."""
@@ -76,7 +75,7 @@ class ImageFamily:
         """``name`` when the family holds it, else ValueError naming the allowed forms."""
         if name in self.named or self.seed(name) is not None:
             return name
-        raise ValueError(f"image {name!r} is not in the family (allowed: {self.forms()})")
+        raise ValueError(f"unknown image {name!r} (allowed: {self.forms()})")
 
     def image(self, name: str, size: int) -> torch.Tensor:
         """The (1, channels, size, size) ground truth called ``name``."""
