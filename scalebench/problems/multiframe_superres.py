@@ -39,7 +39,7 @@ IMAGES = ImageFamily(
     validation=("chelsea", "synthetic-101"),
     test=("astronaut", "coffee", "rocket", "synthetic-1"), channels=3, draw=draw_image,
     description="colour photographs shipped with scikit-image (their central square, "
-                "resized); synthetic-<n>: 24 random overlapping colour ellipses from seed n")
+                "resized); `synthetic-<n>`: 24 random overlapping colour ellipses from seed n")
 
 PARAMS = {
     "image_size": Param(256, int, minimum=16, doc="side of the high-resolution image "
@@ -49,7 +49,9 @@ PARAMS = {
     "factor": Param(2, int, minimum=1, doc="downsampling factor of every frame"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
-    "image": Param(IMAGES.default, str, doc=f"the ground truth: {IMAGES.forms()}"),
+    "image": Param(IMAGES.default, str, doc="the ground truth: a photograph (`astronaut`, "
+                                            "`coffee`, ...) or `synthetic-<n>` drawn from "
+                                            "seed n (docs: image families)"),
 }
 
 

@@ -310,7 +310,7 @@ IMAGES = ImageFamily(
     parameter="seed", default="sky-0", named=(), seeded="sky",
     validation=("sky-101", "sky-102"), test=("sky-0", "sky-1", "sky-2", "sky-3"),
     channels=1, draw=draw_sky, replaced_by="sky_fits",
-    description="generated skies: sky-<n> is the sky (and the noise) of seed n")
+    description="generated skies: `sky-<n>` is the sky (and the noise) of seed n")
 
 
 SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_count,

@@ -40,7 +40,7 @@ IMAGES = ImageFamily(
     validation=("phantom-101", "phantom-102"),
     test=("shepp_logan", "phantom-1", "phantom-2", "phantom-3"), channels=1,
     draw=draw_phantom,
-    description="the Shepp-Logan phantom; phantom-<n>: a body outline (a dense rim around "
+    description="the Shepp-Logan phantom; `phantom-<n>`: a body outline (a dense rim around "
                 "soft tissue) holding 6 to 12 inner ellipses of random densities, from seed n")
 
 PROJECTOR_CHOICES = ("auto", "astra", "torch", "deepinv")
@@ -53,7 +53,8 @@ PARAMS = {
                            "else torch"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
-    "image": Param(IMAGES.default, str, doc=f"the phantom: {IMAGES.forms()}"),
+    "image": Param(IMAGES.default, str, doc="the phantom: `shepp_logan`, or `phantom-<n>` "
+                                            "drawn from seed n (docs: image families)"),
 }
 
 
