@@ -1,8 +1,8 @@
 """Write the parts of docs/*.md and README.md that are generated from the code, so that no page
 can drift from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run
-options), the image families and their splits, the result columns (scalebench.results.columns) and provenance columns
-(provenance.schema), the command reference (the ``scalebench`` parser) and the README's copy
-of the default experiment (configs/default.yml).
+options), the image families and their splits, the result columns (scalebench.results.columns)
+and provenance columns (provenance.schema), the command reference (the ``scalebench`` parser)
+and the README's copy of the default experiment (configs/default.yml).
 
 A generated part sits between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED:
 NAME -->``; the text around it is written by hand.
