@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from scalebench.errors import ConfigError

@@ -4,7 +4,7 @@ way continues where it stopped.
 
 A worker that dies leaves its trial RUNNING in the journal; each worker keeps a heartbeat file
 beside the journal, and a RUNNING trial whose worker's heartbeat is older than
-``STALE_AFTER_S`` is marked failed when a worker starts or asks for a trial, so that
+``STALE_AFTER_S`` (or whose process is gone, on this host) is marked failed when a worker starts or asks for a trial, so that
 ``--trials N`` counts only trials that ended (complete and pruned) and none is redone.
 """
 
@@ -103,6 +103,21 @@ class Heartbeat:
         self.path.unlink(missing_ok=True)
 
 
+def process_alive(worker: str) -> bool:
+    """Whether the worker named ``<host>-<pid>`` may live: on another host, unknown (its
+    heartbeat decides); on this one, whether its process exists."""
+    host, _, pid = worker.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
 def fail_stale_trials(study: optuna.Study, files: StudyFiles, now: float | None = None) -> int:
     """Mark failed the RUNNING trials whose worker's heartbeat is missing or older than
     STALE_AFTER_S (a worker killed half way); return how many."""
@@ -117,7 +132,8 @@ def fail_stale_trials(study: optuna.Study, files: StudyFiles, now: float | None 
             alive = now - started <= STALE_AFTER_S
         else:
             beat = files.heartbeats / worker
-            alive = beat.is_file() and now - beat.stat().st_mtime <= STALE_AFTER_S
+            alive = beat.is_file() and now - beat.stat().st_mtime <= STALE_AFTER_S \
+                and process_alive(worker)
         if not alive:
             study.tell(trial.number, state=TrialState.FAIL)
             failed += 1

@@ -26,7 +26,7 @@ LAYERS = (
     ("scalebench.loops",),
     ("scalebench.benchmarks",),
     ("scalebench.experiment", "scalebench.results"),
-    ("scalebench.planning",),
+    ("scalebench.planning", "scalebench.tuning"),
     ("scalebench.benchopt_glue",),
     ("scalebench.cli", "scalebench.cli_arguments", "scalebench.__main__"),
 )
