@@ -4,8 +4,9 @@ way continues where it stopped.
 
 A worker that dies leaves its trial RUNNING in the journal; each worker keeps a heartbeat file
 beside the journal, and a RUNNING trial whose worker's heartbeat is older than
-``STALE_AFTER_S`` (or whose process is gone, on this host) is marked failed when a worker starts or asks for a trial, so that
-``--trials N`` counts only trials that ended (complete and pruned) and none is redone.
+``STALE_AFTER_S`` (or whose process is gone, on this host) is marked failed when a worker
+asks for a trial, so that ``--trials N`` counts only trials that ended (complete and
+pruned) and none is redone.
 """
 
 from __future__ import annotations
