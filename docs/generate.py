@@ -1,8 +1,9 @@
 """Write the parts of docs/*.md and README.md that are generated from the code, so that no page
 can drift from it: the parameter tables (each dataset's and solver's ``Param`` specs, the run
-options, scalebench's own config keys), the result columns (scalebench.results.columns) and
-provenance columns (provenance.schema), the command reference (the ``scalebench`` parser) and
-the README's copy of the default experiment (configs/default.yml).
+options, scalebench's own config keys), the image families and their splits, the result columns
+(scalebench.results.columns) and provenance columns (provenance.schema), the command reference
+(the ``scalebench`` parser) and the README's copy of the default experiment
+(configs/default.yml).
 
 A generated part sits between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED:
 NAME -->``; the text around it is written by hand.
@@ -80,6 +81,21 @@ def inference_solvers() -> str:
     return solver_tables({name: spec.params for name, spec in INFERENCE.solvers.items()})
 
 
+def image_families() -> str:
+    """One row per problem with an image family: its names, splits and what they are."""
+    from scalebench.benchmarks import INFERENCE
+
+    def names(images) -> str:
+        return ", ".join(f"`{name}`" for name in images)
+
+    rows = [[f"`{name}`", f"`{spec.images.parameter}`", f"`{spec.images.default}`",
+             names((*spec.images.named, f"{spec.images.seeded}-<n>")) + " (n >= 0)",
+             names(spec.images.validation), names(spec.images.test), spec.images.description]
+            for name, spec in INFERENCE.problems.items() if spec.images is not None]
+    return table(["dataset", "parameter", "default", "names", "validation", "test",
+                  "images"], rows)
+
+
 def training_solvers() -> str:
     from scalebench.benchmarks import TRAINING
 
@@ -147,7 +163,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "run-options": run_options, "scalebench-keys": scalebench_keys,
     "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
-    "default-experiment": default_experiment,
+    "default-experiment": default_experiment, "image-families": image_families,
 }
 
 

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from scalebench.problems.images import PHOTOGRAPHS
+
 
 def _resize(image: torch.Tensor, size: int) -> torch.Tensor:
     """(1, C, H, W) image resized to size x size, antialiased, clipped to [0, 1].
@@ -28,12 +30,73 @@ def shepp_logan(size: int) -> torch.Tensor:
     return _resize(phantom[None, None], size)
 
 
-def astronaut(size: int) -> torch.Tensor:
-    """Colour photograph shipped with scikit-image, shape (1, 3, size, size), in [0, 1]."""
-    from skimage.data import astronaut as load
+def photograph(name: str, size: int) -> torch.Tensor:
+    """A colour photograph of PHOTOGRAPHS, its central square resized to size x size:
+    shape (1, 3, size, size), in [0, 1]. Most are 300 to 600 pixels a side: larger sizes
+    are interpolated (smooth, without the detail of a larger photograph)."""
+    import skimage.data
 
-    rgb = torch.from_numpy(np.ascontiguousarray(load())).permute(2, 0, 1).float() / 255.0
+    if name not in PHOTOGRAPHS:
+        raise ValueError(f"no photograph {name!r} (allowed: {', '.join(PHOTOGRAPHS)})")
+    pixels = getattr(skimage.data, name)()
+    height, width = pixels.shape[:2]
+    side = min(height, width)
+    top, left = (height - side) // 2, (width - side) // 2
+    square = pixels[top:top + side, left:left + side, :3]
+    rgb = torch.from_numpy(np.ascontiguousarray(square)).permute(2, 0, 1).float() / 255.0
     return _resize(rgb[None], size)
+
+
+def astronaut(size: int) -> torch.Tensor:
+    """The astronaut photograph (square already), shape (1, 3, size, size), in [0, 1]."""
+    return photograph("astronaut", size)
+
+
+def random_phantom(size: int, seed: int, features: tuple[int, int] = (6, 12)) -> torch.Tensor:
+    """A CT phantom drawn from ``seed``: a body (a dense rim around soft tissue, a random
+    ellipse) holding a random number within ``features`` of inner ellipses of random
+    densities, each painted over those before it (darker cavities and denser structures).
+    Shape (1, 1, size, size), zero outside the body, in [0, 1]; the same seed gives the
+    same phantom at every size (up to sampling)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def uniform(low: float, high: float, count: int = 1) -> torch.Tensor:
+        return low + (high - low) * torch.rand(count, generator=generator)
+
+    body_radii = torch.cat([uniform(0.36, 0.46), uniform(0.28, 0.44)])
+    body_angle = float(uniform(-0.3, 0.3))
+    rim = float(uniform(0.05, 0.1))  # the rim's thickness, a fraction of the body's radii
+    count = int(torch.randint(features[0], features[1] + 1, (1,), generator=generator))
+    # Feature centres inside the inner 60% of the body, in the body's own frame.
+    radius, angle = 0.6 * uniform(0, 1, count).sqrt(), uniform(0, 2 * math.pi, count)
+    local = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], 1) * body_radii
+    cos, sin = math.cos(body_angle), math.sin(body_angle)
+    centres = 0.5 + local @ torch.tensor([[cos, sin], [-sin, cos]])
+    feature_radii = body_radii * (0.05 + 0.25 * torch.rand(count, 2, generator=generator))
+    ellipses = [(torch.tensor([0.5, 0.5]), body_radii, body_angle, float(uniform(0.7, 1.0))),
+                (torch.tensor([0.5, 0.5]), body_radii * (1 - rim), body_angle,
+                 float(uniform(0.15, 0.3)))]
+    ellipses += [(centres[k], feature_radii[k], float(uniform(0, math.pi)),
+                  float(uniform(0.0, 0.6))) for k in range(count)]
+    return _paint(size, ellipses)
+
+
+def _paint(size: int, ellipses: list[tuple[torch.Tensor, torch.Tensor, float, float]]
+           ) -> torch.Tensor:
+    """(1, 1, size, size) zeros with each (centre, radii, angle, value) ellipse painted over
+    the image in turn, in row blocks of about 2^22 pixels."""
+    image = torch.zeros(1, 1, size, size)
+    coords = (torch.arange(size, dtype=torch.float32) + 0.5) / size
+    block = max(1, 2**22 // size)
+    for start in range(0, size, block):
+        rows, dx = coords[start:start + block, None], coords[None, :]
+        band = image[0, 0, start:start + block]
+        for centre, radii, angle, value in ellipses:
+            cos, sin = math.cos(angle), math.sin(angle)
+            x, y = dx - centre[0], rows - centre[1]
+            u, v = (x * cos + y * sin) / radii[0], (-x * sin + y * cos) / radii[1]
+            band[u**2 + v**2 <= 1.0] = value
+    return image
 
 
 def random_ellipses(size: int, channels: int, seed: int, count: int = 24) -> torch.Tensor:

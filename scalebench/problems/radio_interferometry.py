@@ -28,6 +28,7 @@ initial estimate returns it.
 
 Sky: generated from ``seed`` at the image size (point sources with fluxes log-uniform over
 ``dynamic_range``, the brightest at 1; elliptical Gaussian components; faint diffuse emission)
+(the family IMAGES: sky-<n> is the sky of seed n, with the default ``dynamic_range``)
 or read from the FITS image at ``sky_fits`` (first image HDU, first plane of any extra axes,
 NaN blanks set to 0, central square resampled to the image size). ``dynamic_range`` is also
 the range the asinh-PSNR covers (its softening is the peak over it,
@@ -45,6 +46,7 @@ import numpy as np
 
 from scalebench.param_spec import Param
 from scalebench.physics.backends import BACKENDS, check_installed
+from scalebench.problems.images import ImageFamily
 from scalebench.problems.spec import AdjointCase, ProblemSpec
 
 if TYPE_CHECKING:
@@ -297,6 +299,20 @@ def setup(**params) -> ProblemSetup:
                         metric_dynamic_range=params["dynamic_range"])
 
 
+def draw_sky(name: str, size: int) -> torch.Tensor:
+    """The generated sky called ``name`` (sky-<n>), at the default dynamic range."""
+    return generated_sky(size, IMAGES.seed(name), PARAMS["dynamic_range"].default)
+
+
+# The skies are the seeds' (the seed draws the sky and the noise together): a name sets
+# ``seed``, so the family adds no parameter and runs keep their hashes.
+IMAGES = ImageFamily(
+    parameter="seed", default="sky-0", named=(), seeded="sky",
+    validation=("sky-101", "sky-102"), test=("sky-0", "sky-1", "sky-2", "sky-3"),
+    channels=1, draw=draw_sky, replaced_by="sky_fits",
+    description="generated skies: `sky-<n>` is the sky (and the noise) of seed n")
+
+
 SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_count,
                    "MeerKAT radio interferometry of a high-dynamic-range sky",
                    # the transform library was called 'operator', which names A_k elsewhere
@@ -304,7 +320,7 @@ SPEC = ProblemSpec("radio_interferometry", PARAMS, setup, image_shape, operator_
                    work_parameters={"num_times": 1, "num_channels": 1, "image_size": 2},
                    # Radio skies are mostly dark: a blank image has a high PSNR, SSIM and
                    # asinh-PSNR there, but an SNR of exactly 0 dB.
-                   headline=("objective_snr_db", "SNR"),
+                   headline=("objective_snr_db", "SNR"), images=IMAGES,
                    adjoint_cases=tuple(
                        AdjointCase(dict(image_size=32, num_times=4, num_channels=2,
                                         num_operators=2, backend=library))

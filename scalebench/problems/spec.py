@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scalebench.param_spec import Param
+from scalebench.problems.images import IMAGE_PARAMETER, ImageFamily
 
 if TYPE_CHECKING:
     from scalebench.problems.base import ProblemSetup
@@ -63,6 +64,18 @@ class ProblemSpec:
     headline: tuple[str, str] = DEFAULT_HEADLINE
     # At least one per backend its parameters offer (tests/unit/test_problem_specs.py).
     adjoint_cases: tuple[AdjointCase, ...] = ()
+    # The ground truths it can be set up with and their validation and test splits (None:
+    # one fixed ground truth, e.g. a measured scan).
+    images: ImageFamily | None = None
+
+    def recorded(self, values: dict) -> dict:
+        """Resolved parameters ``values`` as a run records them (``ProblemSetup.source``,
+        which its config hash covers): ``image`` only where it is not the default, so that a
+        run of the default image keeps the hash its runs had before the parameter existed."""
+        param = self.params.get(IMAGE_PARAMETER)
+        if param is None or values.get(IMAGE_PARAMETER) != param.default:
+            return dict(values)
+        return {key: value for key, value in values.items() if key != IMAGE_PARAMETER}
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
         """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""

@@ -1,4 +1,5 @@
-"""2D parallel-beam computed tomography of the Shepp-Logan phantom.
+"""2D parallel-beam computed tomography of a phantom: the Shepp-Logan phantom (the default)
+or a seeded random one (``image``: IMAGES, scalebench.problems.images).
 
 The angles over [0, 180) degrees are split into ``num_operators`` interleaved groups, one
 operator per group, so that the projection work can later be spread over ranks. The projector
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from scalebench.param_spec import Param
 from scalebench.physics.backends import astra_available
+from scalebench.problems.images import ImageFamily
 from scalebench.problems.spec import AdjointCase, ProblemSpec
 from scalebench.rank.devices import device_type
 
@@ -23,6 +25,23 @@ if TYPE_CHECKING:
     from deepinv.physics import LinearPhysics
 
     from scalebench.problems.base import ProblemSetup
+
+
+def draw_phantom(name: str, size: int) -> torch.Tensor:
+    """The phantom called ``name`` (shepp_logan or phantom-<n>), (1, 1, size, size)."""
+    from scalebench.problems.phantoms import random_phantom, shepp_logan
+
+    seed = IMAGES.seed(name)
+    return shepp_logan(size) if seed is None else random_phantom(size, seed)
+
+
+IMAGES = ImageFamily(
+    parameter="image", default="shepp_logan", named=("shepp_logan",), seeded="phantom",
+    validation=("phantom-101", "phantom-102"),
+    test=("shepp_logan", "phantom-1", "phantom-2", "phantom-3"), channels=1,
+    draw=draw_phantom,
+    description="the Shepp-Logan phantom; `phantom-<n>`: a body outline (a dense rim around "
+                "soft tissue) holding 6 to 12 inner ellipses of random densities, from seed n")
 
 PROJECTOR_CHOICES = ("auto", "astra", "torch", "deepinv")
 PARAMS = {
@@ -34,6 +53,8 @@ PARAMS = {
                            "else torch"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
+    "image": Param(IMAGES.default, str, doc="the phantom: `shepp_logan`, or `phantom-<n>` "
+                                            "drawn from seed n (docs: image families)"),
 }
 
 
@@ -75,7 +96,9 @@ def norm_start_stride(num_angles: int, num_operators: int) -> int:
     return stride if stride >= low else 1
 
 
-def image_shape(image_size: int, num_angles: int, num_operators: int, **_) -> tuple[int, ...]:
+def image_shape(image_size: int, num_angles: int, num_operators: int,
+                image: str = IMAGES.default, **_) -> tuple[int, ...]:
+    IMAGES.check(image)
     if num_operators > num_angles:
         raise ValueError(
             f"num_operators ({num_operators}) must not exceed num_angles ({num_angles})"
@@ -111,11 +134,10 @@ def make_projector(angles: torch.Tensor, image_size: int, projector: str) -> Lin
 
 
 def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
-          noise_level: float, seed: int) -> ProblemSetup:
+          noise_level: float, seed: int, image: str = IMAGES.default) -> ProblemSetup:
     from scalebench.problems.base import ProblemSetup
-    from scalebench.problems.phantoms import shepp_logan
 
-    image_shape(image_size, num_angles, num_operators)
+    image_shape(image_size, num_angles, num_operators, image)
     projector = resolve_projector(projector)
     groups = angle_groups(num_angles, num_operators)
 
@@ -129,7 +151,8 @@ def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
 
     key = {"problem": "tomography_2d", "image_size": image_size, "num_angles": num_angles,
            "num_operators": num_operators, "projector": projector}
-    return ProblemSetup("tomography_2d", shepp_logan(image_size), num_operators, make_operator,
+    return ProblemSetup("tomography_2d", IMAGES.image(image, image_size), num_operators,
+                        make_operator,
                         noise_level, seed, operator_key=key,
                         make_norm_start=make_norm_start if stride > 1 else None)
 
@@ -137,7 +160,7 @@ def setup(image_size: int, num_angles: int, num_operators: int, projector: str,
 SPEC = ProblemSpec(
     "tomography_2d", PARAMS, setup, image_shape, operator_count,
     "2D parallel-beam CT of a phantom", workspace_elements,
-    work_parameters={"num_angles": 1, "image_size": 2},
+    work_parameters={"num_angles": 1, "image_size": 2}, images=IMAGES,
     adjoint_cases=(
         AdjointCase(dict(image_size=32, num_angles=10, num_operators=1, projector="torch")),
         AdjointCase(dict(image_size=33, num_angles=12, num_operators=3, projector="torch")),

@@ -23,8 +23,8 @@ BAD_EXPERIMENTS = [
     (tiny_experiment(solver=["admm"]),
      f"unknown solver 'admm' \\(allowed: {', '.join(sorted(INFERENCE.solvers))}\\)"),
     (_with_dataset(image_size=32, angles=5), "dataset 'tomography_2d': unknown parameter "
-     "'angles' \\(allowed: image_size, noise_level, num_angles, num_operators, projector, "
-     "seed\\)"),
+     "'angles' \\(allowed: image, image_size, noise_level, num_angles, num_operators, "
+     "projector, seed\\)"),
     (_with_dataset(image_size="big"), "parameter 'image_size' must be an integer >= 16, "
      "got 'big' \\(str\\)"),
     (_with_dataset(image_size=[32, 40.5]), "'image_size' must be an integer >= 16, got 40.5"),
