@@ -208,6 +208,25 @@ def _check_pairs(config: Config, world_size: int, rules: BenchmarkSpec,
                                         f"max-runs is {max_runs} (set max-runs >= {rows})")
 
 
+def _validation_images(datasets: list[Component],
+                       specs: dict[str, ProblemSpec]) -> list[str]:
+    """A tuned config scores its methods on test images: a validation image it names (its
+    settings were chosen on those) is refused, one line each."""
+    errors = []
+    for dataset in datasets:
+        family = specs[dataset.name].images
+        if family is None:
+            continue
+        for values in dataset.combinations():
+            name = family.name_of(resolved_parameters(values, specs[dataset.name].params))
+            if name is not None and family.split_of(name) == "validation":
+                errors.append(f"dataset '{dataset.name}': image {name!r} is a validation "
+                              f"image, and this config's settings were tuned on the "
+                              f"validation images (key 'tuned'); score on the test images "
+                              f"({', '.join(family.split('test'))})")
+    return errors
+
+
 def check_devices_available(config: Config) -> None:
     """Raise ConfigError when a solver asks for a device this machine does not have (only
     'cuda' can be missing: torch is loaded only to look for one)."""
@@ -288,6 +307,8 @@ def check_config(raw: dict[str, Any], path: str | Path, world_size: int = 1,
                                     {k: v.renamed for k, v in datasets_specs.items()})
     solvers_ok = _check_components(solvers, {k: v.params for k, v in specs.items()}, "solver",
                                    errors, {k: v.renamed for k, v in specs.items()})
+    if scalebench.get("tuned"):
+        errors.extend(_validation_images(datasets_ok, datasets_specs))
     skipped = _skipped_pairs(datasets, solvers, specs)
     config = Config(path, datasets, solvers, options, skipped, raw, rules, folder, scalebench)
     # Pairs of the valid datasets and solvers (the others have been reported already).

@@ -40,6 +40,12 @@ def _parameter_mapping(key: str, value: Any) -> dict:
     return value
 
 
+def _mapping(key: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"config: '{key}' must be a mapping, got {value!r}")
+    return value
+
+
 _RESTART_LIMIT = Param(3, int, minimum=0)
 SCALEBENCH_KEYS: dict[str, KeySpec] = {
     # How many times a launch may requeue itself after its job is cut (0: never); read by
@@ -51,6 +57,12 @@ SCALEBENCH_KEYS: dict[str, KeySpec] = {
     # settings, the checks here only that it names parameters.
     "tune": KeySpec(None, "a mapping of parameter names", "parameters to tune and how",
                     _parameter_mapping),
+    # Written by `scalebench tune` into the config it tunes: per study, the setting chosen,
+    # its trial and the validation images it was chosen on; a config that has it runs test
+    # images only (scalebench.experiment.config refuses a validation image).
+    "tuned": KeySpec(None, "a mapping written by scalebench tune",
+                     "where each tuned setting came from (its study, trial and validation "
+                     "images); the config then refuses validation images", _mapping),
 }
 
 
