@@ -99,6 +99,13 @@ def result_columns() -> str:
                                          {**RUN_COLUMNS, **OBJECTIVE_COLUMNS}.items()])
 
 
+def stop_reasons() -> str:
+    from provenance.stop_reasons import STOP_REASONS
+
+    return table(["reason", "meaning"], [[f"`{reason}`", meaning]
+                                         for reason, meaning in STOP_REASONS.items()])
+
+
 def provenance_columns() -> str:
     from provenance.schema import FIELDS, column
 
@@ -140,7 +147,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "inference-solvers": inference_solvers, "training-solvers": training_solvers,
     "run-options": run_options, "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
-    "default-experiment": default_experiment,
+    "default-experiment": default_experiment, "stop-reasons": stop_reasons,
 }
 
 
