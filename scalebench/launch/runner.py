@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from provenance.stop_reasons import FAILED, STOPPED
 from scalebench.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -44,13 +43,8 @@ from scalebench.errors import (
     StorageFull,
     is_storage_error,
 )
-from scalebench.launch import processes
-from scalebench.launch.failures import (
-    experiment_failure,
-    failure_message,
-    lost_step_message,
-    unfinished_stop,
-)
+from scalebench.launch import failures, processes
+from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.requeue import finished_before, slurm_restart
 from scalebench.launch.resources import (
@@ -96,10 +90,9 @@ class LaunchState:
     finished: int = 0  # experiments of this launch published
     stopped_by: int | None = None  # signal number
     group: processes.RankGroup | None = None
-    # (status, failures and stops recorded) of the final file's last publish: what is already there.
+    # (status, unfinished recorded) of the final file's last publish: what is already there.
     published: tuple[str, int] | None = None
-    # How the experiments of this launch that kept no rows ended (failed, stopped), by id.
-    unfinished: dict[str, dict] = field(default_factory=dict)
+    unfinished: dict[str, dict] = field(default_factory=dict)  # id: how a failed/stopped one ended
     # The final file's closing lines (best quality per dataset, radio against a blank sky).
     closing: str = ""
     lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
@@ -271,7 +264,7 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
     elif state.stopped_by is None:
         failure = experiment_failure(folder, experiment, group, request.launcher == "local")
         state.failures.append(failure)
-        state.unfinished[experiment["id"]] = unfinished_stop(folder, FAILED)
+        state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=False)
         rank = "*" if failure["rank"] is None else failure["rank"]
         log = logs / f"{experiment['id']}.rank{rank}.log"
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
@@ -281,7 +274,7 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
             state.lost = lost_step_message(failure, group.grace_s, state.final)
             print(state.lost, file=sys.stderr, flush=True)
     else:  # the signal that stops the launch stopped this experiment
-        state.unfinished[experiment["id"]] = unfinished_stop(folder, STOPPED)
+        state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=True)
 
 
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:

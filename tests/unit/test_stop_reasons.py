@@ -36,6 +36,7 @@ from provenance.stop_reasons import (
 )
 from scalebench.benchopt_glue.base import mark_stop, run_stop_reason
 from scalebench.cli import main
+from scalebench.launch.failures import unfinished_stop
 from scalebench.results.report.data import load_results
 from scalebench.results.report.summary import closing_lines
 from scalebench.results.stops import stop_of
@@ -74,6 +75,15 @@ def test_a_failed_or_stopped_experiment_takes_the_iteration_its_rank_reached():
     assert progress_stop(FAILED, "at iteration 2/4") == Stop(FAILED, 2, 4)
     assert progress_stop(STOPPED, "during set-up (operator norm)") == Stop(STOPPED)
     assert progress_stop(FAILED, "at iteration 2/4").text() == "failed at iteration 2 of 4"
+
+
+def test_the_launcher_takes_a_failed_or_stopped_experiments_iteration_from_rank_0s_note(
+        tmp_path):
+    for rank, progress in ((1, "at iteration 3/4"), (0, "at iteration 2/4")):
+        (tmp_path / f"rank{rank}.failed").write_text(json.dumps({"rank": rank,
+                                                                  "progress": progress}))
+    assert unfinished_stop(tmp_path, stopped=False) == Stop(FAILED, 2, 4).to_json()
+    assert unfinished_stop(tmp_path / "none", stopped=True) == Stop(STOPPED).to_json()
 
 
 def test_an_old_run_status_reads_its_experiments_complete_and_its_failures_failed():
@@ -122,13 +132,14 @@ def test_an_old_results_file_reads_as_complete_at_its_last_iteration():
 
 
 def _part(path, reason: str | None, iteration: int, max_iter: int = 4):
-    rows = {"solver_name": [f"pnp[{path.stem}]"] * (iteration + 1), "dataset_name": ["ct"] * (iteration + 1),
-            "objective_name": ["imaging"] * (iteration + 1), "stop_val": list(range(iteration + 1)),
-            "idx_rep": [0] * (iteration + 1), "p_solver_max_iter": [max_iter] * (iteration + 1),
-            "objective_psnr_db": [20.0 + i for i in range(iteration + 1)]}
+    count = iteration + 1
+    rows = {"solver_name": [f"pnp[{path.stem}]"] * count, "dataset_name": ["ct"] * count,
+            "objective_name": ["imaging"] * count, "stop_val": list(range(count)),
+            "idx_rep": [0] * count, "p_solver_max_iter": [max_iter] * count,
+            "objective_psnr_db": [20.0 + i for i in range(count)]}
     if reason is not None:
-        rows[REASON_COLUMN] = [reason] * (iteration + 1)
-        rows[ITERATION_COLUMN] = [iteration] * (iteration + 1)
+        rows[REASON_COLUMN] = [reason] * count
+        rows[ITERATION_COLUMN] = [iteration] * count
     pq.write_table(pa.table(rows), path)
     return path
 
