@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> str:
             rows = publish(args.final, parts, args.status, json.loads(args.failures),
                            args.config, record_stops({RECORD_KEY: json.loads(args.stops)}))
         # the launcher's closing lines: the best quality per dataset, the radio runs against
-        # a blank sky
+        # a blank sky, the runs that stopped early
         return json.dumps({"rows": rows,
                            "closing": closing_lines(load_results([args.final]).rows)})
     from scalebench.results.report import write_report

@@ -26,7 +26,7 @@ from provenance.environment import (
 )
 from provenance.results import UnreadableResults
 from provenance.schema import column
-from provenance.stop_reasons import FAILED, STOPPED, Stop, record_stops
+from provenance.stop_reasons import COMPLETE, FAILED, STOPPED, Stop, record_stops
 from scalebench.errors import ScalebenchError
 from scalebench.results.compare_rules import (
     DEFAULT_TOLERANCE,
@@ -54,7 +54,7 @@ class Experiment:
     bitwise: str  # whether the estimates are equal bit for bit
     largest_metric_difference: float | None  # headline metric, over iterations and reps
     metric: str = ""
-    stops: tuple[Stop, Stop] = (Stop("complete"), Stop("complete"))  # base, candidate
+    stops: tuple[Stop, Stop] = (Stop(COMPLETE), Stop(COMPLETE))  # base, candidate
 
 
 @dataclass
@@ -217,4 +217,3 @@ def unfinished_experiments(path: Path) -> list[str]:
     labels = {f.get("experiment"): f.get("label") for f in record.get("failures", [])}
     return [f"{labels.get(key) or key}: {stop.text()}"
             for key, stop in record_stops(record).items() if stop.reason in (FAILED, STOPPED)]
-
