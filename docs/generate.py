@@ -139,6 +139,13 @@ def result_columns() -> str:
                                          {**RUN_COLUMNS, **OBJECTIVE_COLUMNS}.items()])
 
 
+def stop_reasons() -> str:
+    from provenance.stop_reasons import STOP_REASONS
+
+    return table(["reason", "meaning"], [[f"`{reason}`", meaning]
+                                         for reason, meaning in STOP_REASONS.items()])
+
+
 def provenance_columns() -> str:
     from provenance.schema import FIELDS, column
 
@@ -182,7 +189,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
     "default-experiment": default_experiment, "image-families": image_families,
-    "tunable-spaces": tunable_spaces,
+    "tunable-spaces": tunable_spaces, "stop-reasons": stop_reasons,
 }
 
 

@@ -1,4 +1,6 @@
-"""Compliance check of a results file: complete provenance of the right types on every row."""
+"""Compliance check of a results file: complete provenance of the right types on every row,
+and how each run ended (provenance.stop_reasons) on every row of a file that records it (one
+written before stop reasons has none, and reads as complete)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,16 @@ import pyarrow.parquet as pq
 
 from provenance.canonical import config_hash
 from provenance.results import read_results
-from provenance.schema import FIELDS, METADATA_KEY, SCHEMA_VERSION, column
+from provenance.schema import FIELDS, METADATA_KEY, RUN_KEY, SCHEMA_VERSION, column
+from provenance.stop_reasons import (
+    ITERATION_COLUMN,
+    REASON_COLUMN,
+    RECORD_KEY,
+    ROW_REASONS,
+    STOP_REASONS,
+    UnknownStopReason,
+    record_stops,
+)
 
 _DTYPE_CHECKS = {
     int: pd.api.types.is_integer_dtype,
@@ -74,6 +85,38 @@ def _metadata_findings(path: Path) -> list[str]:
     return []
 
 
+def _stop_findings(df: pd.DataFrame, path: Path) -> list[str]:
+    """A file whose rows or run status record stop reasons needs one on every row, from the
+    vocabulary, with the iteration it stopped at; its run status's reasons too."""
+    metadata = pq.read_metadata(path).metadata or {}
+    try:
+        record = json.loads(metadata[RUN_KEY]) if RUN_KEY in metadata else {}
+    except ValueError:
+        return [f"file metadata '{RUN_KEY.decode()}' is not valid JSON"]
+    if REASON_COLUMN not in df and RECORD_KEY not in record:
+        return []  # written before stop reasons: complete, as it reads
+    findings = [f"column '{name}' is missing" for name in (REASON_COLUMN, ITERATION_COLUMN)
+                if name not in df]
+    if not findings:
+        empty = df[REASON_COLUMN].isna() | df[ITERATION_COLUMN].isna()
+        if empty.any():
+            findings.append(f"no stop reason or stop iteration on {_rows(empty)}")
+        unknown = df[REASON_COLUMN].notna() & ~df[REASON_COLUMN].isin(ROW_REASONS)
+        if unknown.any():
+            findings.append(f"column '{REASON_COLUMN}' must hold one of "
+                            f"{', '.join(ROW_REASONS)}; found "
+                            f"{sorted(set(df.loc[unknown, REASON_COLUMN].map(str)))} on "
+                            f"{_rows(unknown)}")
+    try:
+        record_stops(record)
+    except UnknownStopReason as error:
+        findings.append(f"run status '{RECORD_KEY}': {error}")
+    except (AttributeError, TypeError, ValueError):
+        findings.append(f"run status '{RECORD_KEY}' must map each experiment to its reason "
+                        f"({', '.join(STOP_REASONS)}) and iteration")
+    return findings
+
+
 def check_results(path: str | Path) -> tuple[int, list[str]]:
     """(row count, findings); raises UnreadableResults when the file cannot be read."""
     path = Path(path)
@@ -81,4 +124,4 @@ def check_results(path: str | Path) -> tuple[int, list[str]]:
     findings = _type_findings(df)
     if not findings:
         findings = _value_findings(df)
-    return len(df), findings + _metadata_findings(path)
+    return len(df), findings + _stop_findings(df, path) + _metadata_findings(path)

@@ -9,6 +9,7 @@ under ``METADATA_KEY``.
 SCHEMA_VERSION = 3  # 3: the weights fields (weights, weights_sha256, denoiser_architecture)
 COLUMN_PREFIX = "prov_"
 METADATA_KEY = b"scalebench.provenance"
+RUN_KEY = b"scalebench.run"  # the run status scalebench run records (scalebench.results.store)
 # benchopt prefixes whatever the objective returns with "objective_".
 BENCHOPT_PREFIX = "objective_" + COLUMN_PREFIX
 

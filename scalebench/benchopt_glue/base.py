@@ -16,6 +16,7 @@ from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
 from provenance.schema import column
+from provenance.stop_reasons import COMPLETE, DIVERGED, ITERATION_COLUMN, REASON_COLUMN, TIME_LIMIT
 from scalebench.benchmarks import INFERENCE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
@@ -90,6 +91,38 @@ class IterationCriterion(StoppingCriterion):
         if isinstance(progress, float):
             progress = f"iteration {self.iteration}/{self.solver.params['max_iter']}"
         super().progress(progress)
+
+
+def callback_rows(callback) -> list[dict]:
+    """The rows benchopt's callback has evaluated so far in this run (benchopt 1.10 keeps
+    them in its ``curve`` and writes them once ``run`` returns): the one place that reads
+    them."""
+    return callback.curve
+
+
+def run_stop_reason(diverged: bool, iteration: int, max_iter: int) -> str:
+    """Why a run that evaluated ``iteration`` last ended: its estimate diverged; it reached
+    its max_iter; else benchopt stopped it early, which it does only at a limit of the run
+    (the config's timeout; its max-runs, which the config checks keep above the evaluations).
+    """
+    if diverged:
+        return DIVERGED
+    return COMPLETE if iteration >= max_iter else TIME_LIMIT
+
+
+def mark_stop(rows: list[dict], agree, max_iter: int) -> None:
+    """Give every row of a run how the run ended (``provenance.stop_reasons``): rows are
+    evaluated before the end is known. The last row is the last iteration evaluated (the
+    loop's final callback always evaluates: ``get_next``). ``agree`` (the rank context's)
+    makes a divergence any rank saw everyone's: only rank 0's rows are kept."""
+    last = rows[-1] if rows else {}
+    diverged = agree(bool(last.get("objective_diverged", False)))
+    if not rows:
+        return
+    iteration = int(last["stop_val"])
+    reason = run_stop_reason(diverged, iteration, max_iter)
+    for row in rows:
+        row[REASON_COLUMN], row[ITERATION_COLUMN] = reason, iteration
 
 
 class LoopSolver(BaseSolver):
@@ -202,6 +235,7 @@ class LoopSolver(BaseSolver):
                     callback()
             finally:
                 reports.flush()  # a failure names the iteration it happened after
+        mark_stop(callback_rows(callback), self.context.agree, max_iter)
         if initial is not None:
             save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
                            self.ground_truth, initial, self.estimate(), self.data_sha256)

@@ -13,7 +13,8 @@ folder that runs the objective CONFIG names, after refusing a FOLDER (the launch
 ``... status RESULTS`` prints the run status of a results file (scalebench.results.store) and
 its number of rows; a parquet without a run status is bad input.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
-(atomically; the rows already in F are kept) and records the run status in its metadata.
+(atomically; the rows already in F are kept) and records the run status in its metadata,
+with ``--stops`` how the experiments that kept no rows ended (provenance.stop_reasons).
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
 Each child imports what it needs when it runs (this module's own imports are the standard
 library's). Exit status 2 with one line on stderr per problem for bad input, 3 with one line
@@ -56,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     child.add_argument("--part", action="append", default=[], help="ID=PATH")
     child.add_argument("--failures", default="[]", help="JSON list of failures")
     child.add_argument("--config", default="")
+    child.add_argument("--stops", default="{}",
+                       help="JSON: experiment id -> how it ended without rows (failed, stopped)")
     child = children.add_parser("render")
     child.add_argument("results", type=Path)
     return parser
@@ -100,6 +103,7 @@ def _run(args: argparse.Namespace) -> str:
                               f"run status in its metadata)")
         return json.dumps({**record, "rows": read_row_count(args.results)})
     if args.child == "publish":
+        from provenance.stop_reasons import RECORD_KEY, record_stops
         from scalebench.results.store import publish
 
         parts = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) for item in args.part]
@@ -108,9 +112,9 @@ def _run(args: argparse.Namespace) -> str:
 
         with writing(f"the results file {args.final}"):
             rows = publish(args.final, parts, args.status, json.loads(args.failures),
-                           args.config)
+                           args.config, record_stops({RECORD_KEY: json.loads(args.stops)}))
         # the launcher's closing lines: the best quality per dataset, the radio runs against
-        # a blank sky
+        # a blank sky, the runs that stopped early
         return json.dumps({"rows": rows,
                            "closing": closing_lines(load_results([args.final]).rows)})
     from scalebench.results.report import write_report

@@ -23,6 +23,7 @@ import signal
 import socket
 from pathlib import Path
 
+from provenance.stop_reasons import FAILED, STOPPED, progress_stop
 from scalebench.launch.processes import RankGroup
 
 EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*:")
@@ -60,6 +61,15 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
         return {**failure, "rank": None, "error": f"exit statuses {statuses}"}
     _, _, rank, host, how = min(candidates)
     return {**failure, "rank": rank, "host": host, "error": f"{how}, on {host}"}
+
+
+def unfinished_stop(folder: Path, stopped: bool) -> dict:
+    """How an experiment that kept no rows ended, for the run status: failed, or ``stopped``
+    by the launch's signal, at the iteration its rank 0 (else its first rank with a note)
+    had reached."""
+    notes = rank_notes(folder)
+    progress = next((n for n in notes if n["rank"] == 0), notes[0] if notes else {})
+    return progress_stop(STOPPED if stopped else FAILED, progress.get("progress", "")).to_json()
 
 
 def rank_notes(folder: Path) -> list[dict]:

@@ -44,7 +44,7 @@ from scalebench.errors import (
     StorageFull,
     is_storage_error,
 )
-from scalebench.launch import processes
+from scalebench.launch import failures, processes
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
@@ -91,8 +91,9 @@ class LaunchState:
     finished: int = 0  # experiments of this launch published
     stopped_by: int | None = None  # signal number
     group: processes.RankGroup | None = None
-    # (status, failures recorded) of the final file's last publish: what is already there.
+    # (status, unfinished recorded) of the final file's last publish: what is already there.
     published: tuple[str, int] | None = None
+    unfinished: dict[str, dict] = field(default_factory=dict)  # id: how a failed/stopped one ended
     # The final file's closing lines (best quality per dataset, radio against a blank sky).
     closing: str = ""
     lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
@@ -244,6 +245,7 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
     elif state.stopped_by is None:
         failure = experiment_failure(folder, experiment, group, request.launcher == "local")
         state.failures.append(failure)
+        state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=False)
         rank = "*" if failure["rank"] is None else failure["rank"]
         log = logs / f"{experiment['id']}.rank{rank}.log"
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
@@ -252,6 +254,8 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         if request.launcher == "srun" and group.forced:  # the step would not end by itself
             state.lost = lost_step_message(failure, group.grace_s, state.final)
             print(state.lost, file=sys.stderr, flush=True)
+    else:  # the signal that stops the launch stopped this experiment
+        state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=True)
 
 
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
@@ -280,13 +284,14 @@ def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
 
 def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
     args = ["publish", "--final", str(state.final), "--status", status,
-            "--failures", json.dumps(state.failures), "--config", str(request.config)]
+            "--failures", json.dumps(state.failures), "--config", str(request.config),
+            "--stops", json.dumps(state.unfinished)]
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
     reply = json.loads(run_child(request, *args))
     state.closing = reply["closing"]
     state.parts.clear()  # now in the final file
-    state.published = (status, len(state.failures))
+    state.published = (status, len(state.unfinished))
 
 
 def _run_status(state: LaunchState) -> str:
@@ -299,7 +304,7 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int)
     finished = state.finished
     status = _run_status(state)
     if state.final.is_file():
-        if state.published != (status, len(state.failures)):  # not in the file yet
+        if state.published != (status, len(state.unfinished)):  # not in the file yet
             _publish(request, state, status)
     elif state.failures or state.stopped_by is not None:
         print("[scalebench] no experiment finished; no result file was written",

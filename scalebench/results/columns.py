@@ -66,6 +66,10 @@ OBJECTIVE_COLUMNS = {
     "objective_asinh_dynamic_range": "the dynamic range D the asinh-PSNR covered",
     "objective_diverged": "true when the estimate holds a NaN or infinite value (its metrics "
                           "are NaN and the run ends there)",
+    "objective_stop_reason": "how the row's run ended (the same on all its rows): complete, "
+                             "time limit, diverged or pruned (see How a run ended); files "
+                             "written before 2026-12-06 have none and read as complete",
+    "objective_stop_iteration": "the last iteration (training: step) its run evaluated",
     "objective_<step>_time_s": "wall time of the step, device synchronised before each clock "
                                "read, seconds",
     "objective_<step>_cpu_utilization": "CPU time of the rank's threads over the step's wall "

@@ -5,8 +5,10 @@ Experiments are matched by config hash and world size. Per run (one repetition) 
 is one figure (``run_measures``); per side, the median over repetitions and the range from
 the lowest to the highest. A difference counts only beyond ``tolerance`` (a fraction of the
 base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS``
-(``scalebench.statistics``) on a side the spread is unknown and so is the verdict. Imports no
-torch.
+(``scalebench.statistics``) on a side the spread is unknown and so is the verdict. How each
+side's runs ended is shown, not judged: an experiment cut by its time limit, diverged or pruned
+on a side, and the experiments a side's run status names failed or stopped (no rows to
+compare). Imports no torch.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from provenance.environment import (
 )
 from provenance.results import UnreadableResults
 from provenance.schema import column
+from provenance.stop_reasons import COMPLETE, FAILED, STOPPED, Stop, record_stops
 from scalebench.errors import ScalebenchError
 from scalebench.results.compare_rules import (
     DEFAULT_TOLERANCE,
@@ -39,6 +42,8 @@ from scalebench.results.report.data import (
     run_labels,
 )
 from scalebench.results.report.measures import run_measures
+from scalebench.results.stops import stop_of
+from scalebench.results.store import run_status
 from scalebench.statistics import summary
 
 
@@ -50,6 +55,7 @@ class Experiment:
     bitwise: str  # whether the estimates are equal bit for bit
     largest_metric_difference: float | None  # headline metric, over iterations and reps
     metric: str = ""
+    stops: tuple[Stop, Stop] = (Stop(COMPLETE), Stop(COMPLETE))  # base, candidate
 
 
 @dataclass
@@ -62,6 +68,8 @@ class Comparison:
     experiments: list[Experiment] = field(default_factory=list)
     only_base: list[str] = field(default_factory=list)
     only_candidate: list[str] = field(default_factory=list)
+    # side -> the experiments its run status names failed or stopped, with how
+    unfinished: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def regressions(self) -> int:
@@ -74,9 +82,12 @@ class Comparison:
                 "experiments": [{"experiment": e.name, "repetitions": list(e.repetitions),
                                  "bit_for_bit": e.bitwise,
                                  "largest_metric_difference": e.largest_metric_difference,
-                                 "metric": e.metric, "measures": e.measures}
+                                 "metric": e.metric, "measures": e.measures,
+                                 "stops": {"base": e.stops[0].to_json(),
+                                           "candidate": e.stops[1].to_json()}}
                                 for e in self.experiments],
                 "only_in_base": self.only_base, "only_in_candidate": self.only_candidate,
+                "unfinished": self.unfinished,
                 "regressions": self.regressions}
 
 
@@ -142,7 +153,8 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
                       "verdict": word, "regression": is_regression(measure, word)})
     metric, label = headline_metric(base["dataset_name"].iloc[0])
     return Experiment(name, (len(sides[0]), len(sides[1])), found, _bitwise(base, candidate),
-                      _metric_difference(base, candidate, metric), label)
+                      _metric_difference(base, candidate, metric), label,
+                      (stop_of(base), stop_of(candidate)))
 
 
 def _number(value) -> float | None:
@@ -194,5 +206,15 @@ def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE) -
         comparison.experiments.append(compare_experiment(name(left, key), *rows, tolerance))
     comparison.only_base = [name(left, k) for k in keys[0] if k not in keys[1]]
     comparison.only_candidate = [name(right, k) for k in keys[1] if k not in keys[0]]
+    comparison.unfinished = {side: unfinished_experiments(path)
+                             for side, path in (("base", base), ("candidate", candidate))}
     return comparison
 
+
+def unfinished_experiments(path: Path) -> list[str]:
+    """The experiments the run status of ``path`` names failed or stopped (they kept no
+    rows): '<label>: failed at iteration 2 of 4'."""
+    record = run_status(path)
+    labels = {f.get("experiment"): f.get("label") for f in record.get("failures", [])}
+    return [f"{labels.get(key) or key}: {stop.text()}"
+            for key, stop in record_stops(record).items() if stop.reason in (FAILED, STOPPED)]

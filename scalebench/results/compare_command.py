@@ -89,6 +89,9 @@ def text_lines(comparison) -> list[str]:
                       f"estimates bit for bit: {experiment.bitwise}; largest "
                       f"{experiment.metric} difference over iterations: "
                       f"{_figure(experiment.largest_metric_difference)}"]
+        if any(stop.early for stop in experiment.stops):
+            lines.append(f"  stopped early: base {experiment.stops[0].text()}; candidate "
+                         f"{experiment.stops[1].text()}")
         rows = [[m["measure"], _with_spread(m["base"], m["base_spread"]),
                  _with_spread(m["candidate"], m["candidate_spread"]), _figure(m["ratio"], 3),
                  m["verdict"]] for m in experiment.measures]
@@ -97,6 +100,8 @@ def text_lines(comparison) -> list[str]:
     for side, names in (("base", comparison.only_base),
                         ("candidate", comparison.only_candidate)):
         lines += [f"only in {side}: {name}" for name in names]
+        lines += [f"not run to its end in {side}: {name}"
+                  for name in comparison.unfinished.get(side, [])]
     lines += ["", f"{comparison.regressions} regression(s) (slower, larger, worse) beyond the "
                   f"tolerance and the spread"]
     return lines

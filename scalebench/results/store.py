@@ -3,7 +3,9 @@
 ``publish`` merges finished experiments (benchopt's parquet of each, its provenance columns
 renamed ``prov_*``, an ``experiment_id`` column added) into the final file atomically, keeping
 the rows already there, with the provenance records and the run status in the file's
-metadata; ``run_status`` reads that status back (``--resume``, the report).
+metadata; ``run_status`` reads that status back (``--resume``, the report). The run status
+names how each experiment ended (``provenance.stop_reasons``): a finished one as its rows say,
+a failed or stopped one as the launcher says.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 
 from provenance.results import (
@@ -20,15 +23,24 @@ from provenance.results import (
     rename_provenance,
     write_atomically,
 )
-from provenance.schema import METADATA_KEY, SCHEMA_VERSION
+from provenance.schema import METADATA_KEY, RUN_KEY, SCHEMA_VERSION
+from provenance.stop_reasons import (
+    COMPLETE,
+    ITERATION_COLUMN,
+    REASON_COLUMN,
+    RECORD_KEY,
+    STOP_COLUMNS,
+    Stop,
+)
+from scalebench.results.stops import stops_by
 
-RUN_KEY = b"scalebench.run"  # metadata key of the run status
 EXPERIMENT_COLUMN = "experiment_id"
 
 
 def run_status(path: Path) -> dict:
     """The run status ``publish`` stored in a results file: status (partial, complete),
-    finished experiments, failures, config ({} for files ``scalebench run`` did not write)."""
+    finished experiments, failures, config, stops ({} for files ``scalebench run`` did not
+    write; provenance.stop_reasons.record_stops reads the stops of older ones)."""
     return _status(read_schema(path).metadata)
 
 
@@ -38,8 +50,10 @@ def _status(metadata: dict | None) -> dict:
 
 
 def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: list[dict],
-            config: str) -> int:
-    """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows."""
+            config: str, unfinished: dict[str, Stop] | None = None) -> int:
+    """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows.
+    ``unfinished``: how the experiments of this launch that kept no rows ended (failed,
+    stopped)."""
     tables, done = [], []
     if final.is_file():
         existing = read_table(final)
@@ -50,10 +64,41 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
         tables.append(table.append_column(EXPERIMENT_COLUMN,
                                           pa.array([identifier] * table.num_rows)))
         done.append(identifier)
-    table = pa.concat_tables(tables, promote_options="permissive")
+    table = _complete_old_rows(pa.concat_tables(tables, promote_options="permissive"))
     document = {"schema_version": SCHEMA_VERSION, "records": distinct_records(table)}
-    record = {"status": status, "experiments": done, "failures": failures, "config": config}
+    stops = {**{key: stop.to_json() for key, stop in (unfinished or {}).items()},
+             **{key: stop.to_json() for key, stop in experiment_stops(table).items()}}
+    record = {"status": status, "experiments": done, "failures": failures, "config": config,
+              RECORD_KEY: stops}
     metadata = {METADATA_KEY: json.dumps(document).encode(),
                 RUN_KEY: json.dumps(record).encode()}
     write_atomically(table.replace_schema_metadata(metadata), final)
     return table.num_rows
+
+
+def _complete_old_rows(table: pa.Table) -> pa.Table:
+    """Rows written before stop reasons (those of a resumed old file) read as complete at the
+    last iteration of their run, as every reader takes them: the merged file then has a
+    reason on every row."""
+    present = [c for c in STOP_COLUMNS if c in table.column_names]
+    frame = table.select([EXPERIMENT_COLUMN, "idx_rep", "stop_val", *present]).to_pandas()
+    empty = pd.Series(None, index=frame.index, dtype=object)
+    reasons, iterations = (frame[c] if c in frame else empty for c in STOP_COLUMNS)
+    old = reasons.isna()
+    if not old.any():
+        return table
+    last = frame.groupby([EXPERIMENT_COLUMN, "idx_rep"])["stop_val"].transform("max")
+    filled = {REASON_COLUMN: pa.array(reasons.where(~old, COMPLETE).tolist(), pa.string()),
+              ITERATION_COLUMN: pa.array(iterations.where(~old, last).astype("int64").tolist(),
+                                         pa.int64())}
+    for name, array in filled.items():
+        table = table.set_column(table.column_names.index(name), name, array) \
+            if name in table.column_names else table.append_column(name, array)
+    return table
+
+
+def experiment_stops(table: pa.Table) -> dict[str, Stop]:
+    """How each experiment of a results table ended, from its rows (results.stops)."""
+    names = [c for c in (EXPERIMENT_COLUMN, "idx_rep", "stop_val", "p_solver_max_iter",
+                         *STOP_COLUMNS) if c in table.column_names]
+    return stops_by(table.select(names).to_pandas(), EXPERIMENT_COLUMN)

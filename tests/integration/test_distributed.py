@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from provenance.stop_reasons import COMPLETE, FAILED, Stop, record_stops
 from scalebench.launch.processes import RankGroup
 from tests.support.cli import copy_benchmark, descendants, run_cli
 from tests.support.paths import REPO
@@ -258,6 +259,10 @@ def test_one_failing_experiment_does_not_cancel_the_others(benchmark, write_conf
                         .metadata[b"scalebench.run"])
     assert record["status"] == "partial" and record["failures"][0]["rank"] in (0, 1)
     assert len(record["experiments"]) == 1
+    # the run status names how each ended: the failed one during its set-up (no iteration)
+    stops = record_stops(record)
+    assert stops[record["failures"][0]["experiment"]] == Stop(FAILED)
+    assert stops[record["experiments"][0]] == Stop(COMPLETE, 2, 2)
     assert not list((benchmark / "outputs").glob(".staging-*"))
 
 

@@ -7,6 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
+from provenance.stop_reasons import COMPLETE, record_stops
 from scalebench.results.store import run_status
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment
 
@@ -42,7 +43,11 @@ def test_scalebench_run_writes_every_iteration_with_metrics_and_step_costs(bench
     record = run_status(parquet)
     assert record["status"] == "complete" and record["failures"] == []
     assert len(record["experiments"]) == 2
+    # both ran to their max_iter: complete, on their rows and in the run status
+    assert {(s.reason, s.iteration) for s in record_stops(record).values()} == \
+        {(COMPLETE, 3), (COMPLETE, 2)}
     df = pd.read_parquet(parquet)
+    assert set(df.objective_stop_reason) == {COMPLETE}
     pnp = df[df.solver_name.str.startswith("pnp")].sort_values("stop_val")
     denoiser = df[df.solver_name.str.startswith("denoiser")].sort_values("stop_val")
     assert pnp.stop_val.tolist() == [0, 1, 2, 3]

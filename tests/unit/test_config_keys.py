@@ -29,7 +29,7 @@ def test_scalebench_keys_are_checked_and_kept_from_benchopt(tmp_path):
 
 
 def test_a_config_without_them_gets_their_defaults(tmp_path):
-    assert load_config(config_file(tmp_path)).scalebench == {"restart-limit": 3, "tune": None}
+    assert load_config(config_file(tmp_path)).scalebench == {"restart-limit": 3, "tune": None, "tuned": None}
 
 
 def counted_reads(monkeypatch, path: Path) -> list[Path]:

@@ -1,14 +1,17 @@
 """The one-line answers a results file gives first: per dataset, the best quality any
 reconstruction reached, by which method and after how long; the radio runs against a blank
-sky. ``scalebench run`` closes with them and the report opens with them. Imports no torch."""
+sky; the runs that stopped before their max_iter. ``scalebench run`` closes with them and the
+report opens with them. Imports no torch."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from scalebench.results.report.data import blank_sky_line, headline_metric
+from provenance.stop_reasons import early_stop_line
+from scalebench.results.report.data import RUN, blank_sky_line, headline_metric, run_labels
 from scalebench.results.report.figures import number
 from scalebench.results.report.methods import dataset_labels, method_names, reconstructions
+from scalebench.results.stops import stops_by
 
 
 def best_quality_lines(rows: pd.DataFrame) -> list[str]:
@@ -32,6 +35,15 @@ def best_quality_lines(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
+def stopped_early_line(rows: pd.DataFrame) -> str:
+    """The runs that ended before their max_iter, by reason ('stopped early: 1 experiment cut
+    by its time limit: <run> at iteration 1 of 4'); "" when none did."""
+    if rows.empty:
+        return ""
+    return early_stop_line(stops_by(rows, RUN), run_labels(rows))
+
+
 def closing_lines(rows: pd.DataFrame) -> str:
     """The lines ``scalebench run`` ends with, newline-separated ("" when there is none)."""
-    return "\n".join(filter(None, [*best_quality_lines(rows), blank_sky_line(rows)]))
+    return "\n".join(filter(None, [*best_quality_lines(rows), blank_sky_line(rows),
+                                    stopped_early_line(rows)]))
