@@ -16,10 +16,12 @@ from tests.support.plans import config_file, plan_of
 
 def test_scalebench_keys_are_checked_and_kept_from_benchopt(tmp_path):
     config = config_file(tmp_path, **{"restart-limit": 2,
-                                      "tune": {"denoiser_sigma": {"low": 0.001}}})
+                                      "tune": {"denoiser_sigma": [0.001, 0.01]},
+                                      "tuned": {"study": {"trial": 3}}})
     checked = load_config(config)
     assert checked.scalebench == {"restart-limit": 2,
-                                  "tune": {"denoiser_sigma": {"low": 0.001}}}
+                                  "tune": {"denoiser_sigma": [0.001, 0.01]},
+                                  "tuned": {"study": {"trial": 3}}}
     experiments = expand(config, 1, tmp_path / "experiments")
     for experiment in experiments:
         written = yaml.safe_load(Path(experiment["config"]).read_text())
@@ -29,7 +31,8 @@ def test_scalebench_keys_are_checked_and_kept_from_benchopt(tmp_path):
 
 
 def test_a_config_without_them_gets_their_defaults(tmp_path):
-    assert load_config(config_file(tmp_path)).scalebench == {"restart-limit": 3, "tune": None, "tuned": None}
+    assert load_config(config_file(tmp_path)).scalebench == \
+        {"restart-limit": 3, "tune": None, "tuned": None}
 
 
 def counted_reads(monkeypatch, path: Path) -> list[Path]:
