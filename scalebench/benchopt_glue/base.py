@@ -6,6 +6,7 @@ validation and the measured loop from here.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from abc import abstractmethod
@@ -16,7 +17,14 @@ from benchopt import BaseDataset, BaseSolver
 from benchopt.stopping_criterion import StoppingCriterion
 
 from provenance.schema import column
-from provenance.stop_reasons import COMPLETE, DIVERGED, ITERATION_COLUMN, REASON_COLUMN, TIME_LIMIT
+from provenance.stop_reasons import (
+    COMPLETE,
+    DIVERGED,
+    ITERATION_COLUMN,
+    PRUNED,
+    REASON_COLUMN,
+    TIME_LIMIT,
+)
 from scalebench.benchmarks import INFERENCE
 from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
@@ -34,6 +42,7 @@ from scalebench.rank.determinism import apply_determinism, set_threads
 from scalebench.rank.profiling import StepProfiler, release_freed_memory
 from scalebench.rank.rank_checks import check_same_on_every_rank, rank_statistics
 from scalebench.rank.stamping import NO_WEIGHTS, run_provenance
+from scalebench.rank.trial_report import TrialReport, trial_report
 from scalebench.results.estimates import save_estimates
 
 # Testing hook for failure handling: the rank named here raises at its second iteration.
@@ -81,9 +90,11 @@ class IterationCriterion(StoppingCriterion):
     def check_convergence(self, objective_list: list[dict]) -> tuple[bool, float]:
         last = objective_list[-1]
         self.iteration = int(last["stop_val"])
-        # A diverged estimate is recorded (NaN metrics) and ends its run, not the grid.
-        return bool(last.get("objective_diverged", False)), \
-            self.iteration / self.solver.params["max_iter"]
+        max_iter = self.solver.params["max_iter"]
+        # A diverged estimate is recorded (NaN metrics) and ends its run, not the grid; so
+        # does a tuning trial its study prunes (rank 0 asks; the ranks agree on any stop).
+        pruned = self.solver.trial_pruned(last, self.iteration, max_iter)
+        return bool(last.get("objective_diverged", False)) or pruned, self.iteration / max_iter
 
     def progress(self, progress) -> None:
         if reporting_progress():
@@ -100,27 +111,31 @@ def callback_rows(callback) -> list[dict]:
     return callback.curve
 
 
-def run_stop_reason(diverged: bool, iteration: int, max_iter: int) -> str:
-    """Why a run that evaluated ``iteration`` last ended: its estimate diverged; it reached
-    its max_iter; else benchopt stopped it early, which it does only at a limit of the run
-    (the config's timeout; its max-runs, which the config checks keep above the evaluations).
-    """
+def run_stop_reason(diverged: bool, iteration: int, max_iter: int,
+                    pruned: bool = False) -> str:
+    """Why a run that evaluated ``iteration`` last ended: its estimate diverged; its tuning
+    study pruned it; it reached its max_iter; else benchopt stopped it early, which it does
+    only at a limit of the run (the config's timeout; its max-runs, which the config checks
+    keep above the evaluations)."""
     if diverged:
         return DIVERGED
+    if pruned:
+        return PRUNED
     return COMPLETE if iteration >= max_iter else TIME_LIMIT
 
 
-def mark_stop(rows: list[dict], agree, max_iter: int) -> None:
+def mark_stop(rows: list[dict], agree, max_iter: int, pruned: bool = False) -> None:
     """Give every row of a run how the run ended (``provenance.stop_reasons``): rows are
     evaluated before the end is known. The last row is the last iteration evaluated (the
     loop's final callback always evaluates: ``get_next``). ``agree`` (the rank context's)
-    makes a divergence any rank saw everyone's: only rank 0's rows are kept."""
+    makes a divergence any rank saw everyone's; ``pruned`` (rank 0 asks its study) needs no
+    agreement: only rank 0's rows are kept."""
     last = rows[-1] if rows else {}
     diverged = agree(bool(last.get("objective_diverged", False)))
     if not rows:
         return
     iteration = int(last["stop_val"])
-    reason = run_stop_reason(diverged, iteration, max_iter)
+    reason = run_stop_reason(diverged, iteration, max_iter, pruned)
     for row in rows:
         row[REASON_COLUMN], row[ITERATION_COLUMN] = reason, iteration
 
@@ -145,6 +160,10 @@ class LoopSolver(BaseSolver):
     test_config = {"max_iter": 3, "device": "cpu"}
     # Which denoiser weights ran (stamping.NO_WEIGHTS where none are loaded); set by build.
     weights_record: dict[str, str] = NO_WEIGHTS
+    # The tuning trial a run belongs to (None outside scalebench tune) and whether its study
+    # stopped it; set by run.
+    trial: TrialReport | None = None
+    pruned: bool = False
 
     def __init__(self, **parameters) -> None:
         owner = f"solver '{self.name}'"
@@ -218,6 +237,7 @@ class LoopSolver(BaseSolver):
 
     def run(self, callback) -> None:
         failing_rank, max_iter = os.environ.get(FAULT_VARIABLE), self.params["max_iter"]
+        self.trial, self.pruned = trial_report(), False
         initial = self.estimate()  # the estimate of the first row
         reports = progress.IterationReports(max_iter)
         reports.iteration(0)
@@ -235,10 +255,22 @@ class LoopSolver(BaseSolver):
                     callback()
             finally:
                 reports.flush()  # a failure names the iteration it happened after
-        mark_stop(callback_rows(callback), self.context.agree, max_iter)
+        mark_stop(callback_rows(callback), self.context.agree, max_iter, self.pruned)
         if initial is not None:
             save_estimates(self.params["save_estimate"], self.context.rank, self._artefacts(),
                            self.ground_truth, initial, self.estimate(), self.data_sha256)
+
+    def trial_pruned(self, row: dict, iteration: int, max_iter: int) -> bool:
+        """Whether the tuning study this run is a trial of stops it at ``row`` (rank 0 asks
+        it; False outside a tuning and on the other ranks, which follow rank 0)."""
+        if self.trial is None or self.context.rank != 0:
+            return False
+        from scalebench.problems import image_of
+
+        image = image_of(self.source["name"], self.source["params"])
+        self.pruned = self.trial.should_stop(image, iteration, max_iter,
+                                             float(row.get(self.trial.metric, math.nan)))
+        return self.pruned
 
     def estimate(self) -> torch.Tensor | None:
         """The loop's current image estimate (None where a run has none to keep)."""

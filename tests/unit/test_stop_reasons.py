@@ -117,6 +117,8 @@ def test_every_row_of_a_run_is_marked_with_its_end_and_a_peers_divergence_counts
     assert [(r[REASON_COLUMN], r[ITERATION_COLUMN]) for r in rows] == [(TIME_LIMIT, 2)] * 2
     mark_stop(rows, lambda flag: True, 4)  # another rank saw a diverged estimate
     assert {r[REASON_COLUMN] for r in rows} == {DIVERGED}
+    mark_stop(rows, lambda flag: flag, 4, pruned=True)  # its tuning study stopped it
+    assert {r[REASON_COLUMN] for r in rows} == {PRUNED}
     asked = []
     mark_stop([], lambda flag: asked.append(flag) or flag, 4)  # still joins the agreement
     assert asked == [False]
