@@ -48,13 +48,25 @@ def test_every_declared_range_is_a_pnp_parameter_within_its_bounds(key):
 
 
 def test_each_algorithm_tunes_the_parameters_it_reads():
-    for (algorithm, _), space in SPACES.items():
+    for (algorithm, denoiser), space in SPACES.items():
         names = set(space.names)
-        assert "denoiser_sigma" in names
+        assert ("denoiser_sigma" in names) == (denoiser != "dncnn" or algorithm == "dpir")
         assert ("step_scale" in names) == (algorithm in ("pgd", "fista", "red"))
         assert ("relaxation" in names) == (algorithm in ("pgd", "hqs", "admm", "drs"))
         assert ("red_lambda" in names) == (algorithm == "red")
         assert ({"dpir_sigma_start", "dpir_lambda"} <= names) == (algorithm == "dpir")
+
+
+def test_a_blind_denoiser_has_no_sigma_to_tune_but_in_dpirs_schedule():
+    """DnCNN takes no noise level: sigma changes nothing but dpir's gammas."""
+    assert dncnn.SPEC.blind and not any(spec.blind for spec in (tv.SPEC, drunet.SPEC))
+    assert "denoiser_sigma" not in space_for("drs", "dncnn").names
+    assert "denoiser_sigma" in space_for("dpir", "dncnn").names
+
+
+def test_fistas_step_range_stays_near_its_stable_step():
+    assert space_for("fista", "tv").range("step_scale").high < \
+        space_for("pgd", "tv").range("step_scale").high < 2.0
 
 
 def test_relaxation_says_what_it_means_per_algorithm():
