@@ -175,3 +175,23 @@ def test_an_unset_step_scale_leaves_a_runs_record_and_hash_as_before():
     assert "step_scale" not in unset.params and unset.params["step_size"] is None
     assert "step_scale" not in given_parameters(unset)  # nor in benchopt's name and columns
     assert Solver.get_instance(step_scale=1.2).params["step_scale"] == 1.2
+
+
+def test_replay_reads_a_run_archived_before_step_scale_as_todays_default_run():
+    """An archived config (no step_scale) and today's (step_scale null, left out) are one
+    form, so replay pairs them; a set step_scale is another run."""
+    import json
+
+    from scalebench.benchmarks import INFERENCE
+    from scalebench.results.replay.checks import current_form
+
+    def config(**solver):
+        return {"benchmark": INFERENCE.folder, "objective": {"name": INFERENCE.objective,
+                                                              "params": {}},
+                "dataset": {"name": "tomography_2d", "params": {"image_size": 64}},
+                "solver": {"name": "pnp", "params": {"max_iter": 3, **solver}}}
+
+    archived = current_form(config())
+    assert archived == current_form(config(step_scale=None))
+    assert "step_scale" not in json.loads(archived)["solver"]["params"]
+    assert archived != current_form(config(step_scale=1.5))
