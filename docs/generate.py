@@ -102,6 +102,24 @@ def training_solvers() -> str:
     return solver_tables({name: spec.params for name, spec in TRAINING.solvers.items()})
 
 
+def tunable_spaces() -> str:
+    """One row per (algorithm, denoiser kinds sharing its ranges): each tuned parameter's
+    range, scale and meaning (scalebench.loops.algorithms.spaces)."""
+    from scalebench.loops.algorithms.spaces import SPACES
+
+    grouped: dict[tuple, list[str]] = {}
+    for (algorithm, denoiser), space in SPACES.items():
+        grouped.setdefault((algorithm, space.ranges), []).append(denoiser)
+    rows = []
+    for (algorithm, ranges), denoisers in grouped.items():
+        for declared in ranges:
+            unit = f" (x {declared.unit})" if declared.unit else ""
+            rows.append([f"`{algorithm}`", ", ".join(denoisers), f"`{declared.name}`",
+                         f"{declared.low:g} to {declared.high:g}{unit}", declared.scale,
+                         declared.doc])
+    return table(["algorithm", "denoisers", "parameter", "range", "scale", "meaning"], rows)
+
+
 def run_options() -> str:
     from scalebench.experiment.config import RUN_OPTIONS
 
@@ -171,7 +189,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
     "default-experiment": default_experiment, "image-families": image_families,
-    "stop-reasons": stop_reasons,
+    "stop-reasons": stop_reasons, "tunable-spaces": tunable_spaces,
 }
 
 

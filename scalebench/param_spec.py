@@ -29,6 +29,10 @@ class Param:
     doc: str = ""
     # The minimum itself is refused (a gain in (0, 1], a positive scale).
     exclusive_minimum: bool = False
+    # Left out of a run's recorded parameters (its config, hash and columns) while null: an
+    # unset SLURM resource, or a parameter added after results were archived, whose runs
+    # that never set it keep their hashes (``recorded_parameters``).
+    omitted_when_null: bool = False
 
     def describe(self) -> str:
         if self.choices is not None:
@@ -122,3 +126,14 @@ def benchopt_parameters(specs: dict[str, Param]) -> dict[str, list]:
 def resolved_parameters(values: dict, specs: dict[str, Param]) -> dict:
     """Defaults completed by ``values``: every parameter the component will use."""
     return {key: values.get(key, spec.default) for key, spec in specs.items()}
+
+
+def omitted(key: str, value: Any, specs: dict[str, Param]) -> bool:
+    """Whether ``key`` at ``value`` is left out of a run's record (Param.omitted_when_null)."""
+    return value is None and key in specs and specs[key].omitted_when_null
+
+
+def recorded_parameters(values: dict, specs: dict[str, Param]) -> dict:
+    """``values`` without the parameters a run's record leaves out while null: what its
+    config, hash and columns hold."""
+    return {key: value for key, value in values.items() if not omitted(key, value, specs)}

@@ -22,6 +22,7 @@ from scalebench.launch import progress
 from scalebench.launch.progress import enabled as reporting_progress
 from scalebench.param_spec import (
     Param,
+    omitted,
     renamed_parameters,
     resolved_parameters,
     validate_parameters,
@@ -156,18 +157,20 @@ class LoopSolver(BaseSolver):
     def save_parameters(self, **parameters) -> None:
         super().save_parameters(**parameters)
         # An unset resource must not override the parallel config's value (benchopt hands
-        # every slurm_* parameter to submitit), nor show as a parameter of the run.
+        # every slurm_* parameter to submitit), nor show as a parameter of the run; neither
+        # does any other parameter left out while null (Param.omitted_when_null).
         given = given_parameters(self)
-        for key in [k for k, v in given.items() if k.startswith("slurm_") and v is None]:
+        for key in [k for k, v in given.items() if omitted(k, v, self.param_specs)]:
             del given[key]
 
     @property
     def params(self) -> dict:
-        """Every parameter of the run (defaults filled in), unset resources left out."""
+        """Every parameter of the run (defaults filled in), those left out while null
+        (unset resources, Param.omitted_when_null) left out."""
         given = given_parameters(self)
         resolved = resolved_parameters(given, self.param_specs)
-        return {k: v for k, v in resolved.items() if k in given
-                or not (k.startswith("slurm_") and v is None)}
+        return {k: v for k, v in resolved.items()
+                if k in given or not omitted(k, v, self.param_specs)}
 
     def set_objective(self, problem: ProblemSetup) -> None:
         start = time.perf_counter()

@@ -13,6 +13,7 @@ from scalebench.denoisers.catalog import DENOISERS
 from scalebench.denoisers.tiles import count_tiles, dealt_batch_count
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms import ALGORITHMS
+from scalebench.loops.algorithms.spec import check_step
 from scalebench.loops.spec import SolverSpec
 from scalebench.param_spec import Param, resolved_parameters, validate_parameters
 from scalebench.rank.devices import DEVICES
@@ -22,11 +23,15 @@ from scalebench.rank.names import PROFILER_MODES
 # hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
 # parameter. Unset (null) ones fall back to the parallel config; other launchers ignore them.
 SLURM_PARAMS = {
-    "slurm_nodes": Param(None, int, minimum=1, nullable=True, doc="nodes of the run's job"),
+    "slurm_nodes": Param(None, int, minimum=1, nullable=True, omitted_when_null=True,
+                         doc="nodes of the run's job"),
     "slurm_ntasks_per_node": Param(None, int, minimum=1, nullable=True,
+                                   omitted_when_null=True,
                                    doc="ranks per node of the run's job"),
-    "slurm_gres": Param(None, str, nullable=True, doc="generic resources, e.g. 'gpu:4'"),
-    "slurm_time": Param(None, str, nullable=True, doc="time limit of the run's job"),
+    "slurm_gres": Param(None, str, nullable=True, omitted_when_null=True,
+                        doc="generic resources, e.g. 'gpu:4'"),
+    "slurm_time": Param(None, str, nullable=True, omitted_when_null=True,
+                        doc="time limit of the run's job"),
 }
 
 # Parameters of every run, inference and training alike (each loop's table lists them
@@ -88,8 +93,14 @@ PNP_PARAMS = {
                            "decreasing denoiser level; red: regularisation by denoising"),
     "step_size": Param(None, float, minimum=0.0, nullable=True,
                        doc="gamma: the gradient step (pgd, fista, red) or the data prox's "
-                           "weight (hqs, admm, drs); null: 1 / ||A||^2 (Lanczos) for a "
-                           "gradient step, 10 / ||A||^2 for a prox"),
+                           "weight (hqs, admm, drs); null: step_scale / ||A||^2"),
+    # Added 2026-12 (tuning): left out of the record while null, so earlier runs keep their
+    # hashes.
+    "step_scale": Param(None, float, minimum=0.0, exclusive_minimum=True, nullable=True,
+                        omitted_when_null=True,
+                        doc="gamma in units of 1 / ||A||^2 (||A||^2 by Lanczos), used when "
+                            "step_size is null (give one of the two); null: 1 for a gradient "
+                            "step, 10 for a prox"),
     "relaxation": Param(1.0, float, minimum=0.0, maximum=2.0,
                         doc="beta: over-relaxation of pgd and hqs, dual step of admm and drs"),
     "fista_a": Param(3.0, float, minimum=2.0,
@@ -118,6 +129,7 @@ def check_pnp(problem, values: dict, shape: tuple[int, ...], params: dict) -> No
     """Raise ConfigError when the algorithm cannot run on this dataset or its schedule is
     not a schedule."""
     algorithm = ALGORITHMS[params["algorithm"]]
+    check_step(params)
     if algorithm.needs_prox and not problem.data_prox:
         allowed = ", ".join(name for name, spec in ALGORITHMS.items() if not spec.needs_prox)
         raise ConfigError(f"algorithm '{algorithm.name}' needs the data term's proximal "

@@ -15,6 +15,7 @@ from torch import nn
 
 from scalebench.launch import progress
 from scalebench.loops.algorithms import ALGORITHMS
+from scalebench.loops.algorithms.spec import run_step
 from scalebench.physics.distributed import RankStack, local_indices
 from scalebench.problems.base import Problem, ProblemSetup
 from scalebench.rank.context import TimedContext
@@ -84,9 +85,12 @@ class PnPLoop:
                               "operator_norm_iterations": norm.iterations,
                               "operator_norm_start_iterations": norm.start_iterations,
                               "operator_norm_start_time_s": norm.start_seconds}
-        step_size, algorithm = params["step_size"], ALGORITHMS[params["algorithm"]]
-        self.step_size = step_size if step_size is not None else \
-            algorithm.default_step / self.lipschitz
+        algorithm = ALGORITHMS[params["algorithm"]]
+        self.step_size = run_step(algorithm, params, self.lipschitz)
+        # On every row: which ||A||^2 and gamma the run used (NaN: dpir's gammas follow its
+        # schedule).
+        self.setup_figures.update(operator_norm_sq=self.lipschitz, step_size=(
+            self.step_size if algorithm.uses_step else float("nan")))
         progress.stage("initial estimate")
         x0 = initial_estimate(problem, params["init"], self.lipschitz)
         self.prox = DataProx(problem, params["cg_tolerance"], params["cg_max_iter"]) \

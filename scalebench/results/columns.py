@@ -109,6 +109,11 @@ OBJECTIVE_COLUMNS = {
     "objective_operator_norm_start_time_s": "of objective_operator_norm_time_s, the start "
                                             "operator's share, seconds (0: no start "
                                             "operator, or the norm read from the cache)",
+    # what the step of a run was (pnp; absent from files written before 2026-12-07)
+    "objective_operator_norm_sq": "pnp: ||A||^2, the operator norm squared the run used "
+                                  "(Lanczos, or read from its cache)",
+    "objective_step_size": "pnp: gamma, the step the run used: step_size, else step_scale / "
+                           "||A||^2 (NaN: dpir, whose gammas follow its schedule)",
     # training
     "objective_loss": "the training loss of the step",
     "objective_grad_norm": "the gradient norm of the step (before clipping)",

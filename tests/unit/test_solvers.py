@@ -92,6 +92,35 @@ def test_step_size_defaults_to_inverse_squared_operator_norm(tomography):
     assert fixed.step_size == 1e-4
 
 
+@pytest.mark.parametrize("algorithm", ["pgd", "drs"])
+def test_rows_record_the_operator_norm_and_the_step_the_run_used(tomography, algorithm):
+    """A run whose step_size is null records default_step_scale / ||A||^2 (its figures are
+    every row's objective_* columns); a given step_size or step_scale is recorded as run."""
+    from scalebench.loops.algorithms import ALGORITHMS
+    from scalebench.results.columns import column_pattern
+
+    lipschitz = operator_norm_squared(tomography)
+    default, _ = _pnp(tomography, algorithm=algorithm)
+    default.iterate()
+    figures = default.setup_figures
+    assert figures["operator_norm_sq"] == lipschitz
+    assert figures["step_size"] == pytest.approx(
+        ALGORITHMS[algorithm].default_step_scale / lipschitz)
+    assert figures["step_size"] == default.step_size
+    given, _ = _pnp(tomography, algorithm=algorithm, step_size=3e-4)
+    assert given.setup_figures["step_size"] == 3e-4
+    scaled, _ = _pnp(tomography, algorithm=algorithm, step_scale=1.5)
+    assert scaled.setup_figures["step_size"] == pytest.approx(1.5 / lipschitz)
+    for name in ("operator_norm_sq", "step_size"):
+        assert column_pattern(f"objective_{name}") == f"objective_{name}"
+
+
+def test_dpir_records_no_single_step(tomography):
+    loop, _ = _pnp(tomography, algorithm="dpir", max_iter=2)
+    assert math.isnan(loop.setup_figures["step_size"])
+    assert loop.setup_figures["operator_norm_sq"] == loop.lipschitz
+
+
 def test_initial_estimates(tomography):
     lipschitz = operator_norm_squared(tomography)
     zeros = initial_estimate(tomography, "zeros", lipschitz)

@@ -18,4 +18,4 @@ class AlternatingDirections:
 
 
 SPEC = AlgorithmSpec("admm", "alternating direction method of multipliers",
-                     needs_prox=True, start=AlternatingDirections, default_step=PROX_STEP)
+                     needs_prox=True, start=AlternatingDirections, default_step_scale=PROX_STEP)

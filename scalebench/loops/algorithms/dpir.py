@@ -43,4 +43,4 @@ class DecreasingSplitting:
 
 SPEC = AlgorithmSpec("dpir", "half-quadratic splitting with a decreasing denoiser level "
                              "(DPIR schedule over max_iter)", needs_prox=True,
-                     start=DecreasingSplitting)
+                     start=DecreasingSplitting, uses_step=False)

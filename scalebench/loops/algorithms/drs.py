@@ -18,4 +18,4 @@ class DouglasRachford:
 
 
 SPEC = AlgorithmSpec("drs", "Douglas-Rachford splitting", needs_prox=True,
-                     start=DouglasRachford, default_step=PROX_STEP)
+                     start=DouglasRachford, default_step_scale=PROX_STEP)

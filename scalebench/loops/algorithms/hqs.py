@@ -16,4 +16,4 @@ class HalfQuadraticSplitting:
 
 
 SPEC = AlgorithmSpec("hqs", "half-quadratic splitting (data prox, then denoiser)",
-                     needs_prox=True, start=HalfQuadraticSplitting, default_step=PROX_STEP)
+                     needs_prox=True, start=HalfQuadraticSplitting, default_step_scale=PROX_STEP)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from scalebench.errors import ConfigError
+
 if TYPE_CHECKING:
     import torch
 
@@ -60,8 +62,28 @@ class AlgorithmSpec:
     needs_prox: bool
     # (loop, x0) -> the algorithm's state, its estimate x = x0.
     start: type
-    # gamma when ``step_size`` is null, in units of 1 / ||A||^2: 1 for a gradient step (the
-    # largest that keeps proximal gradient stable); a data prox is stable at any gamma and
-    # gains from a larger one (10: measured on CT and super-resolution, tools/
-    # methods_comparison.py).
-    default_step: float = 1.0
+    # gamma when ``step_size`` and ``step_scale`` are null, in units of 1 / ||A||^2 (the
+    # default step_scale): 1 for a gradient step (the largest that keeps proximal gradient
+    # stable); a data prox is stable at any gamma and gains from a larger one (10: measured
+    # on CT and super-resolution, tools/methods_comparison.py).
+    default_step_scale: float = 1.0
+    # Reads ``loop.step_size`` (dpir's gammas follow its own schedule instead).
+    uses_step: bool = True
+
+
+def check_step(params: dict) -> None:
+    """Raise ConfigError when a run gives its step twice (``step_size`` and ``step_scale``)."""
+    if params.get("step_size") is not None and params.get("step_scale") is not None:
+        raise ConfigError(f"solver 'pnp': give step_size ({params['step_size']}) or "
+                          f"step_scale ({params['step_scale']}), not both: step_size is "
+                          f"gamma itself, step_scale gamma in units of 1 / ||A||^2")
+
+
+def run_step(algorithm: AlgorithmSpec, params: dict, lipschitz: float) -> float:
+    """gamma of a run: ``step_size``, else ``step_scale`` (null: the algorithm's default)
+    divided by ``lipschitz`` = ||A||^2."""
+    check_step(params)
+    if params.get("step_size") is not None:
+        return params["step_size"]
+    scale = params.get("step_scale")
+    return (algorithm.default_step_scale if scale is None else scale) / lipschitz

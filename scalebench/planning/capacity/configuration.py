@@ -31,8 +31,8 @@ PROBE_ITERATIONS = 2
 NOT_MEMORY = ("max_iter", "eval_every")
 # PnP parameters that only an algorithm's own arithmetic reads: configurations that differ in
 # these alone build the same operator and denoiser and share their probes (``family_key``).
-ALGORITHM_PARAMS = ("algorithm", "step_size", "relaxation", "fista_a", "red_lambda",
-                    "dpir_sigma_start", "dpir_lambda")
+ALGORITHM_PARAMS = ("algorithm", "step_size", "step_scale", "relaxation", "fista_a",
+                    "red_lambda", "dpir_sigma_start", "dpir_lambda")
 # Provenance fields (provenance.collect) that decide a calibration besides the configuration:
 # the code, the numerical packages and the machine (its probes' step times are this
 # machine's; the thread count is a solver parameter, in the configuration).
@@ -107,10 +107,13 @@ class Configuration:
         return SOLVERS[self.solver]
 
     def resolved_solver(self) -> dict:
+        """Every parameter (defaults filled), those a run's record leaves out while null
+        left out: a parameter added since keeps earlier calibrations' keys."""
         from scalebench.loops import SOLVERS
-        from scalebench.param_spec import resolved_parameters
+        from scalebench.param_spec import recorded_parameters, resolved_parameters
 
-        return resolved_parameters(self.solver_params, SOLVERS[self.solver].params)
+        specs = SOLVERS[self.solver].params
+        return recorded_parameters(resolved_parameters(self.solver_params, specs), specs)
 
     def valid(self, size: int) -> bool:
         """Whether the problem accepts ``size`` for the size parameter, and the denoiser the

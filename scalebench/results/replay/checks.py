@@ -21,7 +21,11 @@ from provenance.environment import RESULT_FIELDS
 from provenance.schema import column
 from scalebench.benchmarks import BENCHMARKS
 from scalebench.errors import ScalebenchError
-from scalebench.param_spec import renamed_parameters, resolved_parameters
+from scalebench.param_spec import (
+    recorded_parameters,
+    renamed_parameters,
+    resolved_parameters,
+)
 from scalebench.rank.names import METRIC_NAMES, metric_column
 
 COMPARED_METRICS = ("objective_value", *map(metric_column, METRIC_NAMES))
@@ -199,10 +203,8 @@ def current_form(config: dict) -> str:
         name, params = config[part]["name"], config[part]["params"]
         if name in specs[part]:
             spec = specs[part][name]
-            params = resolved_parameters(renamed_parameters(f"{part} '{name}'", params,
-                                                            spec.renamed), spec.params)
-            params = {k: v for k, v in params.items()
-                      if not (k.startswith("slurm_") and v is None)}
+            params = recorded_parameters(resolved_parameters(renamed_parameters(
+                f"{part} '{name}'", params, spec.renamed), spec.params), spec.params)
         form[part] = {"name": name, "params": params}
     return canonical_json(form)
 
