@@ -189,7 +189,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "result-columns": result_columns,
     "provenance-columns": provenance_columns, "commands": command_reference,
     "default-experiment": default_experiment, "image-families": image_families,
-    "tunable-spaces": tunable_spaces, "stop-reasons": stop_reasons,
+    "stop-reasons": stop_reasons, "tunable-spaces": tunable_spaces,
 }
 
 

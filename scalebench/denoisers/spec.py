@@ -52,6 +52,9 @@ class DenoiserSpec:
     # widths -> channels of its full-resolution feature maps (what its memory grows with);
     # None: it keeps none (an iterative denoiser's few image-sized buffers).
     feature_channels: Callable[[dict], int] | None = None
+    # Takes no noise level: ``sigma`` is ignored (DnCNN; measured: the same PSNR from sigma
+    # 0.001 to 0.1), so a tuner does not search it and training scales its residual instead.
+    blind: bool = False
 
     @property
     def has_weights(self) -> bool:

@@ -228,6 +228,14 @@ def test_dpir_schedule_that_does_not_decrease_is_refused_in_one_line():
     assert "\n" not in str(error.value)
 
 
+def test_a_step_given_twice_is_refused_by_the_config_checks_in_one_line():
+    with pytest.raises(ConfigError, match="give step_size .* or step_scale .*, not both") \
+            as error:
+        _check(step_size=1e-4, step_scale=1.0)
+    assert "\n" not in str(error.value)
+    _check(step_scale=1.0)
+
+
 def test_prox_algorithm_on_a_dataset_without_a_prox_is_refused():
     spec = replace(PROBLEMS["tomography_2d"], data_prox=False)
     with pytest.raises(ConfigError, match="algorithm 'admm' needs the data term's proximal "

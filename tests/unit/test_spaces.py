@@ -48,13 +48,25 @@ def test_every_declared_range_is_a_pnp_parameter_within_its_bounds(key):
 
 
 def test_each_algorithm_tunes_the_parameters_it_reads():
-    for (algorithm, _), space in SPACES.items():
+    for (algorithm, denoiser), space in SPACES.items():
         names = set(space.names)
-        assert "denoiser_sigma" in names
+        assert ("denoiser_sigma" in names) == (denoiser != "dncnn" or algorithm == "dpir")
         assert ("step_scale" in names) == (algorithm in ("pgd", "fista", "red"))
         assert ("relaxation" in names) == (algorithm in ("pgd", "hqs", "admm", "drs"))
         assert ("red_lambda" in names) == (algorithm == "red")
         assert ({"dpir_sigma_start", "dpir_lambda"} <= names) == (algorithm == "dpir")
+
+
+def test_a_blind_denoiser_has_no_sigma_to_tune_but_in_dpirs_schedule():
+    """DnCNN takes no noise level: sigma changes nothing but dpir's gammas."""
+    assert dncnn.SPEC.blind and not any(spec.blind for spec in (tv.SPEC, drunet.SPEC))
+    assert "denoiser_sigma" not in space_for("drs", "dncnn").names
+    assert "denoiser_sigma" in space_for("dpir", "dncnn").names
+
+
+def test_fistas_step_range_stays_near_its_stable_step():
+    assert space_for("fista", "tv").range("step_scale").high < \
+        space_for("pgd", "tv").range("step_scale").high < 2.0
 
 
 def test_relaxation_says_what_it_means_per_algorithm():
@@ -163,3 +175,23 @@ def test_an_unset_step_scale_leaves_a_runs_record_and_hash_as_before():
     assert "step_scale" not in unset.params and unset.params["step_size"] is None
     assert "step_scale" not in given_parameters(unset)  # nor in benchopt's name and columns
     assert Solver.get_instance(step_scale=1.2).params["step_scale"] == 1.2
+
+
+def test_replay_reads_a_run_archived_before_step_scale_as_todays_default_run():
+    """An archived config (no step_scale) and today's (step_scale null, left out) are one
+    form, so replay pairs them; a set step_scale is another run."""
+    import json
+
+    from scalebench.benchmarks import INFERENCE
+    from scalebench.results.replay.checks import current_form
+
+    def config(**solver):
+        return {"benchmark": INFERENCE.folder, "objective": {"name": INFERENCE.objective,
+                                                              "params": {}},
+                "dataset": {"name": "tomography_2d", "params": {"image_size": 64}},
+                "solver": {"name": "pnp", "params": {"max_iter": 3, **solver}}}
+
+    archived = current_form(config())
+    assert archived == current_form(config(step_scale=None))
+    assert "step_scale" not in json.loads(archived)["solver"]["params"]
+    assert archived != current_form(config(step_scale=1.5))

@@ -17,4 +17,4 @@ def build(channels: int, weights, device):
 SPEC = DenoiserSpec("dncnn", "DnCNN (20 convolutions, residual)", size_multiple=1,
                     receptive_radius=20, volumes=False, build=build,
                     default_widths={"depth": 20, "nf": 64},
-                    feature_channels=lambda widths: widths["nf"])
+                    feature_channels=lambda widths: widths["nf"], blind=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scalebench.denoisers.spec import DenoiserSpec
 from scalebench.errors import ConfigError
 from scalebench.loops.inference_parameters import PNP_PARAMS
 from scalebench.param_spec import Param
@@ -62,26 +63,28 @@ class Space:
 
 # sigma: the denoiser's strength. For tv and wavelet it is a regularisation weight applied
 # after a gradient step of gamma = 1/||A||^2 (pgd, fista) or a prox of gamma = 10/||A||^2
-# (hqs, admm, drs): measured bests 0.001 or lower for pgd and fista (up to 0.003 on
-# super-resolution), 0.01 for the prox algorithms. For bm3d and the networks it is a noise
-# standard deviation (images in [0, 1]).
+# (hqs, admm, drs); for bm3d and the networks a noise standard deviation (images in [0, 1]).
+# Measured on configs/default.yml's CT problem (40 iterations) and in docs/performance.md's
+# grid: the gradient algorithms peak at 0.001 or below (0.003 on super-resolution; pgd's
+# best rises to 0.0005-0.002 at step_scale 1.9), the prox algorithms at 0.01 with tv and
+# wavelet, 0.003 to 0.03 with DRUNet and 0.05 or above with bm3d.
 REGULARISING = ("tv", "wavelet")
 GRADIENT = ("pgd", "fista")
 SIGMA_RANGES = {  # (algorithm family, denoiser family) -> (low, high)
     ("gradient", "regularising"): (1e-4, 3e-2),
+    ("gradient", "noise"): (1e-4, 3e-2),
     ("prox", "regularising"): (1e-3, 1e-1),
-    ("red", "regularising"): (1e-3, 1e-1),
-    ("gradient", "noise"): (1e-3, 1e-1),
     ("prox", "noise"): (2e-3, 2e-1),
+    ("red", "regularising"): (1e-3, 1e-1),
     ("red", "noise"): (2e-3, 2e-1),
 }
 # dpir's last level stays below its first (dpir_sigma_start's range starts above it).
 DPIR_SIGMA = (1e-3, 3e-2)
 DPIR_SIGMA_START = (5e-2, 0.5)
 
-STEP = Range("step_scale", 0.25, 1.9, "linear",
-             "gamma in units of 1/||A||^2 (1: the default; proximal gradient is stable "
-             "below 2)")
+# gamma in units of 1/||A||^2: proximal gradient (and RED's gradient step) is stable below
+# 2; FISTA's momentum needs at most 1 (measured: 1.5 diverges on CT), a little above searched.
+STEPS = {"pgd": 1.9, "red": 1.9, "fista": 1.2}
 RELAXATION = {
     "pgd": "over-relaxation beta: x <- beta D(...) + (1 - beta) x",
     "hqs": "over-relaxation beta: x <- beta D(prox(x)) + (1 - beta) x",
@@ -90,22 +93,24 @@ RELAXATION = {
 }
 
 
-def _sigma(algorithm: str, denoiser: str) -> Range:
+def _sigma(algorithm: str, denoiser: DenoiserSpec) -> tuple[Range, ...]:
+    """sigma's range; none for a blind denoiser, but in dpir, whose gammas follow sigma."""
     if algorithm == "dpir":
         low, high = DPIR_SIGMA
-        return Range("denoiser_sigma", low, high, "log", "the last denoiser level")
+        return (Range("denoiser_sigma", low, high, "log", "the last denoiser level"),)
+    if denoiser.blind:
+        return ()
     family = "gradient" if algorithm in GRADIENT else "red" if algorithm == "red" else "prox"
-    kind = "regularising" if denoiser in REGULARISING else "noise"
+    kind = "regularising" if denoiser.name in REGULARISING else "noise"
     low, high = SIGMA_RANGES[(family, kind)]
-    return Range("denoiser_sigma", low, high, "log", "the denoiser's strength")
+    return (Range("denoiser_sigma", low, high, "log", "the denoiser's strength"),)
 
 
 def _algorithm_ranges(algorithm: str) -> tuple[Range, ...]:
     """The ranges of an algorithm's own parameters (sigma's apart)."""
-    if algorithm in ("pgd", "fista", "red"):
-        step = (STEP,)
-    else:
-        step = ()
+    step = (Range("step_scale", 0.25, STEPS[algorithm], "linear",
+                  "gamma in units of 1/||A||^2 (1: the default)"),) \
+        if algorithm in STEPS else ()
     relaxation = (Range("relaxation", 0.5, 1.9, "linear", RELAXATION[algorithm]),) \
         if algorithm in RELAXATION else ()
     if algorithm == "red":
@@ -120,9 +125,9 @@ def _algorithm_ranges(algorithm: str) -> tuple[Range, ...]:
     return (*step, *relaxation)
 
 
-def build_spaces(algorithms, denoisers) -> dict[tuple[str, str], Space]:
+def build_spaces(algorithms, denoisers: list[DenoiserSpec]) -> dict[tuple[str, str], Space]:
     """One space per (algorithm, denoiser kind)."""
-    return {(a, d): Space(a, d, (_sigma(a, d), *_algorithm_ranges(a)))
+    return {(a, d.name): Space(a, d.name, (*_sigma(a, d), *_algorithm_ranges(a)))
             for a in algorithms for d in denoisers}
 
 
@@ -130,8 +135,7 @@ def _registry() -> dict[tuple[str, str], Space]:
     from scalebench.denoisers.kinds import bm3d, dncnn, drunet, tv, wavelet
     from scalebench.loops.algorithms import ALGORITHMS
 
-    kinds = (tv.SPEC, wavelet.SPEC, bm3d.SPEC, dncnn.SPEC, drunet.SPEC)
-    return build_spaces(ALGORITHMS, [spec.name for spec in kinds])
+    return build_spaces(ALGORITHMS, [tv.SPEC, wavelet.SPEC, bm3d.SPEC, dncnn.SPEC, drunet.SPEC])
 
 
 SPACES: dict[tuple[str, str], Space] = _registry()

@@ -64,7 +64,7 @@ def build_model(params: dict, data: TrainingData, context: TimedContext) -> Unro
                             params["denoiser_width"], params["denoiser_depth"],
                             params["seed"], context.device)
     step_size = params["init_step_size"] or 1.0 / data.lipschitz
-    model = UnrolledPGD(network, params["denoiser"] == "dncnn", params["num_stages"],
+    model = UnrolledPGD(network, DENOISERS[params["denoiser"]].blind, params["num_stages"],
                         step_size, params["init_sigma"], data.lipschitz).to(context.device)
     if is_tiled(shape[1:], params["tile_size"]):
         spatial = params["distribution"] == "spatial"
