@@ -4,9 +4,9 @@ should stop, so that a setting that cannot catch up is stopped inside its loop, 
 stops a run, with the stop reason ``pruned``.
 
 A trial runs one experiment per validation image, one after the other: image ``i``'s iteration
-``k`` is the study's step ``i * max_iter + k``, so the pruner compares trials on the same
-image at the same iteration; once one image is pruned, the trial's later images stop at their
-first evaluation.
+``k`` is the study's step ``i * (max_iter + 1) + k``, so the pruner compares trials on the
+same image at the same iteration; once one image is pruned, the trial's later images stop at
+their first evaluation.
 """
 
 from __future__ import annotations
@@ -22,6 +22,19 @@ from typing import Any
 TRIAL_VARIABLE = "SCALEBENCH_TRIAL"
 # The user attribute a pruned trial carries: the step it was pruned at.
 PRUNED_ATTRIBUTE = "scalebench_pruned_at"
+# Trials the median pruner lets finish before it prunes any, and evaluations of a trial's
+# first image it lets pass before it judges: a curve's first iterations say little.
+PRUNER_STARTUP_TRIALS = 4
+PRUNER_WARMUP_STEPS = 5
+
+
+def study_pruner() -> Any:
+    """The rule that stops a trial: below the median of the complete trials at the same
+    step. The tuner's workers and every trial's rank 0 judge by this one."""
+    import optuna
+
+    return optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS,
+                                       n_warmup_steps=PRUNER_WARMUP_STEPS)
 
 
 @dataclass
@@ -38,14 +51,15 @@ class TrialReport:
     best: float = -math.inf
 
     def step(self, image: str, iteration: int, max_iter: int) -> int:
-        return self.images.index(image) * max_iter + iteration
+        return self.images.index(image) * (max_iter + 1) + iteration
 
     def _optuna_trial(self) -> Any:
         if self._trial is None:
             import optuna
 
             storage = journal_storage(self.journal)
-            study = optuna.load_study(study_name=self.study, storage=storage)
+            study = optuna.load_study(study_name=self.study, storage=storage,
+                                      pruner=study_pruner())
             trial_id = storage.get_trial_id_from_study_id_trial_number(
                 storage.get_study_id_from_name(self.study), self.trial)
             self._trial = optuna.trial.Trial(study, trial_id)

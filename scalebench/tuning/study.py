@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalebench.rank.trial_report import journal_storage
+from scalebench.rank.trial_report import journal_storage, study_pruner
 
 if TYPE_CHECKING:
     import optuna
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 # a dead worker (a stopped one too: its thread stops with it).
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
-# Trials the median pruner lets finish before it prunes any, and evaluations of a trial's
-# first image it lets pass before it judges: a curve's first iterations say little.
-PRUNER_STARTUP_TRIALS = 4
-PRUNER_WARMUP_STEPS = 5
 # The attribute a trial's worker records on it: which heartbeat file vouches for it.
 WORKER_ATTRIBUTE = "scalebench_worker"
 
@@ -64,8 +60,7 @@ def open_study(files: StudyFiles, seed: int, worker: int) -> optuna.Study:
     return optuna.create_study(
         study_name=files.name, storage=journal_storage(files.journal), direction="maximize",
         sampler=optuna.samplers.TPESampler(seed=seed + worker),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS,
-                                           n_warmup_steps=PRUNER_WARMUP_STEPS),
+        pruner=study_pruner(),
         load_if_exists=True)
 
 

@@ -1,0 +1,132 @@
+"""``scalebench tune`` as a user runs it, on a seconds-long CT problem: trials run through the
+launcher into results files, a hopeless trial is stopped inside its loop (pruned) with its rows
+kept, the tuned config runs the test images and refuses a validation one, a tuning killed half
+way resumes without redoing an ended trial, and bad input is one line, exit 2, nothing
+written."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from scalebench.rank.trial_report import journal_storage
+from tests.support.cli import run_cli, write_experiment
+from tests.support.paths import REPO
+
+# One validation image and six iterations keep a trial near ten seconds here.
+TINY = {
+    "objective": ["imaging_inverse_problem"],
+    "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12, "noise_level": 0.05,
+                                   "projector": "torch", "image": ["phantom-101"]}}],
+    "solver": [{"pnp": {"algorithm": "pgd", "denoiser": "tv", "max_iter": 6, "device": "cpu",
+                        "num_threads": 1}}],
+    "timeout": 300,
+    "tune": {"denoiser_sigma": [1e-4, 0.3]},
+}
+
+
+def trials_of(folder: Path) -> list:
+    import optuna
+
+    (journal,) = folder.glob("*.journal")
+    study = optuna.load_study(study_name=journal.stem, storage=journal_storage(journal))
+    return study.get_trials()
+
+
+def test_a_tuning_prunes_keeps_every_trials_rows_and_writes_a_tuned_config(tmp_path):
+    config = write_experiment(tmp_path, TINY, "ct.yml")
+    result = run_cli("tune", config, "--trials", "6", "--outputs", tmp_path / "out",
+                     "--seed", "3")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "trial 6 of 6" in result.stdout
+    trials = trials_of(tmp_path / "out" / "ct_tune")
+    states = [t.state.name for t in trials]
+    assert states.count("COMPLETE") + states.count("PRUNED") == 6 and "FAIL" not in states
+    rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")
+    assert sorted(set(rows["tune_trial"])) == [t.number for t in trials]
+    for trial in trials:  # each trial's rows say how the search saw it, and how it stopped
+        mine = rows[rows["tune_trial"] == trial.number]
+        assert set(mine["tune_state"]) == {trial.state.name.lower()}
+        expected = "pruned" if trial.state.name == "PRUNED" else "complete"
+        assert set(mine["objective_stop_reason"]) == {expected}
+        if trial.state.name == "COMPLETE":
+            assert mine["objective_psnr_db"].max() == pytest.approx(trial.value)
+    tuned = yaml.safe_load((tmp_path / "out" / "ct_tune.yml").read_text())
+    best = max((t for t in trials if t.state.name == "COMPLETE"), key=lambda t: t.value)
+    (solver,) = tuned["solver"]
+    assert solver["pnp"]["denoiser_sigma"] == best.params["denoiser_sigma"]
+    assert tuned["dataset"][0]["tomography_2d"]["image"] == \
+        ["shepp_logan", "phantom-1", "phantom-2", "phantom-3"]
+    check = run_cli("check", tmp_path / "out" / "ct_tune.parquet")
+    assert check.returncode == 0, check.stdout + check.stderr
+    tuned["dataset"][0]["tomography_2d"]["image"] = ["phantom-101"]
+    refused = run_cli("validate", write_experiment(tmp_path, tuned, "on_validation.yml"))
+    assert refused.returncode == 2 and "is a validation image" in refused.stderr
+
+
+def test_pruning_happens_inside_the_loop(tmp_path):
+    """A pruned trial's run stopped before max_iter: its rows end early."""
+    config = write_experiment(tmp_path, {**TINY, "tune": {"denoiser_sigma": [1e-4, 0.3]}},
+                              "ct.yml")
+    result = run_cli("tune", config, "--trials", "8", "--outputs", tmp_path / "out",
+                     "--seed", "1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")
+    pruned = rows[rows["tune_state"] == "pruned"]
+    if pruned.empty:
+        pytest.fail(f"no trial of 8 was pruned: {result.stdout[-2000:]}")
+    assert (pruned.groupby("tune_trial")["stop_val"].max() < 6).all()
+
+
+def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
+    config = write_experiment(tmp_path, TINY, "ct.yml")
+    command = [sys.executable, "-m", "scalebench", "tune", str(config), "--trials", "3",
+               "--outputs", str(tmp_path / "out")]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in process.stdout:  # kill it while its second trial runs
+        if "trial 1 of 3" in line:
+            time.sleep(4)
+            break
+    import os
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    folder = tmp_path / "out" / "ct_tune"
+    before = [t for t in trials_of(folder) if t.state.name in ("COMPLETE", "PRUNED")]
+    assert len(before) == 1
+    again = run_cli("tune", config, "--trials", "3", "--outputs", tmp_path / "out")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resuming" in again.stdout
+    trials = trials_of(folder)
+    ended = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    assert len(ended) == 3
+    assert [t.state.name for t in trials].count("FAIL") == 1  # the killed one, not redone
+    assert ended[0].number == before[0].number and ended[0].params == before[0].params
+
+
+@pytest.mark.parametrize("change, args, message", [
+    ({"tune": {"step_size_typo": None}}, (), "not tuned"),
+    ({"tune": {"denoiser_sigma": [0.1, 0.01]}}, (), "empty"),
+    ({"tune": {"relaxation": [0.5, 5.0]}}, (), "leaves its bounds"),
+    ({"dataset": [{"tomography_2d": {"image_size": 32, "image": ["shepp_logan"]}}]}, (),
+     "not a validation image"),
+    ({"dataset": [{"tomography_2d": {"image_size": 32, "image": ["lena"]}}]}, (),
+     "unknown image"),
+    ({}, ("--trials", "0"), "positive integer"),
+    ({}, ("--budget", "soon"), "not a positive duration"),
+    ({}, ("--objective", "fast"), "time-to:DB"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, change, args, message):
+    config = write_experiment(tmp_path, {**TINY, **change}, "ct.yml")
+    result = run_cli("tune", config, "--outputs", tmp_path / "out", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
