@@ -133,10 +133,11 @@ def scalebench_keys() -> str:
 
 
 def result_columns() -> str:
-    from scalebench.results.columns import OBJECTIVE_COLUMNS, RUN_COLUMNS
+    from scalebench.results.columns import OBJECTIVE_COLUMNS, RUN_COLUMNS, TUNING_COLUMNS
 
     return table(["column", "meaning"], [[f"`{name}`", meaning] for name, meaning in
-                                         {**RUN_COLUMNS, **OBJECTIVE_COLUMNS}.items()])
+                                         {**RUN_COLUMNS, **OBJECTIVE_COLUMNS,
+                                          **TUNING_COLUMNS}.items()])
 
 
 def stop_reasons() -> str:

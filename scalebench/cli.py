@@ -143,7 +143,8 @@ def _capacity(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from scalebench.results.report import write_report
 
-    summary = write_report(args.results, args.output, args.png, args.capacity)
+    summary = write_report(args.results, args.output, args.png, args.capacity,
+                           args.per_image)
     print(summary)
     return EXIT_OK
 

@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--capacity", type=Path, action="append", default=[], metavar="FILE",
                         help="answers of `scalebench capacity --format json` for the capacity "
                         "view (repeatable)")
+    report.add_argument("--per-image", action="store_true",
+                        help="a configuration run on several images: one line per image, "
+                        "not its mean, standard deviation and lowest-highest over them")
     compare_command.add_arguments(command("compare", compare_command.SUMMARY))
     tune_parser = command("tune", "tune each method on validation images")
     tune_parser.add_argument("config", type=Path, help="experiment YAML file (see configs/)")

@@ -1,5 +1,6 @@
-"""Figures over repetitions (and, next, over images): median, mean, standard deviation,
-lowest-highest, the spread and the range text, one rule for the report and ``compare`` alike.
+"""Figures over repetitions and over images: median, mean, standard deviation,
+lowest-highest, the spread and the range and mean texts, one rule for the report and
+``compare`` alike.
 
 A figure may be missing (None or NaN): not measured, or a target not reached. Missing figures
 count as repetitions (``count``) but enter no statistic, which is taken over the measured
@@ -102,6 +103,19 @@ class Summary:
         if self.spread is not None:
             return range_text(self.median, self.lowest, self.highest, digits) + suffix
         text = figure(self.median, digits) + suffix
+        return f"{text} ({len(self.values)} of {self.count} measured)" if self.missing \
+            else text
+
+    def mean_text(self, digits: int = 3) -> str:
+        """'mean ± standard deviation (lowest–highest)' over the measured figures, with how
+        many were measured where some are missing; the figure alone for one; '-' for none.
+        Figures over images are read so (repetitions by their median: ``range_text``)."""
+        if not self.values:
+            return "-"
+        text = figure(self.mean, digits)
+        if len(self.values) >= MIN_REPETITIONS:
+            text += (f" ± {figure(self.std, 2)} "
+                     f"({figure(self.lowest, digits)}–{figure(self.highest, digits)})")
         return f"{text} ({len(self.values)} of {self.count} measured)" if self.missing \
             else text
 

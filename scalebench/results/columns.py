@@ -135,6 +135,15 @@ OBJECTIVE_COLUMNS = {
     "prov_<field>": "provenance: see the provenance table",
 }
 
+# The columns ``scalebench tune`` adds to every row of its results file (scalebench.tuning).
+TUNING_COLUMNS = {
+    "tune_study": "tuning: the study (one per configuration tuned) the row's trial belongs to",
+    "tune_trial": "tuning: the trial's number in its study",
+    "tune_state": "tuning: how the trial ended for the search: complete, pruned or fail",
+    "tune_cpu_s": "tuning: CPU seconds of the trial's processes (its launch and experiments), "
+                  "the same on each of its rows; absent from tunings written before 2026-12-07",
+}
+
 RANK_STATISTICS = ("_max", "_mean")
 
 
@@ -146,7 +155,8 @@ def _regex(pattern: str) -> re.Pattern:
     return re.compile("".join(holes.get(part, re.escape(part)) for part in parts))
 
 
-_PATTERNS = [(pattern, _regex(pattern)) for pattern in (*RUN_COLUMNS, *OBJECTIVE_COLUMNS)]
+_PATTERNS = [(pattern, _regex(pattern)) for pattern in (*RUN_COLUMNS, *OBJECTIVE_COLUMNS,
+                                                          *TUNING_COLUMNS)]
 
 
 def column_pattern(column: str) -> str | None:

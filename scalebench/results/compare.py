@@ -1,10 +1,13 @@
 """``scalebench compare BASE CANDIDATE``: the same experiments in two environments, measure by
 measure, with their spread and a verdict, and the environment fields that differ.
 
-Experiments are matched by config hash and world size. Per run (one repetition) each measure
-is one figure (``run_measures``); per side, the median over repetitions and the range from
-the lowest to the highest. A difference counts only beyond ``tolerance`` (a fraction of the
-base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS``
+Experiments are matched by config hash and world size; a configuration that both sides ran on
+several images is matched by its config without the image (``report.over_images``), its
+images then the samples (``--per-image``: image by image, as experiments). Per run (one
+repetition) each measure is one figure (``run_measures``), per image the mean over its
+repetitions where a side ran several images; per side, the median over the samples and the
+range from the lowest to the highest. A difference counts only beyond ``tolerance`` (a
+fraction of the base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS``
 (``scalebench.statistics``) on a side the spread is unknown and so is the verdict. How each
 side's runs ended is shown, not judged: an experiment cut by its time limit, diverged or pruned
 on a side, and the experiments a side's run status names failed or stopped (no rows to
@@ -42,9 +45,12 @@ from scalebench.results.report.data import (
     run_labels,
 )
 from scalebench.results.report.measures import run_measures
+from scalebench.results.report.over_images import image_columns, images_of, without_image_key
 from scalebench.results.stops import stop_of
 from scalebench.results.store import run_status
 from scalebench.statistics import summary
+
+IMAGE = "_image"  # column added here: the image a row's run ran on (None: no image family)
 
 
 @dataclass
@@ -56,6 +62,7 @@ class Experiment:
     largest_metric_difference: float | None  # headline metric, over iterations and reps
     metric: str = ""
     stops: tuple[Stop, Stop] = (Stop(COMPLETE), Stop(COMPLETE))  # base, candidate
+    images: tuple[int, int] = (1, 1)  # base, candidate: several, the samples are images
 
 
 @dataclass
@@ -80,6 +87,7 @@ class Comparison:
                 "tolerance": self.tolerance, "differences": self.differences,
                 "shown": self.shown,
                 "experiments": [{"experiment": e.name, "repetitions": list(e.repetitions),
+                                 "images": list(e.images),
                                  "bit_for_bit": e.bitwise,
                                  "largest_metric_difference": e.largest_metric_difference,
                                  "metric": e.metric, "measures": e.measures,
@@ -107,7 +115,7 @@ def environment_differences(base: pd.DataFrame, candidate: pd.DataFrame,
 def _paired(base: pd.DataFrame, candidate: pd.DataFrame, name: str) -> pd.DataFrame:
     """Column ``name`` of both sides on their common repetitions and iterations (``name``_x:
     the base's, ``name``_y: the candidate's)."""
-    keys = ["idx_rep", "stop_val"]
+    keys = ["idx_rep", "stop_val", *([IMAGE] if IMAGE in base and IMAGE in candidate else [])]
     return base[keys + [name]].merge(candidate[keys + [name]], on=keys)
 
 
@@ -140,6 +148,13 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
                        for side, frame in (("base:", base), ("candidate:", candidate)))
     measures, values = run_measures(pd.concat([base, candidate], ignore_index=True))
     sides = [values.loc[list(dict.fromkeys(frame[RUN]))] for frame in (base, candidate)]
+    images = [frame.groupby(RUN, sort=False)[IMAGE].first().fillna("") for frame in
+              (base, candidate)]
+    counts = tuple(int(side.nunique()) for side in images)
+    repetitions = tuple(len(side) // count for side, count in zip(sides, counts, strict=True))
+    if max(counts) > 1:  # an image is a sample: its mean over its repetitions
+        sides = [side.groupby(image.loc[side.index], sort=False).mean()
+                 for side, image in zip(sides, images, strict=True)]
     found = []
     for measure in measures:
         left, right = (summary(side[measure.name].tolist()) for side in sides)
@@ -152,9 +167,9 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
                                        if left.median and right.median is not None else None),
                       "verdict": word, "regression": is_regression(measure, word)})
     metric, label = headline_metric(base["dataset_name"].iloc[0])
-    return Experiment(name, (len(sides[0]), len(sides[1])), found, _bitwise(base, candidate),
+    return Experiment(name, repetitions, found, _bitwise(base, candidate),
                       _metric_difference(base, candidate, metric), label,
-                      (stop_of(base), stop_of(candidate)))
+                      (stop_of(base), stop_of(candidate)), counts)
 
 
 def _number(value) -> float | None:
@@ -166,8 +181,26 @@ def _load(path: Path):
     if column("config_hash") not in results.rows:
         raise UnreadableResults(f"{path}: not a scalebench results file (no provenance column "
                                 f"{column('config_hash')})")
-    results.rows["_experiment"] = experiment_key(results.rows)
+    rows = results.rows
+    rows["_experiment"], rows[IMAGE] = experiment_key(rows), images_of(rows)
+    rows["_without_image"] = without_image_key(rows)
     return results
+
+
+def _several_images(rows: pd.DataFrame) -> set[str]:
+    """The configurations (without their image) that ``rows`` ran on several images."""
+    counts = rows.groupby("_without_image")[IMAGE].nunique(dropna=False)
+    return set(counts.index[counts > 1])
+
+
+def _match_over_images(left, right) -> set[str]:
+    """Match the configurations both sides ran on several images by the config without its
+    image: their rows' experiment becomes that key. Returns the keys so matched."""
+    both = _several_images(left.rows) & _several_images(right.rows)
+    for side in (left, right):
+        over = side.rows["_without_image"].isin(both)
+        side.rows.loc[over, "_experiment"] = side.rows.loc[over, "_without_image"]
+    return both
 
 
 def check_inputs(base: Path, candidate: Path, tolerance: float) -> None:
@@ -182,12 +215,20 @@ def check_inputs(base: Path, candidate: Path, tolerance: float) -> None:
                               f"results file")
 
 
-def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
+def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE,
+            per_image: bool = False) -> Comparison:
     """The comparison of two results files (bad input raises ScalebenchError or
-    UnreadableResults, naming the file)."""
+    UnreadableResults, naming the file); ``per_image``: image by image, never over images."""
     check_inputs(base, candidate, tolerance)
     left, right = _load(base), _load(candidate)
-    names = {**run_labels(right.rows, ("idx_rep",)), **run_labels(left.rows, ("idx_rep",))}
+    over = set() if per_image else _match_over_images(left, right)
+    names = {}
+    for side in (right, left):
+        rows = side.rows
+        names.update(run_labels(rows, ("idx_rep",)))
+        aggregated = rows[rows["_without_image"].isin(over)]
+        if not aggregated.empty:
+            names.update(run_labels(aggregated, ("idx_rep", *image_columns(aggregated))))
     keys = [dict.fromkeys(side.rows["_experiment"]) for side in (left, right)]
     common = [k for k in keys[0] if k in keys[1]]
     if not common:

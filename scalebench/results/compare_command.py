@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{MIN_REPETITIONS} repetitions on a side the verdict is 'unknown'")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="a table (default) or JSON")
+    parser.add_argument("--per-image", action="store_true",
+                        help="match experiments image by image (by config hash), not a "
+                        "configuration run on several images on both sides by its figures "
+                        "over them")
 
 
 def _tolerance(text: str) -> float:
@@ -47,7 +51,8 @@ def _tolerance(text: str) -> float:
 def run_compare(args: argparse.Namespace) -> int:
     from scalebench.results.compare import compare
 
-    comparison = compare(args.base, args.candidate, _tolerance(args.tolerance))
+    comparison = compare(args.base, args.candidate, _tolerance(args.tolerance),
+                         args.per_image)
     if args.format == "json":
         print(json.dumps(comparison.to_json(), indent=1))
     else:
@@ -85,7 +90,10 @@ def text_lines(comparison) -> list[str]:
               for name, (base, candidate) in comparison.shown.items()]
     for experiment in comparison.experiments:
         base_reps, candidate_reps = experiment.repetitions
-        lines += ["", f"{experiment.name} ({base_reps} -> {candidate_reps} repetition(s)); "
+        images = "" if experiment.images == (1, 1) else \
+            f"{experiment.images[0]} -> {experiment.images[1]} images, "
+        lines += ["", f"{experiment.name} ({images}{base_reps} -> {candidate_reps} "
+                      f"repetition(s)); "
                       f"estimates bit for bit: {experiment.bitwise}; largest "
                       f"{experiment.metric} difference over iterations: "
                       f"{_figure(experiment.largest_metric_difference)}"]

@@ -12,20 +12,15 @@ from typing import Any
 
 import pyarrow as pa
 import yaml
-from provenance.stop_reasons import RECORD_KEY
 
 from provenance.results import distinct_records, read_table, write_atomically
 from provenance.schema import METADATA_KEY, SCHEMA_VERSION
+from provenance.stop_reasons import RECORD_KEY
 from scalebench.problems import PROBLEMS
 from scalebench.results.store import RUN_KEY, run_status
 from scalebench.tuning.search import Search
-from scalebench.tuning.trials import RESULTS_ATTRIBUTE
+from scalebench.tuning.trials import CPU_ATTRIBUTE, RESULTS_ATTRIBUTE
 
-# Columns every row of a tuning's results file gains.
-TRIAL_COLUMNS = {"tune_study": "the study (one per configuration tuned) the row's trial "
-                               "belongs to",
-                 "tune_trial": "the trial's number in its study",
-                 "tune_state": "how the trial ended for the search: complete, pruned or fail"}
 # The scalebench key of a tuned config: how each method's setting was found.
 TUNED_KEY = "tuned"
 
@@ -33,7 +28,8 @@ TUNED_KEY = "tuned"
 def merge_results(final: Path, studies: list[tuple[Search, Any]], trials: Path,
                   config: Path) -> int:
     """Every trial's rows of ``studies`` ((search, optuna study)) in one results file,
-    ``final``; its run status names every experiment and how it stopped. Returns the rows."""
+    ``final``; its run status names every experiment and how it stopped. Each row gains the
+    columns of scalebench.results.columns.TUNING_COLUMNS. Returns the rows."""
     tables, experiments, stops = [], [], {}
     for search, study in studies:
         for trial in study.get_trials(deepcopy=False):
@@ -46,7 +42,8 @@ def merge_results(final: Path, studies: list[tuple[Search, Any]], trials: Path,
             stops.update(record.get(RECORD_KEY, {}))
             size = table.num_rows
             for column, value in (("tune_study", search.key), ("tune_trial", trial.number),
-                                  ("tune_state", trial.state.name.lower())):
+                                  ("tune_state", trial.state.name.lower()),
+                                  ("tune_cpu_s", trial.user_attrs.get(CPU_ATTRIBUTE))):
                 table = table.append_column(column, pa.array([value] * size))
             tables.append(table.replace_schema_metadata(None))
     if not tables:

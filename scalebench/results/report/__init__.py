@@ -42,12 +42,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def write_report(paths: list[Path], output: Path, png_folder: Path | None = None,
-                 capacity: list[Path] = ()) -> str:
+                 capacity: list[Path] = (), per_image: bool = False) -> str:
     """Write the report of ``paths`` to ``output`` (and every figure into ``png_folder``),
-    with the capacity view of the ``capacity`` files; return a one-line summary."""
+    with the capacity view of the ``capacity`` files; return a one-line summary.
+    ``per_image``: a configuration run on several images shown per image, not over them."""
     answers = load_capacity([Path(p) for p in capacity])
     results: Results = load_results([Path(p) for p in paths])
-    results.capacity = answers
+    results.capacity, results.per_image = answers, per_image
     views = [(view, _png(view)) for view in all_views(results)]
     _write_atomically(output, render_page(results, views, estimate_images(results)).encode())
     written = [view.slug for view, png in views if png is not None]

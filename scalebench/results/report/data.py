@@ -78,6 +78,9 @@ class Results:
     labels: dict[str, str] = field(default_factory=dict)  # run -> short label
     # Answers of `scalebench capacity` (report.capacity.load_capacity) for the capacity view.
     capacity: list[dict] = field(default_factory=list)
+    # ``--per-image``: a configuration run on several images shown one run per image, not as
+    # its figures over the images (report.over_images).
+    per_image: bool = False
 
     def runs(self) -> list[str]:
         return list(dict.fromkeys(self.rows[RUN]))

@@ -1,7 +1,8 @@
 """The figures a run's repetition gives each measure: per step seconds per iteration, the
 iteration, peak host and device memory, training throughput, the best and final headline metric
 and the seconds to the common quality target of the runs compared. ``scalebench compare`` and
-the report's environments view both read them here. Imports no torch.
+the report's environments view both read them here; the target is common to the runs of one
+image. Imports no torch.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from scalebench.rank.names import INFERENCE_STEPS, TRAINING_STEPS
 from scalebench.results.compare_rules import HIGHER, LOWER, Measure
 from scalebench.results.report.data import RUN, headline_metric, measured, per_run, step_peaks
 from scalebench.results.report.methods import time_to_target
+from scalebench.results.report.over_images import images_of
 
 STEPS = (*INFERENCE_STEPS, *TRAINING_STEPS, "step")  # "step": a whole training step
 PEAKS = {"peak host memory (MiB)": "host_rss", "peak device memory (MiB)": "cuda_alloc"}
@@ -42,7 +44,8 @@ def run_measures(rows: pd.DataFrame) -> tuple[list[Measure], pd.DataFrame]:
         ordered = rows.sort_values("stop_val").groupby(RUN, sort=False)[metric]
         add(Measure(f"best {label}", "quality", HIGHER), ordered.max())
         add(Measure(f"final {label}", "quality", HIGHER), ordered.last())
-        if "time" in rows:
-            seconds = time_to_target(rows, metric).runs["seconds"]
+        if "time" in rows:  # each image its own target
+            seconds = pd.concat([time_to_target(part, metric).runs["seconds"] for _, part in
+                                 rows.groupby(images_of(rows).fillna(""), sort=False)])
             add(Measure(f"seconds to the common {label} target", "time", LOWER), seconds)
     return measures, pd.DataFrame(values, index=table.index)

@@ -22,6 +22,7 @@ from scalebench.results.report.data import (
     headline_metric,
     parameter_text,
     random_weight_experiments,
+    run_labels,
 )
 from scalebench.results.report.figures import (
     FIGURE_WIDTH,
@@ -34,6 +35,14 @@ from scalebench.results.report.figures import (
     number,
     skip,
     wrap,
+)
+from scalebench.results.report.over_images import (
+    image_columns,
+    image_series,
+    images_of,
+    images_text,
+    over_images,
+    several_images,
 )
 from scalebench.results.report.repetitions import draw_time_band, time_bands
 
@@ -72,12 +81,13 @@ def method_names(rows: pd.DataFrame) -> pd.Series:
     return names
 
 
-def dataset_labels(rows: pd.DataFrame) -> dict[str, str]:
+def dataset_labels(rows: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> dict[str, str]:
     """Per benchopt dataset name: the dataset with the parameters that differ between the
-    datasets of that name in ``rows`` (benchopt's name lists every parameter)."""
+    datasets of that name in ``rows`` (benchopt's name lists every parameter), but
+    ``leave_out`` (the image, for a label over images)."""
     first = rows.groupby("dataset_name", sort=False).first()
     bases = first.index.map(solver_of)
-    columns = [c for c in first.columns if c.startswith("p_dataset_")]
+    columns = [c for c in first.columns if c.startswith("p_dataset_") and c not in leave_out]
     labels = {}
     for name, base in zip(first.index, bases, strict=True):
         same = first[bases == base]
@@ -144,7 +154,7 @@ def methods(results: Results) -> View:
     labels = list(shown.values())
     width = min(FIGURE_WIDTH, 4.5 * len(datasets))
     figure, axes = new_figure(width, 3.2 + legend_height(labels, width), 1, len(datasets))
-    summary, handles = [], {}
+    records, handles = {}, {}
     for axis, (dataset, part, metric, name) in zip(axes[0], datasets, strict=True):
         target = time_to_target(part, metric)
         bands = time_bands(part, metric)  # repetitions: their median and band, drawn once
@@ -165,12 +175,9 @@ def methods(results: Results) -> View:
                           marker="*", markersize=9, color=colours[method[curve.index[0]]])
             setup = curve["objective_setup_time_s"].iloc[0] \
                 if "objective_setup_time_s" in curve else float("nan")
-            summary.append([dataset_label[dataset], name, method[curve.index[0]],
-                            results.labels[run] + (RANDOM_MARK if run in random else ""),
-                            number(found["best"], 4), number(target.value, 4),
-                            _reached(found["iterations"], 12),
-                            _reached(found["seconds"], 4),
-                            number(setup, 3)])
+            found = {"dataset": dataset, "metric": name, "method": method[curve.index[0]],
+                     "target": target.value, "setup": setup, **found}
+            records[run] = found
         axis.axhline(target.value, color="grey", linestyle="--", linewidth=1)
         axis.set(xlabel="solver time (s, set-up excluded)", ylabel=name,
                  title=wrap(dataset_label[dataset], 40))
@@ -185,7 +192,41 @@ def methods(results: Results) -> View:
                 f"reached; a star where a run first reaches it; the standalone denoiser, which "
                 f"reconstructs nothing, is left out"
                 + (f"; open markers{RANDOM_MARK}: a learned denoiser with random weights, its "
-                   f"time to quality says nothing about the method" if random else ""),
-                Table(["dataset", "metric", "method", "run", "best (dB)", "target (dB)",
-                       "iterations to target", "seconds to target (set-up excluded)",
-                       "set-up (s)"], summary))
+                   f"time to quality says nothing about the method" if random else "")
+                + "; the table: a configuration run on several images as its figures over "
+                  "them (each image its own target; a figure not reached is not measured; "
+                  "scalebench report --per-image: one line per image)",
+                _table(results, rows, pd.DataFrame.from_dict(records, orient="index"), random))
+
+
+def _table(results: Results, rows: pd.DataFrame, found: pd.DataFrame, random: set) -> Table:
+    """One line per run, or, where a configuration ran several images (and not
+    ``--per-image``), one per configuration with its figures over the images."""
+    images = images_of(rows).groupby(rows[RUN], sort=False).first()
+    series = image_series(rows).groupby(rows[RUN], sort=False).first()
+    if results.per_image or not several_images(series, images):
+        labels = dataset_labels(rows)
+        return Table(["dataset", "metric", "method", "run", "best (dB)", "target (dB)",
+                      "iterations to target", "seconds to target (set-up excluded)",
+                      "set-up (s)"],
+                     [[labels[r["dataset"]], r["metric"], r["method"],
+                       results.labels[run] + (RANDOM_MARK if run in random else ""),
+                       number(r["best"], 4), number(r["target"], 4),
+                       _reached(r["iterations"], 12), _reached(r["seconds"], 4),
+                       number(r["setup"], 3)] for run, r in found.iterrows()])
+    leave_out = image_columns(rows)
+    labels, names = dataset_labels(rows, leave_out), run_labels(rows, leave_out)
+    table = []
+    for _, runs in found.groupby(series.loc[found.index], sort=False):
+        first, over = runs.index[0], images.loc[runs.index]
+        figures = {c: over_images(runs[c], over) for c in ("best", "iterations", "seconds",
+                                                            "setup")}
+        table.append([labels[runs["dataset"].iloc[0]], runs["metric"].iloc[0],
+                      runs["method"].iloc[0],
+                      names[first] + (RANDOM_MARK if first in random else ""),
+                      str(over.nunique(dropna=False)), images_text(figures["best"], 4),
+                      figures["iterations"].mean_text(3), figures["seconds"].mean_text(3),
+                      figures["setup"].mean_text(3)])
+    return Table(["dataset", "metric", "method", "configuration", "images",
+                  "best (dB): mean ± std (lowest–highest)", "iterations to target: mean",
+                  "seconds to target: mean (set-up excluded)", "set-up (s): mean"], table)
