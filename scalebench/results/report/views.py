@@ -60,6 +60,7 @@ from scalebench.results.report.scaling import (
 )
 from scalebench.results.report.steps import step_breakdown
 from scalebench.results.report.training import training
+from scalebench.results.report.tuned import tuned_best
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
@@ -248,8 +249,8 @@ def compile_speedup(results: Results) -> View:
                        "with compile (s)", "speedup"], summary))
 
 
-VIEWS = (quality, methods, step_breakdown, standalone_denoiser, memory, capacity, strong_scaling,
-         weak_scaling, compile_speedup, training,
+VIEWS = (quality, methods, tuned_best, step_breakdown, standalone_denoiser, memory, capacity,
+         strong_scaling, weak_scaling, compile_speedup, training,
          environments)
 
 
