@@ -1,4 +1,4 @@
-"""The report's view "methods at their tuned best" on a real tuning (seconds-long CT, three
+"""The report's view "methods at their tuned best" on a real tuning (seconds-long CT, two
 trials on one validation image) and the tuned config's run on two test images beside the
 untuned method: the tuned setting's test quality over its images, the untuned one's beside
 it, the tuning's cost; and the figures over images that the report and ``compare`` give."""
@@ -19,10 +19,10 @@ TEST_IMAGES = ["shepp_logan", "phantom-1"]
 
 @pytest.fixture(scope="module")
 def tuned_run(tmp_path_factory):
-    """(tuning results, test run results, tuned setting) of a three-trial tuning."""
+    """(tuning results, test run results, tuned setting) of a two-trial tuning."""
     folder = tmp_path_factory.mktemp("tuned")
     config = write_experiment(folder, TINY, "ct.yml")
-    tuning = run_cli("tune", config, "--trials", "3", "--outputs", folder / "out",
+    tuning = run_cli("tune", config, "--trials", "2", "--outputs", folder / "out",
                      "--seed", "1")
     assert tuning.returncode == 0, tuning.stdout[-3000:] + tuning.stderr[-3000:]
     tuned = yaml.safe_load((folder / "out" / "ct_tune.yml").read_text())
@@ -30,7 +30,7 @@ def tuned_run(tmp_path_factory):
     entry["tomography_2d"]["image"] = TEST_IMAGES  # two of the four keep it short
     tuned["solver"].append({"pnp": dict(TINY["solver"][0]["pnp"])})  # untuned
     test = run_cli("run", write_experiment(folder, tuned, "test.yml"), "--outputs",
-                   folder / "test", "--no-html")
+                   folder / "test", "--output", "test", "--no-html")
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
     (record,) = tuned["tuned"].values()
     return folder / "out" / "ct_tune.parquet", folder / "test" / "test.parquet", \
@@ -61,7 +61,7 @@ def test_the_tuned_view_pairs_the_test_run_with_the_tuning_and_gives_its_cost(tu
     assert cell["test (untuned)"].startswith("denoiser_sigma=")
     assert cell["tuned setting"] == f"denoiser_sigma={sigma:g}"
     trials = pd.read_parquet(tuning).groupby("tune_trial").first()
-    assert cell["trials"].startswith("3 (")
+    assert cell["trials"].startswith("2 (")
     assert float(cell["CPU seconds"]) == pytest.approx(trials["tune_cpu_s"].sum(), rel=1e-2)
     assert cell["validation images"] == "phantom-101"
 
