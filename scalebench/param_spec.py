@@ -29,10 +29,11 @@ class Param:
     doc: str = ""
     # The minimum itself is refused (a gain in (0, 1], a positive scale).
     exclusive_minimum: bool = False
-    # Left out of a run's recorded parameters (its config, hash and columns) while null: an
-    # unset SLURM resource, or a parameter added after results were archived, whose runs
-    # that never set it keep their hashes (``recorded_parameters``).
-    omitted_when_null: bool = False
+    # Left out of a run's recorded parameters (its config and hash) while it holds its
+    # default: an unset SLURM resource, or a parameter added after results were archived
+    # (step_scale, a dataset's image), whose runs that leave it so keep their hashes
+    # (``recorded_parameters``).
+    omitted_at_default: bool = False
 
     def describe(self) -> str:
         if self.choices is not None:
@@ -129,11 +130,11 @@ def resolved_parameters(values: dict, specs: dict[str, Param]) -> dict:
 
 
 def omitted(key: str, value: Any, specs: dict[str, Param]) -> bool:
-    """Whether ``key`` at ``value`` is left out of a run's record (Param.omitted_when_null)."""
-    return value is None and key in specs and specs[key].omitted_when_null
+    """Whether ``key`` at ``value`` is left out of a run's record (Param.omitted_at_default)."""
+    return key in specs and specs[key].omitted_at_default and value == specs[key].default
 
 
 def recorded_parameters(values: dict, specs: dict[str, Param]) -> dict:
-    """``values`` without the parameters a run's record leaves out while null: what its
-    config, hash and columns hold."""
+    """``values`` without the parameters a run's record leaves out at their default: what its
+    config and hash hold."""
     return {key: value for key, value in values.items() if not omitted(key, value, specs)}

@@ -177,7 +177,7 @@ class LoopSolver(BaseSolver):
         super().save_parameters(**parameters)
         # An unset resource must not override the parallel config's value (benchopt hands
         # every slurm_* parameter to submitit), nor show as a parameter of the run; neither
-        # does any other parameter left out while null (Param.omitted_when_null).
+        # does any other parameter left out while null (Param.omitted_at_default).
         given = given_parameters(self)
         for key in [k for k, v in given.items() if omitted(k, v, self.param_specs)]:
             del given[key]
@@ -185,7 +185,7 @@ class LoopSolver(BaseSolver):
     @property
     def params(self) -> dict:
         """Every parameter of the run (defaults filled in), those left out while null
-        (unset resources, Param.omitted_when_null) left out."""
+        (unset resources, Param.omitted_at_default) left out."""
         given = given_parameters(self)
         resolved = resolved_parameters(given, self.param_specs)
         return {k: v for k, v in resolved.items()

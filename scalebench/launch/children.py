@@ -80,6 +80,14 @@ def benchmark_name(config: Path, given: Path | None) -> str:
     return named
 
 
+def tuned_record(config: str) -> dict | None:
+    """The ``tuned`` record of the config a launch ran (written by scalebench tune); None
+    for a config without one."""
+    from scalebench.experiment.config import read_config
+
+    return read_config(config).get("tuned") if config else None
+
+
 def _run(args: argparse.Namespace) -> str:
     """Run the child ``args`` names; its standard output."""
     if args.child == "expand":
@@ -112,11 +120,12 @@ def _run(args: argparse.Namespace) -> str:
 
         with writing(f"the results file {args.final}"):
             rows = publish(args.final, parts, args.status, json.loads(args.failures),
-                           args.config, record_stops({RECORD_KEY: json.loads(args.stops)}))
+                           args.config, record_stops({RECORD_KEY: json.loads(args.stops)}),
+                           tuned_record(args.config))
         # the launcher's closing lines: the best quality per dataset, the radio runs against
-        # a blank sky, the runs that stopped early
+        # a blank sky, the runs that stopped early, where tuned settings came from
         return json.dumps({"rows": rows,
-                           "closing": closing_lines(load_results([args.final]).rows)})
+                           "closing": closing_lines(load_results([args.final]))})
     from scalebench.results.report import write_report
 
     report = args.results.with_suffix(".html")

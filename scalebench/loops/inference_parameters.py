@@ -23,14 +23,14 @@ from scalebench.rank.names import PROFILER_MODES
 # hands every ``slurm_*`` solver parameter to submitit, so resources can be swept like any
 # parameter. Unset (null) ones fall back to the parallel config; other launchers ignore them.
 SLURM_PARAMS = {
-    "slurm_nodes": Param(None, int, minimum=1, nullable=True, omitted_when_null=True,
+    "slurm_nodes": Param(None, int, minimum=1, nullable=True, omitted_at_default=True,
                          doc="nodes of the run's job"),
     "slurm_ntasks_per_node": Param(None, int, minimum=1, nullable=True,
-                                   omitted_when_null=True,
+                                   omitted_at_default=True,
                                    doc="ranks per node of the run's job"),
-    "slurm_gres": Param(None, str, nullable=True, omitted_when_null=True,
+    "slurm_gres": Param(None, str, nullable=True, omitted_at_default=True,
                         doc="generic resources, e.g. 'gpu:4'"),
-    "slurm_time": Param(None, str, nullable=True, omitted_when_null=True,
+    "slurm_time": Param(None, str, nullable=True, omitted_at_default=True,
                         doc="time limit of the run's job"),
 }
 
@@ -97,7 +97,7 @@ PNP_PARAMS = {
     # Added 2026-12 (tuning): left out of the record while null, so earlier runs keep their
     # hashes.
     "step_scale": Param(None, float, minimum=0.0, exclusive_minimum=True, nullable=True,
-                        omitted_when_null=True,
+                        omitted_at_default=True,
                         doc="gamma in units of 1 / ||A||^2 (||A||^2 by Lanczos), used when "
                             "step_size is null (give one of the two); null: 1 for a gradient "
                             "step, 10 for a prox"),

@@ -49,9 +49,10 @@ PARAMS = {
     "factor": Param(2, int, minimum=1, doc="downsampling factor of every frame"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
-    "image": Param(IMAGES.default, str, doc="the ground truth: a photograph (`astronaut`, "
-                                            "`coffee`, ...) or `synthetic-<n>` drawn from "
-                                            "seed n (docs: image families)"),
+    "image": Param(IMAGES.default, str, omitted_at_default=True,
+                   doc="the ground truth: a photograph (`astronaut`, "
+                       "`coffee`, ...) or `synthetic-<n>` drawn from "
+                       "seed n (docs: image families)"),
 }
 
 

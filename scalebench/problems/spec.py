@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scalebench.param_spec import Param
-from scalebench.problems.images import IMAGE_PARAMETER, ImageFamily
+from scalebench.param_spec import Param, recorded_parameters
+from scalebench.problems.images import ImageFamily
 
 if TYPE_CHECKING:
     from scalebench.problems.base import ProblemSetup
@@ -70,12 +70,10 @@ class ProblemSpec:
 
     def recorded(self, values: dict) -> dict:
         """Resolved parameters ``values`` as a run records them (``ProblemSetup.source``,
-        which its config hash covers): ``image`` only where it is not the default, so that a
-        run of the default image keeps the hash its runs had before the parameter existed."""
-        param = self.params.get(IMAGE_PARAMETER)
-        if param is None or values.get(IMAGE_PARAMETER) != param.default:
-            return dict(values)
-        return {key: value for key, value in values.items() if key != IMAGE_PARAMETER}
+        which its config hash covers): those left out at their default dropped
+        (Param.omitted_at_default: ``image``, so that a run of the default image keeps the
+        hash its runs had before the parameter existed)."""
+        return recorded_parameters(values, self.params)
 
     def workspace(self, values: dict, chunk_elements: int | None = None) -> int:
         """``workspace_elements`` of resolved parameters ``values`` (0 without the term)."""

@@ -53,8 +53,9 @@ PARAMS = {
                            "else torch"),
     "noise_level": Param(0.01, float, minimum=0.0, doc="noise std relative to RMS(A x)"),
     "seed": Param(0, int, minimum=0, doc="seed of the measurement noise"),
-    "image": Param(IMAGES.default, str, doc="the phantom: `shepp_logan`, or `phantom-<n>` "
-                                            "drawn from seed n (docs: image families)"),
+    "image": Param(IMAGES.default, str, omitted_at_default=True,
+                   doc="the phantom: `shepp_logan`, or `phantom-<n>` "
+                       "drawn from seed n (docs: image families)"),
 }
 
 

@@ -50,10 +50,12 @@ def _status(metadata: dict | None) -> dict:
 
 
 def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: list[dict],
-            config: str, unfinished: dict[str, Stop] | None = None) -> int:
+            config: str, unfinished: dict[str, Stop] | None = None,
+            tuned: dict | None = None) -> int:
     """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows.
     ``unfinished``: how the experiments of this launch that kept no rows ended (failed,
-    stopped)."""
+    stopped); ``tuned``: the config's ``tuned`` record (its settings' studies), kept in the
+    run status so that the report says where the settings came from."""
     tables, done = [], []
     if final.is_file():
         existing = read_table(final)
@@ -69,7 +71,7 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
     stops = {**{key: stop.to_json() for key, stop in (unfinished or {}).items()},
              **{key: stop.to_json() for key, stop in experiment_stops(table).items()}}
     record = {"status": status, "experiments": done, "failures": failures, "config": config,
-              RECORD_KEY: stops}
+              RECORD_KEY: stops, **({"tuned": tuned} if tuned else {})}
     metadata = {METADATA_KEY: json.dumps(document).encode(),
                 RUN_KEY: json.dumps(record).encode()}
     write_atomically(table.replace_schema_metadata(metadata), final)

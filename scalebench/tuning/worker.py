@@ -66,6 +66,7 @@ def _work_on(study, search: Search, files: StudyFiles, heartbeat: Heartbeat,
     from optuna.trial import TrialState
 
     place = TrialPlace(plan.folder / "trials", search.key, files.journal)
+    began, ended_before = time.monotonic(), ended_trials(study)  # this study's pace
     while not _spent(plan, start):
         fail_stale_trials(study, files)
         ended = ended_trials(study)
@@ -78,13 +79,15 @@ def _work_on(study, search: Search, files: StudyFiles, heartbeat: Heartbeat,
         trial = study.ask()
         trial.set_user_attr(WORKER_ATTRIBUTE, heartbeat.name)
         outcome = run_trial(study, trial, search, place, plan.options, plan.objective)
-        print(progress_line(study, search, plan, outcome, time.monotonic() - start),
-              flush=True)
+        print(progress_line(study, search, plan, outcome, time.monotonic() - began,
+                            ended_before, time.monotonic() - start), flush=True)
 
 
-def progress_line(study, search: Search, plan: WorkerPlan, outcome: dict,
-                  elapsed: float) -> str:
-    """``tune LABEL: trial k of N (pruned), best 29.84 (trial 3), 2 pruned, ETA 4 min``."""
+def progress_line(study, search: Search, plan: WorkerPlan, outcome: dict, elapsed: float,
+                  ended_before: int, spent: float) -> str:
+    """``tune LABEL: trial k of N (pruned), best 29.84 (trial 3), 2 pruned, ETA 4 min``: the
+    ETA at this study's pace since this worker took it up (``elapsed``, ``ended_before``
+    trials then), the budget left after ``spent`` seconds of the whole tuning."""
     from optuna.trial import TrialState
 
     ended = ended_trials(study)
@@ -94,10 +97,11 @@ def progress_line(study, search: Search, plan: WorkerPlan, outcome: dict,
     best_text = f"best {best.value:.4g} (trial {best.number})" if best else "no value yet"
     of = f" of {plan.trials}" if plan.trials is not None else ""
     eta = ""
-    if plan.trials is not None and ended:
+    if plan.trials is not None and ended > ended_before:
         left = max(0, plan.trials - ended)
-        eta = f", ETA {duration_text(elapsed / ended * left)}" if left else ""
+        pace = elapsed / (ended - ended_before)
+        eta = f", ETA {duration_text(pace * left)}" if left else ""
     if plan.budget_s is not None:
-        eta += f", budget left {duration_text(max(0.0, plan.budget_s - elapsed))}"
+        eta += f", budget left {duration_text(max(0.0, plan.budget_s - spent))}"
     return (f"[scalebench] tune {search.label}: trial {ended}{of} ({outcome['state']}), "
             f"{best_text}, {pruned} pruned{eta}")

@@ -94,7 +94,7 @@ def test_the_closing_line_names_the_best_quality_its_method_and_how_long_it_took
     assert best_quality_lines(results.rows) == [
         "best PSNR on tomography_2d: 29.9 dB, by pnp algorithm=drs, after 1 s of solver "
         "time (iteration 2, set-up excluded)"]
-    assert closing_lines(results.rows) == best_quality_lines(results.rows)[0]
+    assert closing_lines(results) == best_quality_lines(results.rows)[0]
 
 
 def test_views_with_nothing_to_show_are_listed_together_at_the_end():

@@ -159,7 +159,7 @@ def test_publish_records_each_experiments_end_and_fills_an_old_files_rows(tmp_pa
     old = rows[rows.experiment_id == "old"]
     assert set(old[REASON_COLUMN]) == {COMPLETE} and set(old[ITERATION_COLUMN]) == {4}
     assert "stopped early: 1 experiment cut by its time limit" in \
-        closing_lines(load_results([final]).rows)
+        closing_lines(load_results([final]))
 
 
 def _stop_findings(path) -> list[str]:

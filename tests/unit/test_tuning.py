@@ -177,3 +177,17 @@ def test_workers_of_one_study_share_it_through_the_journal(tmp_path):
     first.tell(trial.number, 2.0)
     assert ended_trials(second) == 1
     assert second.best_value == 2.0
+
+
+def test_the_report_says_where_a_tuned_setting_came_from():
+    from scalebench.results.report.summary import tuned_lines
+
+    record = {"pgd-1": {"method": "tomography_2d x pnp[algorithm=pgd,denoiser=tv]",
+                        "setting": {"denoiser_sigma": 0.00123456}, "trial": 7, "trials": 12,
+                        "validation": ["phantom-101", "phantom-102"], "value": 25.0,
+                        "results": "t.parquet"}}
+    (line,) = tuned_lines([{"path": "a.parquet", "tuned": record}, {"path": "b.parquet"}])
+    assert line == ("tomography_2d x pnp[algorithm=pgd,denoiser=tv] runs "
+                    "denoiser_sigma=0.00123, the setting scalebench tune chose on validation "
+                    "images phantom-101, phantom-102 (study pgd-1, trial 7 of 12), not on the "
+                    "images scored here")

@@ -132,7 +132,8 @@ def load_results(paths: list[Path]) -> Results:
         record = run_status(path)
         files.append({"path": str(path), "rows": len(frame),
                       "status": record.get("status", "no run record (plain benchopt file)"),
-                      "failures": record.get("failures", [])})
+                      "failures": record.get("failures", []),
+                      "tuned": record.get("tuned")})
         frames.append(frame)
     merged = pd.concat(frames, ignore_index=True)
     kept, dropped = [], []

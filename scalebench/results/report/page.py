@@ -18,7 +18,11 @@ from scalebench.results.report.data import (
     run_resources,
 )
 from scalebench.results.report.figures import View
-from scalebench.results.report.summary import best_quality_lines, stopped_early_line
+from scalebench.results.report.summary import (
+    best_quality_lines,
+    stopped_early_line,
+    tuned_lines,
+)
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }
@@ -146,7 +150,8 @@ def render_page(results: Results, views: list[tuple[View, bytes | None]],
             f"written {created}.</p>"]
     body += [f"<p><b>{_escape(line[0].upper() + line[1:])}.</b></p>"
              for line in filter(None, [*best_quality_lines(results.rows, results.per_image),
-                                       stopped_early_line(results.rows)])]
+                                       stopped_early_line(results.rows),
+                                       *tuned_lines(results.files)])]
     body.append(_files_section(results))
     body += [_view_section(view, png) for view, png in views if png is not None]
     body += [_images_section(images), _provenance_section(results),

@@ -8,7 +8,13 @@ from __future__ import annotations
 import pandas as pd
 
 from provenance.stop_reasons import early_stop_line
-from scalebench.results.report.data import RUN, blank_sky_line, headline_metric, run_labels
+from scalebench.results.report.data import (
+    RUN,
+    Results,
+    blank_sky_line,
+    headline_metric,
+    run_labels,
+)
 from scalebench.results.report.figures import number
 from scalebench.results.report.methods import dataset_labels, method_names, reconstructions
 from scalebench.results.report.over_images import (
@@ -75,8 +81,23 @@ def stopped_early_line(rows: pd.DataFrame) -> str:
     return early_stop_line(stops_by(rows, RUN), run_labels(rows))
 
 
-def closing_lines(rows: pd.DataFrame) -> str:
+def tuned_lines(files: list[dict]) -> list[str]:
+    """Per tuned method of the files' configs: 'pnp[...] at the setting scalebench tune chose
+    on validation images a, b (study S, trial k of N trials); scored here on others'."""
+    lines = []
+    for file in files:
+        for study, record in (file.get("tuned") or {}).items():
+            setting = ", ".join(f"{k}={number(v)}" for k, v in record["setting"].items())
+            lines.append(f"{record['method']} runs {setting}, the setting scalebench tune "
+                         f"chose on validation images {', '.join(record['validation'])} "
+                         f"(study {study}, trial {record['trial']} of {record['trials']}), "
+                         f"not on the images scored here")
+    return lines
+
+
+def closing_lines(results: Results) -> str:
     """The lines ``scalebench run`` ends with, newline-separated ("" when there is none); a
     configuration run on several images as its mean over them."""
+    rows = results.rows
     return "\n".join(filter(None, [*best_quality_lines(rows), blank_sky_line(rows),
-                                    stopped_early_line(rows)]))
+                                    stopped_early_line(rows), *tuned_lines(results.files)]))
