@@ -12,10 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 import yaml
-from provenance.stop_reasons import RECORD_KEY
 
 from provenance.results import distinct_records, read_table, write_atomically
 from provenance.schema import METADATA_KEY, SCHEMA_VERSION
+from provenance.stop_reasons import RECORD_KEY
 from scalebench.problems import PROBLEMS
 from scalebench.results.store import RUN_KEY, run_status
 from scalebench.tuning.search import Search

@@ -123,7 +123,6 @@ def test_batch_template_commands():
     ]
 
 
-
 def test_tune_template_runs_a_worker_per_task_then_writes_the_outputs():
     """tune.sh: one srun step whose every task is a worker of the same tuning, its index the
     task's (expanded inside the step), in the runtime; then the outputs, running no trial."""
@@ -146,6 +145,7 @@ def test_tune_template_runs_a_worker_per_task_then_writes_the_outputs():
                            "echo", "tune"], env={"SLURM_PROCID": "3", "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, check=True)
     assert step.stdout == "tune --worker 3\n"  # what each task of the step runs
+
 
 def test_srun_step_of_one_experiment():
     from scalebench.launch.processes import srun_command

@@ -100,7 +100,6 @@ def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
     assert ended[0].number == before[0].number and ended[0].params == before[0].params
 
 
-
 def test_two_local_workers_share_one_study_and_write_the_outputs(tmp_path):
     config = write_experiment(tmp_path, TINY, "ct.yml")
     result = run_cli("tune", config, "--workers", "2", "--trials", "4", "--outputs",
@@ -113,6 +112,7 @@ def test_two_local_workers_share_one_study_and_write_the_outputs(tmp_path):
     rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")
     assert sorted(set(rows["tune_trial"])) == sorted(t.number for t in trials)
     assert (tmp_path / "out" / "ct_tune.yml").is_file()
+
 
 @pytest.mark.parametrize("change, args, message", [
     ({"tune": {"step_size_typo": None}}, (), "not tuned"),

@@ -25,7 +25,7 @@ from scalebench.tuning.study import (
     fail_stale_trials,
     open_study,
 )
-from scalebench.tuning.trials import trial_config
+from scalebench.tuning.trials import trial_config, trial_environment
 
 
 def rows(curves: dict[str, list[float]], times: list[float] | None = None) -> pd.DataFrame:
@@ -177,3 +177,20 @@ def test_workers_of_one_study_share_it_through_the_journal(tmp_path):
     first.tell(trial.number, 2.0)
     assert ended_trials(second) == 1
     assert second.best_value == 2.0
+
+
+def test_a_trial_launched_from_a_slurm_task_sees_no_task_variables(monkeypatch):
+    """A worker that is task 1 of 2 runs one-rank trials: their rank would otherwise read
+    SLURM_PROCID / SLURM_NTASKS as its rank among two."""
+    from scalebench.launch.rank_env import export_rank_environment
+
+    for name, value in {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0",
+                        "SLURM_JOB_ID": "7"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("RANK", raising=False)
+    with trial_environment({"trial": 3}):
+        inside = dict(os.environ)
+        export_rank_environment(inside)
+        assert "RANK" not in inside and inside["SLURM_JOB_ID"] == "7"
+        assert '"trial": 3' in os.environ["SCALEBENCH_TRIAL"]
+    assert os.environ["SLURM_PROCID"] == "1" and "SCALEBENCH_TRIAL" not in os.environ
