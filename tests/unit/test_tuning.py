@@ -24,6 +24,7 @@ from scalebench.tuning.study import (
     ended_trials,
     fail_stale_trials,
     open_study,
+    worker_name,
 )
 from scalebench.tuning.trials import trial_config, trial_environment
 
@@ -162,9 +163,17 @@ def test_a_dead_workers_running_trial_is_failed_and_ended_trials_are_counted(tmp
         assert fail_stale_trials(study, files, now=time.time()) == 1
         assert fail_stale_trials(study, files, now=time.time() + STALE_AFTER_S + 1) == 1
         gone = study.ask()  # a worker of this host whose process has ended
-        gone.set_user_attr(WORKER_ATTRIBUTE, f"{socket.gethostname()}-{dead_pid()}")
-        (files.heartbeats / f"{socket.gethostname()}-{dead_pid()}").write_text("{}")
+        gone.set_user_attr(WORKER_ATTRIBUTE, worker_name(dead_pid()))
+        (files.heartbeats / worker_name(dead_pid())).write_text("{}")
         assert fail_stale_trials(study, files) == 1
+        # the same pid in another PID namespace (another container on this node): its
+        # heartbeat decides, not a process of this namespace
+        other = study.ask()
+        name = f"{socket.gethostname()}-1-{dead_pid()}"
+        other.set_user_attr(WORKER_ATTRIBUTE, name)
+        (files.heartbeats / name).write_text("{}")
+        assert fail_stale_trials(study, files) == 0
+        assert heartbeat.name == worker_name(os.getpid())
     finally:
         heartbeat.close()
     assert not heartbeat.path.exists()
