@@ -298,7 +298,10 @@ def run_resume_check(args, folder: Path) -> int:
         if f"trial {half} of {trials}" in line:
             time.sleep(2)  # the next trial started: killed while it runs
             break
-    os.killpg(process.pid, signal.SIGKILL)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended before half its trials: nothing was killed
+        pass
     process.wait()
     before = {t.number: t for t in ended(study_trials(folder / "killed"))}
     files = {n: (folder / "killed" / "trials").glob(f"*-trial-{n:04d}.parquet")
