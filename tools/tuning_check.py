@@ -263,7 +263,7 @@ def run_workers_check(args, folder: Path) -> int:
     print(f"cores: {os.cpu_count()}")
     ratio = walls[1] / walls[0]
     return print_targets([(f"2 workers <= {TARGET_WORKERS} x 1 worker's wall time",
-                           ratio <= TARGET_WORKERS, f"{ratio:.2f}")])
+                           ratio <= TARGET_WORKERS, f"{ratio:.3f}")])
 
 
 def check_case(args, size: int) -> Case:
