@@ -27,6 +27,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def worker_count(text: str) -> int:
+    """``tune --workers``: local worker processes, 0 for none (the outputs of trials that
+    workers elsewhere ran: SLURM tasks with --worker)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 0, got {text!r}")
+    return value
+
+
 # What each subcommand does, at length (its --help and docs/cli.md).
 DESCRIPTIONS = {
     "run": "Validate the whole experiment file, then run each of its experiments (locally on "
@@ -179,8 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "without --budget)")
     tune_parser.add_argument("--budget", default=None, help="wall time after which no trial "
                              "starts, a duration (90min, 2h, 01:30:00)")
-    tune_parser.add_argument("--workers", type=positive_int, default=1,
-                             help="local worker processes sharing the studies (default 1)")
+    tune_parser.add_argument("--workers", type=worker_count, default=1,
+                             help="local worker processes sharing the studies (default 1; 0: "
+                             "run no trial, write the outputs of the trials the studies hold)")
     tune_parser.add_argument("--objective", default="quality",
                              help="'quality' (the mean best headline quality within max_iter) "
                              "or 'time-to:DB' (the mean solver time to DB dB)")
@@ -192,8 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="folder (default: benchmark_inference/outputs)")
     tune_parser.add_argument("--worker", type=int, default=None, metavar="INDEX",
                              help="run the trial loop only, as worker INDEX (SLURM tasks: "
-                             "srun ... --worker $SLURM_PROCID; then the same command without "
-                             "--worker writes the outputs)")
+                             "srun ... --worker $SLURM_PROCID; then the same command with "
+                             "--workers 0 writes the outputs)")
     check = command("check", "check the provenance of a results file")
     check.add_argument("results", type=Path, help="results parquet file")
     replay = command("replay", "re-run archived results, compare bit for bit")

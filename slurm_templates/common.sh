@@ -1,4 +1,4 @@
-# Shared body of the batch templates (sourced by multinode.sh and singlenode.sh).
+# Shared body of the batch templates (sourced by multinode.sh, singlenode.sh and tune.sh).
 #
 # Options (environment variables, e.g. `sbatch --export=ALL,SB_CONFIG=... multinode.sh`):
 #   SB_CONFIG       experiment YAML (required), relative to SB_REPO or absolute
@@ -27,33 +27,8 @@
 
 sb_main() {
   set -euo pipefail
-  SB_REPO=${SB_REPO:-${SLURM_SUBMIT_DIR:-$PWD}}
-  SB_RUNTIME=${SB_RUNTIME:-none}
-  SB_GPUS=${SB_GPUS:-0}
-  : "${SB_CONFIG:?SB_CONFIG must name the experiment YAML file}"
-  case "$SB_CONFIG" in /*) ;; *) SB_CONFIG=$SB_REPO/$SB_CONFIG ;; esac
-  local config_name
-  config_name=$(basename "$SB_CONFIG")
-  SB_OUTPUT=${SB_OUTPUT:-${config_name%.*}_${SLURM_JOB_ID}}
-  SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
-  SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
-  SB_LAUNCHER_PYTHON=${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}
-  # Read by scalebench/launch/launch_variables.py; scalebench/launch/runtimes.py builds every container command line.
-  export SB_REPO SB_RUNTIME SB_ENGINE SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON \
-    SB_OUTPUTS SB_BENCHMARK SB_CONFIG SB_LAUNCHER_PYTHON
-  if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
-    if [ -z "${SB_IMAGE_DIGEST:-}" ]; then  # every rank runs the image the tag names now
-      local identity
-      identity=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
-      SB_IMAGE_DIGEST=${identity%%$'\n'*} SB_IMAGE_LABELS_JSON=${identity#*$'\n'}
-    fi
-    export SB_IMAGE_DIGEST SB_IMAGE_LABELS_JSON
-  elif [ "$SB_RUNTIME" = apptainer ] && [ -z "${SB_IMAGE_DIGEST:-}" ] && [ -r "${SB_IMAGE:-}" ]; then
-    SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
-    export SB_IMAGE_DIGEST
-  fi
+  sb_setup "$SLURM_JOB_ID"
   export MASTER_ADDR=${MASTER_ADDR:-$(sb_rank_env master-addr)}
-  [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it
   export SCALEBENCH_PREFLIGHT=$SB_OUTPUTS/$SB_OUTPUT.preflight.json
   local task=$SB_REPO/slurm_templates/task-python.sh
   local srun_args=()
@@ -88,6 +63,38 @@ sb_main() {
     wait "$pid" || status=$?
   fi
   return "$status"
+}
+
+# The job's settings from the SB_* variables (defaults filled in, exported for the ranks and
+# task-python.sh) and the image's identity; SB_OUTPUT defaults to <config name>_$1.
+sb_setup() {
+  set -euo pipefail
+  SB_REPO=${SB_REPO:-${SLURM_SUBMIT_DIR:-$PWD}}
+  SB_RUNTIME=${SB_RUNTIME:-none}
+  SB_GPUS=${SB_GPUS:-0}
+  : "${SB_CONFIG:?SB_CONFIG must name the experiment YAML file}"
+  case "$SB_CONFIG" in /*) ;; *) SB_CONFIG=$SB_REPO/$SB_CONFIG ;; esac
+  local config_name
+  config_name=$(basename "$SB_CONFIG")
+  SB_OUTPUT=${SB_OUTPUT:-${config_name%.*}_$1}
+  SB_BENCHMARK=${SB_BENCHMARK:-$SB_REPO/benchmark_inference}
+  SB_OUTPUTS=${SB_OUTPUTS:-$SB_BENCHMARK/outputs}
+  SB_LAUNCHER_PYTHON=${SB_LAUNCHER_PYTHON:-$(sb_launcher_python)}
+  # Read by scalebench/launch/launch_variables.py; scalebench/launch/runtimes.py builds every container command line.
+  export SB_REPO SB_RUNTIME SB_ENGINE SB_GPUS SB_IMAGE SB_BINDS SB_DATA SB_WEIGHTS SB_PYTHON \
+    SB_OUTPUTS SB_BENCHMARK SB_CONFIG SB_LAUNCHER_PYTHON
+  if [ "$SB_RUNTIME" = docker ] || [ "$SB_RUNTIME" = podman ]; then
+    if [ -z "${SB_IMAGE_DIGEST:-}" ]; then  # every rank runs the image the tag names now
+      local identity
+      identity=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
+      SB_IMAGE_DIGEST=${identity%%$'\n'*} SB_IMAGE_LABELS_JSON=${identity#*$'\n'}
+    fi
+    export SB_IMAGE_DIGEST SB_IMAGE_LABELS_JSON
+  elif [ "$SB_RUNTIME" = apptainer ] && [ -z "${SB_IMAGE_DIGEST:-}" ] && [ -r "${SB_IMAGE:-}" ]; then
+    SB_IMAGE_DIGEST=$(PYTHONPATH=$SB_REPO "$SB_LAUNCHER_PYTHON" -m scalebench.launch.containers identity)
+    export SB_IMAGE_DIGEST
+  fi
+  [ "${SB_DRY_RUN:-0}" = 1 ] || mkdir -p "$SB_OUTPUTS"  # containers bind it
 }
 
 sb_run_or_print() {

@@ -31,6 +31,12 @@ PREFLIGHT_PORT_OFFSET = EXPERIMENT_PORT_SPAN
 JOB_STRIDE = 1009  # a prime above every offset
 
 
+# The variables of a SLURM task that make a process one rank of several (slurm_ranks reads
+# them); a process that runs a job of its own inside such a task hides them from it.
+TASK_VARIABLES = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+                  "SLURM_TASKS_PER_NODE")
+
+
 def slurm_ranks(env: Mapping[str, str]) -> dict[str, str]:
     """RANK & co. from SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NTASKS_PER_NODE."""
     per_node = env.get("SLURM_NTASKS_PER_NODE", "") or env.get("SLURM_TASKS_PER_NODE", "1")

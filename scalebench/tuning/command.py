@@ -86,7 +86,7 @@ def tune(request: TuneRequest, argv: list[str]) -> int:
         return 0
     if request.workers > 1:
         _run_workers(request, argv)
-    else:
+    elif request.workers == 1:
         run_worker(plan)
     return write_outputs(request, raw, found)
 

@@ -4,7 +4,8 @@ way continues where it stopped.
 
 A worker that dies leaves its trial RUNNING in the journal; each worker keeps a heartbeat file
 beside the journal, and a RUNNING trial whose worker's heartbeat is older than
-``STALE_AFTER_S`` (or whose process is gone, on this host) is marked failed when a worker
+``STALE_AFTER_S`` (or whose process is gone, on this host and in this PID namespace) is marked
+failed when a worker
 asks for a trial, so that ``--trials N`` counts only trials that ended (complete and
 pruned) and none is redone.
 """
@@ -79,7 +80,7 @@ class Heartbeat:
 
     def __init__(self, files: StudyFiles) -> None:
         files.heartbeats.mkdir(parents=True, exist_ok=True)
-        self.name = f"{socket.gethostname()}-{os.getpid()}"
+        self.name = worker_name(os.getpid())
         self.path = files.heartbeats / self.name
         self._stop = threading.Event()
         self._beat()
@@ -99,11 +100,27 @@ class Heartbeat:
         self.path.unlink(missing_ok=True)
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (a container without the host's has its own, whose pids
+    repeat those of other containers on the node); "0" where there is no /proc."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def worker_name(pid: int) -> str:
+    """The name a worker's heartbeat and trials carry: ``<host>-<pid namespace>-<pid>``,
+    unique on a node whose workers run in containers of their own too."""
+    return f"{socket.gethostname()}-{pid_namespace()}-{pid}"
+
+
 def process_alive(worker: str) -> bool:
-    """Whether the worker named ``<host>-<pid>`` may live: on another host, unknown (its
-    heartbeat decides); on this one, whether its process exists."""
-    host, _, pid = worker.rpartition("-")
-    if host != socket.gethostname() or not pid.isdigit():
+    """Whether the worker named by ``worker_name`` may live: on another host or in another
+    PID namespace, unknown (its heartbeat decides); in this one, whether its process
+    exists."""
+    host, namespace, pid = (["", "", ""] + worker.rsplit("-", 2))[-3:]
+    if host != socket.gethostname() or namespace != pid_namespace() or not pid.isdigit():
         return True
     try:
         os.kill(int(pid), 0)

@@ -11,12 +11,15 @@ import json
 import os
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from scalebench.launch.rank_env import TASK_VARIABLES
 from scalebench.launch.runner import LaunchRequest, run
 from scalebench.problems import PROBLEMS
 from scalebench.rank.trial_report import PRUNED_ATTRIBUTE, TRIAL_VARIABLE
@@ -70,6 +73,20 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+@contextmanager
+def trial_environment(report: dict) -> Iterator[None]:
+    """The environment of a trial's launch: its trial named for rank 0, and none of the task
+    variables of the worker's own SLURM step (a worker that is one task of several runs
+    one-rank trials, whose rank would take them for its rank among several)."""
+    hidden = {name: os.environ.pop(name) for name in TASK_VARIABLES if name in os.environ}
+    os.environ[TRIAL_VARIABLE] = json.dumps(report)
+    try:
+        yield
+    finally:
+        os.environ.pop(TRIAL_VARIABLE, None)
+        os.environ.update(hidden)
+
+
 def run_trial(study: optuna.Study, trial: optuna.Trial, search: Search, place: TrialPlace,
               options: dict, objective: Objective) -> dict[str, Any]:
     """Run ``trial`` and tell the study how it ended; what happened, for the progress line."""
@@ -84,12 +101,9 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, search: Search, place: T
               "images": list(search.images), "metric": metric}
     results = place.results(trial.number)
     cpu, start = children_cpu_seconds(), time.monotonic()
-    os.environ[TRIAL_VARIABLE] = json.dumps(report)
-    try:
+    with trial_environment(report):
         status = run(LaunchRequest(config, None, results.stem, html=False,
                                    outputs=place.folder))
-    finally:
-        os.environ.pop(TRIAL_VARIABLE, None)
     trial.set_user_attr(RESULTS_ATTRIBUTE, results.name)
     trial.set_user_attr(CPU_ATTRIBUTE, children_cpu_seconds() - cpu)
     value = _value(results, metric, objective, len(search.images)) if results.is_file() \

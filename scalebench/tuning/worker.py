@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalebench.errors import ScalebenchError
 from scalebench.planning.capacity.time_model import duration_text
 from scalebench.tuning.objective import Objective
 from scalebench.tuning.search import Search
@@ -26,6 +27,9 @@ from scalebench.tuning.trials import TrialPlace, run_trial
 
 # How long a worker waits for the other workers' running trials before it looks again.
 WAIT_S = 2.0
+# Trials of one worker that fail one after the other before it gives up: failed trials do not
+# count towards --trials, so a config whose every trial fails would otherwise never end.
+FAILED_IN_A_ROW = 10
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ def _work_on(study, search: Search, files: StudyFiles, heartbeat: Heartbeat,
 
     place = TrialPlace(plan.folder / "trials", search.key, files.journal)
     began, ended_before = time.monotonic(), ended_trials(study)  # this study's pace
+    failed = 0
     while not _spent(plan, start):
         fail_stale_trials(study, files)
         ended = ended_trials(study)
@@ -81,6 +86,10 @@ def _work_on(study, search: Search, files: StudyFiles, heartbeat: Heartbeat,
         outcome = run_trial(study, trial, search, place, plan.options, plan.objective)
         print(progress_line(study, search, plan, outcome, time.monotonic() - began,
                             ended_before, time.monotonic() - start), flush=True)
+        failed = failed + 1 if outcome["state"] == "fail" else 0
+        if failed >= FAILED_IN_A_ROW:
+            raise ScalebenchError(f"tune {search.label}: {failed} trials in a row failed "
+                                  f"(their logs: {place.folder}); the ended trials are kept")
 
 
 def progress_line(study, search: Search, plan: WorkerPlan, outcome: dict, elapsed: float,

@@ -123,6 +123,30 @@ def test_batch_template_commands():
     ]
 
 
+def test_tune_template_runs_a_worker_per_task_then_writes_the_outputs():
+    """tune.sh: one srun step whose every task is a worker of the same tuning, its index the
+    task's (expanded inside the step), in the runtime; then the outputs, running no trial."""
+    env = {"SB_CONFIG": "configs/default.yml", "SLURM_JOB_ID": "42", "SLURM_NTASKS": "4",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SB_GPUS": "1", "SB_RUNTIME": "apptainer",
+           "SB_IMAGE": "/img/sb.sif", "SB_REPO": str(REPO), "SB_OUTPUTS": "/scratch/results",
+           "SB_TRIALS": "40", "SB_BUDGET": "2h"}
+    lines = dry_run(["bash", str(TEMPLATES / "tune.sh")], **env).splitlines()
+    tune = (f"{REPO}/slurm_templates/task-python.sh -m scalebench tune "
+            f"{REPO}/configs/default.yml --outputs /scratch/results --output default_tune "
+            "--trials 40 --budget 2h")
+    assert lines == [
+        f"[scalebench] job 42: tuning {REPO}/configs/default.yml with 4 worker(s) on n[1-2], "
+        "runtime apptainer, into /scratch/results/default_tune",
+        "srun --export=ALL --gpus-per-task=1 bash -c "
+        + r'exec\ \"\$@\"\ --worker\ \"\$SLURM_PROCID\"' + f" worker {tune} ",
+        f"{tune} --workers 0 ",
+    ]
+    step = subprocess.run(["bash", "-c", 'exec "$@" --worker "$SLURM_PROCID"', "worker",
+                           "echo", "tune"], env={"SLURM_PROCID": "3", "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, check=True)
+    assert step.stdout == "tune --worker 3\n"  # what each task of the step runs
+
+
 def test_srun_step_of_one_experiment():
     from scalebench.launch.processes import srun_command
 

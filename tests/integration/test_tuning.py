@@ -100,6 +100,20 @@ def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
     assert ended[0].number == before[0].number and ended[0].params == before[0].params
 
 
+def test_two_local_workers_share_one_study_and_write_the_outputs(tmp_path):
+    config = write_experiment(tmp_path, TINY, "ct.yml")
+    result = run_cli("tune", config, "--workers", "2", "--trials", "4", "--outputs",
+                     tmp_path / "out")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trials = trials_of(tmp_path / "out" / "ct_tune")
+    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 4
+    workers = {t.user_attrs["scalebench_worker"] for t in trials}
+    assert len(workers) == 2, workers  # both processes ran trials of the one study
+    rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")
+    assert sorted(set(rows["tune_trial"])) == sorted(t.number for t in trials)
+    assert (tmp_path / "out" / "ct_tune.yml").is_file()
+
+
 @pytest.mark.parametrize("change, args, message", [
     ({"tune": {"step_size_typo": None}}, (), "not tuned"),
     ({"tune": {"denoiser_sigma": [0.1, 0.01]}}, (), "empty"),

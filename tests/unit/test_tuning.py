@@ -24,8 +24,9 @@ from scalebench.tuning.study import (
     ended_trials,
     fail_stale_trials,
     open_study,
+    worker_name,
 )
-from scalebench.tuning.trials import trial_config
+from scalebench.tuning.trials import trial_config, trial_environment
 
 
 def rows(curves: dict[str, list[float]], times: list[float] | None = None) -> pd.DataFrame:
@@ -162,9 +163,17 @@ def test_a_dead_workers_running_trial_is_failed_and_ended_trials_are_counted(tmp
         assert fail_stale_trials(study, files, now=time.time()) == 1
         assert fail_stale_trials(study, files, now=time.time() + STALE_AFTER_S + 1) == 1
         gone = study.ask()  # a worker of this host whose process has ended
-        gone.set_user_attr(WORKER_ATTRIBUTE, f"{socket.gethostname()}-{dead_pid()}")
-        (files.heartbeats / f"{socket.gethostname()}-{dead_pid()}").write_text("{}")
+        gone.set_user_attr(WORKER_ATTRIBUTE, worker_name(dead_pid()))
+        (files.heartbeats / worker_name(dead_pid())).write_text("{}")
         assert fail_stale_trials(study, files) == 1
+        # the same pid in another PID namespace (another container on this node): its
+        # heartbeat decides, not a process of this namespace
+        other = study.ask()
+        name = f"{socket.gethostname()}-1-{dead_pid()}"
+        other.set_user_attr(WORKER_ATTRIBUTE, name)
+        (files.heartbeats / name).write_text("{}")
+        assert fail_stale_trials(study, files) == 0
+        assert heartbeat.name == worker_name(os.getpid())
     finally:
         heartbeat.close()
     assert not heartbeat.path.exists()
@@ -191,3 +200,20 @@ def test_the_report_says_where_a_tuned_setting_came_from():
                     "denoiser_sigma=0.00123, the setting scalebench tune chose on validation "
                     "images phantom-101, phantom-102 (study pgd-1, trial 7 of 12), not on the "
                     "images scored here")
+
+
+def test_a_trial_launched_from_a_slurm_task_sees_no_task_variables(monkeypatch):
+    """A worker that is task 1 of 2 runs one-rank trials: their rank would otherwise read
+    SLURM_PROCID / SLURM_NTASKS as its rank among two."""
+    from scalebench.launch.rank_env import export_rank_environment
+
+    for name, value in {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0",
+                        "SLURM_JOB_ID": "7"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("RANK", raising=False)
+    with trial_environment({"trial": 3}):
+        inside = dict(os.environ)
+        export_rank_environment(inside)
+        assert "RANK" not in inside and inside["SLURM_JOB_ID"] == "7"
+        assert '"trial": 3' in os.environ["SCALEBENCH_TRIAL"]
+    assert os.environ["SLURM_PROCID"] == "1" and "SCALEBENCH_TRIAL" not in os.environ
