@@ -360,8 +360,11 @@ def _base_env():
 
 
 def test_rows_with_old_parameter_names_replay_under_their_new_names(tmp_path):
-    """Bit for bit on the CPU model that wrote them; on another one (its floating-point
-    paths may differ) the forced replay names the CPU and compares within its tolerance."""
+    """Under the CPU model that wrote them, bit for bit, or within the tolerance where that
+    name hides another instruction set (a virtual CPU named only 'AMD EPYC': the fixture's
+    machine and this one share the name, and on 2026-12-06 their floating-point paths
+    differed); on another model the forced replay names the CPU and compares within its
+    tolerance."""
     archive = tmp_path / "old.parquet"
     shutil.copy(REPO / "tests" / "fixtures" / "old_parameter_names.parquet", archive)
     archived = pd.read_parquet(archive)
@@ -376,7 +379,8 @@ def test_rows_with_old_parameter_names_replay_under_their_new_names(tmp_path):
     assert len(verdicts) == 2, result.stdout
     assert all(line.startswith("MATCH") for line in verdicts), verdicts
     if here_cpu == archived_cpu:
-        assert all("equal bit for bit (forced;" in line for line in verdicts), verdicts
+        assert all("equal bit for bit (forced;" in line or "equal within rtol" in line
+                   for line in verdicts), verdicts
     else:
         assert all(f"cpu_model '{here_cpu}' here vs '{archived_cpu}' archived" in line
                    for line in verdicts), verdicts
