@@ -67,11 +67,17 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
                                           pa.array([identifier] * table.num_rows)))
         done.append(identifier)
     table = _complete_old_rows(pa.concat_tables(tables, promote_options="permissive"))
-    document = {"schema_version": SCHEMA_VERSION, "records": distinct_records(table)}
     stops = {**{key: stop.to_json() for key, stop in (unfinished or {}).items()},
              **{key: stop.to_json() for key, stop in experiment_stops(table).items()}}
     record = {"status": status, "experiments": done, "failures": failures, "config": config,
               RECORD_KEY: stops, **({"tuned": tuned} if tuned else {})}
+    return write_results(table, record, final)
+
+
+def write_results(table: pa.Table, record: dict, final: Path) -> int:
+    """``table`` written atomically to ``final`` with its provenance records and the run
+    status ``record`` in its metadata (what ``run_status`` reads back); its rows."""
+    document = {"schema_version": SCHEMA_VERSION, "records": distinct_records(table)}
     metadata = {METADATA_KEY: json.dumps(document).encode(),
                 RUN_KEY: json.dumps(record).encode()}
     write_atomically(table.replace_schema_metadata(metadata), final)

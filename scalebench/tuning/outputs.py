@@ -6,18 +6,16 @@ came from, scored on the problem's test images.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import yaml
 
-from provenance.results import distinct_records, read_table, write_atomically
-from provenance.schema import METADATA_KEY, SCHEMA_VERSION
+from provenance.results import read_table
 from provenance.stop_reasons import RECORD_KEY
 from scalebench.problems import PROBLEMS
-from scalebench.results.store import RUN_KEY, run_status
+from scalebench.results.store import run_status, write_results
 from scalebench.tuning.search import Search
 from scalebench.tuning.trials import CPU_ATTRIBUTE, RESULTS_ATTRIBUTE
 
@@ -48,14 +46,10 @@ def merge_results(final: Path, studies: list[tuple[Search, Any]], trials: Path,
             tables.append(table.replace_schema_metadata(None))
     if not tables:
         return 0
-    table = pa.concat_tables(tables, promote_options="permissive")
-    document = {"schema_version": SCHEMA_VERSION, "records": distinct_records(table)}
     status = {"status": "complete", "experiments": experiments, "failures": [],
               "config": str(config), RECORD_KEY: stops}
-    write_atomically(table.replace_schema_metadata(
-        {METADATA_KEY: json.dumps(document).encode(), RUN_KEY: json.dumps(status).encode()}),
-        final)
-    return table.num_rows
+    return write_results(pa.concat_tables(tables, promote_options="permissive"), status,
+                         final)
 
 
 def tuned_config(raw: dict, studies: list[tuple[Search, Any]], results: Path) -> dict:

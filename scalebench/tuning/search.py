@@ -16,7 +16,7 @@ from typing import Any
 
 from scalebench.errors import ConfigError
 from scalebench.loops.algorithms.spaces import Range, Space, check_range, space_for
-from scalebench.problems import PROBLEMS
+from scalebench.problems import PROBLEMS, split_images, split_of
 
 TUNED_SOLVER = "pnp"  # the solver whose parameters have declared spaces
 
@@ -79,20 +79,15 @@ def tuned_ranges(space: Space, tune: dict | None) -> tuple[Range, ...]:
 def validation_images(dataset: str, given: list[str] | None) -> tuple[str, ...]:
     """The images a study is judged on: those the config names (each must be a validation
     image: a test image is refused), else the problem's validation split."""
-    family = PROBLEMS[dataset].images
-    if family is None:
-        raise ConfigError(f"dataset '{dataset}' has no image family to tune on")
+    validation = split_images(dataset, "validation")
     if not given:
-        return family.split("validation")
+        return tuple(validation)
     for name in given:
-        try:
-            split = family.split_of(name)
-        except ValueError as error:
-            raise ConfigError(f"dataset '{dataset}': {error}") from None
+        split = split_of(dataset, name)
         if split != "validation":
             raise ConfigError(f"dataset '{dataset}': image {name!r} is not a validation "
                               f"image; tune on the validation split "
-                              f"({', '.join(family.split('validation'))}) and keep "
+                              f"({', '.join(validation)}) and keep "
                               f"{'test' if split == 'test' else 'other'} images for scoring")
     return tuple(given)
 
@@ -120,8 +115,7 @@ def searches(experiments: list[dict], tune: dict | None) -> list[Search]:
         group = json.dumps([dataset, fixed_dataset, solver, fixed_solver], sort_keys=True,
                            default=str)
         if image is not None:
-            name = family.name_of({parameter: image}) if parameter == "seed" else str(image)
-            gathered.setdefault(group, []).append(name)
+            gathered.setdefault(group, []).append(family.name_of({parameter: image}))
         found.setdefault(group, Search((dataset, fixed_dataset), (solver, fixed_solver),
                                        ranges, ()))
     return [replace(search, images=validation_images(search.dataset[0], gathered.get(group)))
