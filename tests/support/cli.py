@@ -50,17 +50,25 @@ def edited_results(source: Path, target: Path, edit) -> Path:
     return target
 
 
+def parent_of(pid: int) -> int:
+    """``pid``'s parent process, 1 once it has ended."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 1
+
+
 def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children of each of its threads, recursively)."""
+    """Every process below ``pid``, read from each process's parent link (processes may end
+    while they are read)."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        children.setdefault(parent_of(int(proc.name)), []).append(int(proc.name))
     found, queue = [], [pid]
     while queue:
-        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                children = []
-            found += children
-            queue += children
+        below = children.get(queue.pop(), [])
+        found += below
+        queue += below
     return found
 
 

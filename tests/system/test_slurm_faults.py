@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tests.support.cli import copy_benchmark, run_cli
+from tests.support.cli import copy_benchmark, descendants, parent_of, run_cli
 from tests.support.paths import REPO
 from tests.support.slurm_cluster import LocalSlurmCluster
 
@@ -157,12 +157,12 @@ def step_processes(job: str, node: str) -> list[int]:
     for pid in tasks:
         parent = pid
         while parent > 1 and not _cmdline(parent).startswith("slurmstepd"):
-            parent = _parent(parent)
+            parent = parent_of(parent)
         if parent > 1 and ".batch]" not in _cmdline(parent):
             stepds.add(parent)
     found = sorted(stepds)
     for stepd in sorted(stepds):
-        found += _descendants(stepd)
+        found += descendants(stepd)
     return found
 
 
@@ -182,25 +182,6 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 1
-
-
-def _descendants(pid: int) -> list[int]:
-    children = {}
-    for proc in Path("/proc").glob("[0-9]*"):
-        children.setdefault(_parent(int(proc.name)), []).append(int(proc.name))
-    found, queue = [], [pid]
-    while queue:
-        below = children.get(queue.pop(), [])
-        found += below
-        queue += below
-    return found
 
 
 def test_a_node_lost_mid_experiment_ends_the_job_and_a_requeue_completes_it(slurm_cluster,
