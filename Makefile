@@ -8,6 +8,11 @@ CONFIG ?= configs/default.yml
 
 .PHONY: run test test-quick test-unit lint lock docs clean-outputs
 
+# Compiled bytecode is kept (in __pycache__/, ignored by git and the image builds) even where
+# the shell sets PYTHONDONTWRITEBYTECODE: each test worker and each process a test starts
+# would otherwise recompile the tests' rewritten asserts and the project's modules.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"

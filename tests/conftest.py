@@ -36,6 +36,7 @@ SHARED_GROUPS = {
     "report": ("tests/integration/test_report.py", "tests/system/test_report_browser.py",
                "tests/integration/test_report_campaign.py",
                "tests/system/test_report_campaign_browser.py"),
+    "tuning": ("tests/integration/test_tuning.py", "tests/integration/test_report_tuned.py"),
 }
 
 
@@ -257,3 +258,11 @@ def seed_campaign(tmp_path_factory):
     from tests.support.campaigns import run_seed_campaign
 
     return run_seed_campaign(tmp_path_factory.mktemp("seed_campaign"))
+
+
+@pytest.fixture(scope="session")
+def ct_tuning(tmp_path_factory):
+    """A real eight-trial tuning of a seconds-long CT problem (tests/support/tuning.py)."""
+    from tests.support.tuning import run_ct_tuning
+
+    return run_ct_tuning(tmp_path_factory.mktemp("ct_tuning"))

@@ -1,7 +1,8 @@
-"""The report's view "methods at their tuned best" on a real tuning (seconds-long CT, two
-trials on one validation image) and the tuned config's run on two test images beside the
-untuned method: the tuned setting's test quality over its images, the untuned one's beside
-it, the tuning's cost; and the figures over images that the report and ``compare`` give."""
+"""The report's view "methods at their tuned best" on a real tuning (seconds-long CT, eight
+trials on one validation image: tests/support/tuning.py) and the tuned config's run on two
+test images beside the untuned method: the tuned setting's test quality over its images, the
+untuned one's beside it, the tuning's cost; and the figures over images that the report and
+``compare`` give."""
 
 from __future__ import annotations
 
@@ -11,21 +12,20 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.integration.test_tuning import TINY
 from tests.support.cli import run_cli, write_experiment
+from tests.support.tuning import TINY, TRIALS
 
 TEST_IMAGES = ["shepp_logan", "phantom-1"]
 
 
 @pytest.fixture(scope="module")
-def tuned_run(tmp_path_factory):
-    """(tuning results, test run results, tuned setting) of a two-trial tuning."""
-    folder = tmp_path_factory.mktemp("tuned")
-    config = write_experiment(folder, TINY, "ct.yml")
-    tuning = run_cli("tune", config, "--trials", "2", "--outputs", folder / "out",
-                     "--seed", "1")
+def tuned_run(ct_tuning, tmp_path_factory):
+    """(tuning results, test run results, tuned setting): the session's CT tuning and its
+    tuned config's run on two test images beside the untuned method."""
+    out, tuning = ct_tuning
     assert tuning.returncode == 0, tuning.stdout[-3000:] + tuning.stderr[-3000:]
-    tuned = yaml.safe_load((folder / "out" / "ct_tune.yml").read_text())
+    folder = tmp_path_factory.mktemp("tuned")
+    tuned = yaml.safe_load((out / "ct_tune.yml").read_text())
     (entry,) = tuned["dataset"]
     entry["tomography_2d"]["image"] = TEST_IMAGES  # two of the four keep it short
     tuned["solver"].append({"pnp": dict(TINY["solver"][0]["pnp"])})  # untuned
@@ -33,7 +33,7 @@ def tuned_run(tmp_path_factory):
                    folder / "test", "--output", "test", "--no-html")
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
     (record,) = tuned["tuned"].values()
-    return folder / "out" / "ct_tune.parquet", folder / "test" / "test.parquet", \
+    return out / "ct_tune.parquet", folder / "test" / "test.parquet", \
         record["setting"]["denoiser_sigma"]
 
 
@@ -61,7 +61,7 @@ def test_the_tuned_view_pairs_the_test_run_with_the_tuning_and_gives_its_cost(tu
     assert cell["test (untuned)"].startswith("denoiser_sigma=")
     assert cell["tuned setting"] == f"denoiser_sigma={sigma:g}"
     trials = pd.read_parquet(tuning).groupby("tune_trial").first()
-    assert cell["trials"].startswith("2 (")
+    assert cell["trials"].startswith(f"{TRIALS} (")
     assert float(cell["CPU seconds"]) == pytest.approx(trials["tune_cpu_s"].sum(), rel=1e-2)
     assert cell["validation images"] == "phantom-101"
 

@@ -11,46 +11,26 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from scalebench.rank.trial_report import journal_storage
 from tests.support.cli import run_cli, write_experiment
 from tests.support.paths import REPO
-
-# One validation image and six iterations keep a trial near ten seconds here.
-TINY = {
-    "objective": ["imaging_inverse_problem"],
-    "dataset": [{"tomography_2d": {"image_size": 32, "num_angles": 12, "noise_level": 0.05,
-                                   "projector": "torch", "image": ["phantom-101"]}}],
-    "solver": [{"pnp": {"algorithm": "pgd", "denoiser": "tv", "max_iter": 6, "device": "cpu",
-                        "num_threads": 1}}],
-    "timeout": 300,
-    "tune": {"denoiser_sigma": [1e-4, 0.3]},
-}
+from tests.support.tuning import TINY, TRIALS, trials_of
 
 
-def trials_of(folder: Path) -> list:
-    import optuna
-
-    (journal,) = folder.glob("*.journal")
-    study = optuna.load_study(study_name=journal.stem, storage=journal_storage(journal))
-    return study.get_trials()
-
-
-def test_a_tuning_prunes_keeps_every_trials_rows_and_writes_a_tuned_config(tmp_path):
-    config = write_experiment(tmp_path, TINY, "ct.yml")
-    result = run_cli("tune", config, "--trials", "8", "--outputs", tmp_path / "out",
-                     "--seed", "1")
+def test_a_tuning_prunes_keeps_every_trials_rows_and_writes_a_tuned_config(ct_tuning,
+                                                                         tmp_path):
+    out, result = ct_tuning
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "trial 8 of 8" in result.stdout
-    trials = trials_of(tmp_path / "out" / "ct_tune")
+    assert f"trial {TRIALS} of {TRIALS}" in result.stdout
+    trials = trials_of(out / "ct_tune")
     states = [t.state.name for t in trials]
-    assert states.count("COMPLETE") + states.count("PRUNED") == 8 and "FAIL" not in states
-    rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")
+    assert states.count("COMPLETE") + states.count("PRUNED") == TRIALS
+    assert "FAIL" not in states
+    rows = pd.read_parquet(out / "ct_tune.parquet")
     assert sorted(set(rows["tune_trial"])) == [t.number for t in trials]
     for trial in trials:  # each trial's rows say how the search saw it, and how it stopped
         mine = rows[rows["tune_trial"] == trial.number]
@@ -62,13 +42,13 @@ def test_a_tuning_prunes_keeps_every_trials_rows_and_writes_a_tuned_config(tmp_p
     pruned = rows[rows["tune_state"] == "pruned"]  # stopped inside the loop, rows kept
     assert not pruned.empty, result.stdout[-2000:]
     assert (pruned.groupby("tune_trial")["stop_val"].max() < 6).all()
-    tuned = yaml.safe_load((tmp_path / "out" / "ct_tune.yml").read_text())
+    tuned = yaml.safe_load((out / "ct_tune.yml").read_text())
     best = max((t for t in trials if t.state.name == "COMPLETE"), key=lambda t: t.value)
     (solver,) = tuned["solver"]
     assert solver["pnp"]["denoiser_sigma"] == best.params["denoiser_sigma"]
     assert tuned["dataset"][0]["tomography_2d"]["image"] == \
         ["shepp_logan", "phantom-1", "phantom-2", "phantom-3"]
-    check = run_cli("check", tmp_path / "out" / "ct_tune.parquet")
+    check = run_cli("check", out / "ct_tune.parquet")
     assert check.returncode == 0, check.stdout + check.stderr
     tuned["dataset"][0]["tomography_2d"]["image"] = ["phantom-101"]
     refused = run_cli("validate", write_experiment(tmp_path, tuned, "on_validation.yml"))
@@ -77,12 +57,12 @@ def test_a_tuning_prunes_keeps_every_trials_rows_and_writes_a_tuned_config(tmp_p
 
 def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
     config = write_experiment(tmp_path, TINY, "ct.yml")
-    command = [sys.executable, "-m", "scalebench", "tune", str(config), "--trials", "3",
+    command = [sys.executable, "-m", "scalebench", "tune", str(config), "--trials", "2",
                "--outputs", str(tmp_path / "out")]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     for line in process.stdout:  # kill it while its second trial runs
-        if "trial 1 of 3" in line:
+        if "trial 1 of 2" in line:
             time.sleep(4)
             break
     os.killpg(process.pid, signal.SIGKILL)
@@ -90,23 +70,23 @@ def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
     folder = tmp_path / "out" / "ct_tune"
     before = [t for t in trials_of(folder) if t.state.name in ("COMPLETE", "PRUNED")]
     assert len(before) == 1
-    again = run_cli("tune", config, "--trials", "3", "--outputs", tmp_path / "out")
+    again = run_cli("tune", config, "--trials", "2", "--outputs", tmp_path / "out")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "resuming" in again.stdout
     trials = trials_of(folder)
     ended = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-    assert len(ended) == 3
+    assert len(ended) == 2
     assert [t.state.name for t in trials].count("FAIL") == 1  # the killed one, not redone
     assert ended[0].number == before[0].number and ended[0].params == before[0].params
 
 
 def test_two_local_workers_share_one_study_and_write_the_outputs(tmp_path):
     config = write_experiment(tmp_path, TINY, "ct.yml")
-    result = run_cli("tune", config, "--workers", "2", "--trials", "4", "--outputs",
+    result = run_cli("tune", config, "--workers", "2", "--trials", "2", "--outputs",
                      tmp_path / "out")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     trials = trials_of(tmp_path / "out" / "ct_tune")
-    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 4
+    assert len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]) == 2
     workers = {t.user_attrs["scalebench_worker"] for t in trials}
     assert len(workers) == 2, workers  # both processes ran trials of the one study
     rows = pd.read_parquet(tmp_path / "out" / "ct_tune.parquet")

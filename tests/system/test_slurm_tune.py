@@ -8,9 +8,9 @@ import os
 
 import pandas as pd
 
-from tests.integration.test_tuning import TINY, trials_of
 from tests.support.cli import write_experiment
 from tests.support.paths import REPO
+from tests.support.tuning import TINY, trials_of
 
 
 def test_tune_template_runs_a_worker_per_task_then_writes_the_outputs(slurm_cluster,
