@@ -14,7 +14,16 @@ from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.planning import plan as plan_module
 from scalebench.planning.plan import format_text, make_plan
 from tests.support.paths import BENCHMARK
-from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
+from tests.support.plans import (
+    CONFIGS,
+    SUBMITIT,
+    config_file,
+    jobs_of,
+    parallel_file,
+    plan_of,
+    pnp,
+    timed_calibration,
+)
 
 # The node the memory tests plan for (the test machine's size; a larger host would fit more).
 NODE_MEMORY_BYTES = 24 * 2**30
@@ -258,26 +267,6 @@ def test_auto_takes_cuda_only_where_there_is_a_device_and_cuda_stays_cuda_for_a_
     assert device_type("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert device_type("cpu") == "cpu"
     assert device_type("cuda") == "cuda"  # a plan may be for a machine with GPUs
-
-
-def timed_calibration(configuration, grad_per_unknown=1e-6) -> None:
-    """A cached calibration of ``configuration`` whose probes at 32-128 took 1 s of set-up
-    (0.5 s of it the operator norm), ``grad_per_unknown`` seconds per unknown per iteration,
-    0.1 s per evaluation and 2 s to start."""
-    from scalebench.planning.capacity.calibration import probe_sizes
-    from scalebench.planning.capacity.calibration_cache import cache_path
-    from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
-
-    points = tuple(CalibrationPoint(
-        size, size * size, 0, size * size, (2**20, 2**20), 0, False,
-        {"setup_s": 1.5, "steps": {"grad": [1.0, grad_per_unknown * size * size]},
-         "evaluation_s": 0.1, "norm_s": 0.5, "norm_applications": 6, "norm_capped": False,
-         "denoise_scale": 1.0, "startup_s": 2.0, "chunks_cut": False})
-        for size in (32, 64, 96, 128))
-    memory = (2**20, 0.0, 0.0, 0.0, 0.0)
-    path = cache_path(configuration, probe_sizes(configuration))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(MemoryModel((memory, memory), 0.0, 0.0, points).to_json()))
 
 
 def test_a_time_calibrated_job_is_predicted_start_up_set_up_iterations_and_evaluations(
