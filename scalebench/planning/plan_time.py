@@ -128,7 +128,7 @@ def launch_time_checks(grid: Config, experiments: list[dict], world_size: int
     from scalebench.launch.resources import experiment_ranks
 
     timeout_s, repetitions = float(grid.option("timeout")), int(grid.option("n-repetitions"))
-    if grid.options.get("no-timeout"):
+    if grid.raw.get("no-timeout"):
         return {}
     normed: set[str] = set()
     checks = {}

@@ -329,3 +329,90 @@ def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_tha
     uncalibrated, = other.jobs
     assert uncalibrated.time_model == "not calibrated" and uncalibrated.predicted_s is None
     assert "not calibrated" in format_text(other)
+
+
+def test_a_norm_the_cache_holds_is_left_out_of_the_prediction_through_a_torch_free_key(
+        tmp_path, monkeypatch):
+    """The same job predicted with an empty norm cache and after a run noted its norm there:
+    the prediction drops the norm's 0.5 s; a note whose entry is gone counts as none."""
+    from scalebench.data.norm_lookup import norm_cached, note_entry
+    from scalebench.planning.capacity.configuration import Configuration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
+    timed_calibration(configuration)
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}])
+    cold, = plan_of(config).jobs
+    key = configuration.norm_run_key()
+    assert key == {"dataset": "tomography_2d", "params": key["params"], "device": "cpu",
+                   "num_threads": 0} and key["params"]["num_angles"] == 32
+    entry = tmp_path / "cache" / "operator_norms" / "entry.json"
+    entry.parent.mkdir(parents=True)
+    entry.write_text(json.dumps({"norm_squared": 3.5}))
+    note_entry(key, entry)
+    assert norm_cached(key) and not norm_cached({**key, "num_threads": 2})
+    warm, = plan_of(config).jobs
+    assert cold.predicted_s - warm.predicted_s == pytest.approx(0.5)
+    entry.unlink()
+    assert not norm_cached(key) and plan_of(config).jobs[0].predicted_s == cold.predicted_s
+
+
+def test_the_launch_gets_plans_warning_per_experiment_with_the_timeout_that_would_do(
+        tmp_path, monkeypatch):
+    """What the expand child hands `scalebench run`: per experiment its timeout, predicted
+    run, advised timeout and plan's warning naming it; nothing where no-timeout is set."""
+    from scalebench.experiment.config import load_config
+    from scalebench.experiment.expand import expand_config
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.plan_time import launch_time_checks
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"),
+                      grad_per_unknown=1e-4)
+    config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}, {"pnp": {**solver, "max_iter": 1}}])
+    grid = load_config(config, 1)
+    experiments = expand_config(grid, tmp_path / "configs")
+    checks = launch_time_checks(grid, experiments, 1)
+    job, second = plan_of(config).jobs
+    long, short = (checks[e["id"]] for e in experiments)
+    assert long["predicted_s"] == pytest.approx(job.predicted_s) and long["computes_norm"]
+    assert long["advised_timeout_s"] == math.ceil(job.predicted_s * 1.2)
+    assert long["warning"] == f"experiment {experiments[0]['id']} ({experiments[0]['label']})" \
+                              f": {job.time_warning}"
+    assert long["timeout_s"] == 10.0
+    # the second reads the norm the first computed, as in plan
+    assert short["warning"] is None and not short["computes_norm"]
+    assert short["predicted_s"] == pytest.approx(second.predicted_s)
+    assert short["predicted_s"] < long["predicted_s"]
+    no_limit = load_config(config_file(tmp_path, "n.yml", **{"no-timeout": True},
+                                       dataset=[{"tomography_2d": dataset}],
+                                       solver=[{"pnp": solver}]), 1)
+    assert launch_time_checks(no_limit, expand_config(no_limit, tmp_path / "n"), 1) == {}
+
+
+def test_a_plan_says_its_predictions_on_several_ranks_leave_communication_out(
+        tmp_path, monkeypatch):
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.capacity.time_model import COMMUNICATION_NOT_INCLUDED
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32, "num_operators": 2}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    for ranks in (1, 2):  # a calibration per rank count: its operators split in two
+        timed_calibration(Configuration("tomography_2d", dataset, "pnp", {
+            **solver, "distribute_physics": ranks > 1}, "image_size"))
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}])
+    assert COMMUNICATION_NOT_INCLUDED not in format_text(plan_of(config))
+    several = make_plan(config_file(tmp_path, "s.yml", dataset=[{"tomography_2d": dataset}],
+                                    solver=[{"pnp": {**solver, "distribute_physics": True}}]),
+                        None, 2)
+    assert several.jobs[0].predicted_s is not None
+    assert f"predicted: {COMMUNICATION_NOT_INCLUDED} for the 1 job(s) on several ranks" in \
+        format_text(several)
