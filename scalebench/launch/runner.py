@@ -15,6 +15,10 @@ refused by a full, over-quota or read-only file system stops the launch at once,
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
 cannot run the next experiment; a requeue completes it.
 
+Before any rank starts, each experiment whose timeout is below its predicted run (computed by
+the expand child, as ``plan`` predicts it) is named in a warning; with ``strict``, refused
+(exit 2, nothing run).
+
 Exit status: 0 all experiments finished (a complete file resumed: none left); 1 some failed
 (the file keeps the others, or none is written when none finished); 2 bad input; 3 a file
 system refused a write; 128 + signal number when stopped by a signal.

@@ -1,7 +1,9 @@
 """A job's predicted wall time in ``scalebench plan``: from the time model of its
 configuration's cached calibration (``scalebench capacity``; "not calibrated" without one,
-never a guess), its limit checked against it with ``TIME_MARGIN``, and how the table and its
-totals show it."""
+never a guess), the operator norm counted only where the norm cache will not hold it, its
+limit checked against it with ``TIME_MARGIN``, and how the table and its totals show it.
+``scalebench run`` gets the same prediction and warning per experiment from its expand child
+(``launch_time_checks``)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ differently with another count), and a digest of the source files of every
 operator class in the stack (the code version): editing a projector invalidates its norms.
 Entries are JSON files under ``cache_root()/operator_norms``, written atomically; an entry
 that does not parse, belongs to another key or holds no positive finite number is recomputed
-and rewritten, never trusted.
+and rewritten, never trusted. A run names the entry it used under its config's torch-free key
+(scalebench.data.norm_lookup), which predictions read.
 """
 
 from __future__ import annotations
