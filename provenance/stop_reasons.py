@@ -33,6 +33,9 @@ STOP_REASONS: dict[str, str] = {
     PRUNED: "the tuner stopped the trial early (set by tuning)",
     COMPLETE: "the run reached its max_iter",
 }
+# How a line says that an experiment ended early, by reason, in the order it names them.
+EARLY_WORDING = {TIME_LIMIT: "cut by its time limit", DIVERGED: "diverged", PRUNED: "pruned",
+                 FAILED: "failed", STOPPED: "stopped by a signal"}
 # Reasons a run can end with and still keep its rows.
 ROW_REASONS = (COMPLETE, TIME_LIMIT, DIVERGED, PRUNED)
 
@@ -124,16 +127,18 @@ def record_stops(record: dict) -> dict[str, Stop]:
     return stops
 
 
-def early_stop_line(stops: dict[str, Stop], labels: dict[str, str]) -> str:
+def early_stop_line(stops: dict[str, Stop], labels: dict[str, str],
+                    notes: dict[str, str] | None = None) -> str:
     """One line naming the experiments that ended before their max_iter, by reason:
     ``1 experiment cut by its time limit (x at iteration 1 of 4)``; "" when none did.
-    ``labels``: experiment id -> its label (the id where missing)."""
+    ``labels``: experiment id -> its label (the id where missing); ``notes``: experiment id ->
+    what follows its name in brackets (for a cut one, the limit that would do)."""
+    notes = notes or {}
     parts = []
-    for reason, wording in ((TIME_LIMIT, "cut by its time limit"), (DIVERGED, "diverged"),
-                            (PRUNED, "pruned"), (FAILED, "failed"),
-                            (STOPPED, "stopped by a signal")):
-        named = [f"{labels.get(key, key)}{_at(stop)}" for key, stop in stops.items()
-                 if stop.reason == reason]
+    for reason, wording in EARLY_WORDING.items():
+        named = [f"{labels.get(key, key)}{_at(stop)}"
+                 + (f" ({notes[key]})" if notes.get(key) else "")
+                 for key, stop in stops.items() if stop.reason == reason]
         if named:
             count = f"{len(named)} experiment{'s' if len(named) > 1 else ''}"
             parts.append(f"{count} {wording}: {'; '.join(named)}")

@@ -64,7 +64,8 @@ def _run(args: argparse.Namespace) -> int:
         hand_down_image_digest()  # inside a SIF: hashed once, not once per rank
     request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
-                         args.outputs.resolve() if args.outputs else None, args.argv)
+                         args.outputs.resolve() if args.outputs else None, args.argv,
+                         args.strict)
     return run(request)
 
 

@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
                             help="complete the result named by --output: run only the "
                             "experiments it lacks (of a complete one: none, exit 0); a "
                             "requeued SLURM job does it by itself")
+    run_parser.add_argument("--strict", action="store_true",
+                            help="a timeout below an experiment's predicted run with a 20 %% "
+                            "margin (as `scalebench plan` predicts it) is an error and nothing "
+                            "runs (default: a warning before the run starts)")
     interpreter = run_parser.add_mutually_exclusive_group()
     interpreter.add_argument("--python", default=None,
                              help="command that runs Python with the benchmark's stack, for "

@@ -30,6 +30,10 @@ _NUMBER = r"\d+(?:\.\d+)?|\.\d+"
 _BARE = re.compile(rf"^(?:{_NUMBER})$")
 _PART = re.compile(rf"({_NUMBER})\s*([a-z]+)\s*")
 _CLOCK = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+))?(?::(\d+))?|(\d+):(\d+)(?::(\d+))?)$")
+# A time limit must leave this much over the time it is predicted or measured to need
+# (run-to-run spread on shared cores is 5-20 %, docs/performance.md): plan's warning, run's
+# and the closing line's advice after a run its limit cut.
+TIME_MARGIN = 1.2
 DURATION_FORMS = ("a number with a unit s, min, h or d (90min, 2h30m, 1d), MM:SS, HH:MM:SS "
                   "or D-HH:MM:SS")
 

@@ -6,7 +6,9 @@ whole grid for N ranks and writes one benchopt config per experiment into DIR; i
 experiments as JSON (scalebench.experiment.expand). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
-node without a GPU can check a GPU config.
+node without a GPU can check a GPU config. ``--predict-time`` (``scalebench run``) gives each
+experiment its predicted time and ``plan``'s warning where its timeout is too short
+(``time``: the launcher warns, or refuses with ``--strict``, before any rank starts).
 ``... benchmark CONFIG [--benchmark FOLDER]`` prints the name of the repository's benchmark
 folder that runs the objective CONFIG names, after refusing a FOLDER (the launch's
 ``--benchmark``) that is the repository's folder of another objective (scalebench.benchmarks).
@@ -14,7 +16,8 @@ folder that runs the objective CONFIG names, after refusing a FOLDER (the launch
 its number of rows; a parquet without a run status is bad input.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata,
-with ``--stops`` how the experiments that kept no rows ended (provenance.stop_reasons).
+with ``--stops`` how the experiments that kept no rows ended (provenance.stop_reasons) and
+with ``--time-limits`` each experiment's timeout and the one its prediction needs.
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
 Each child imports what it needs when it runs (this module's own imports are the standard
 library's). Exit status 2 with one line on stderr per problem for bad input, 3 with one line
@@ -45,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     child.add_argument("--check-memory", choices=("all", "local"), default="",
                       help="refuse experiments that cannot fit this machine's memory: all, "
                            "or those that name no SLURM resources")
+    child.add_argument("--predict-time", action="store_true",
+                      help="give each experiment its predicted time and plan's warning where "
+                           "its timeout is too short (planning.plan_time.launch_time_checks)")
     child = children.add_parser("benchmark")
     child.add_argument("config", type=Path)
     child.add_argument("--benchmark", type=Path, default=None,
@@ -59,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     child.add_argument("--config", default="")
     child.add_argument("--stops", default="{}",
                        help="JSON: experiment id -> how it ended without rows (failed, stopped)")
+    child.add_argument("--time-limits", default="{}",
+                       help="JSON: experiment id -> its timeout and the one its prediction "
+                            "needs (expand --predict-time)")
     child = children.add_parser("render")
     child.add_argument("results", type=Path)
     return parser
@@ -80,6 +89,26 @@ def benchmark_name(config: Path, given: Path | None) -> str:
     return named
 
 
+def expanded(args: argparse.Namespace) -> list[dict]:
+    """The experiments ``expand`` prints; with ``--predict-time`` each with its ``time``
+    (planning.plan_time.launch_time_checks; {} where the config sets no-timeout)."""
+    from scalebench.experiment.config import load_config
+    from scalebench.experiment.expand import expand_config
+    from scalebench.planning.memory import local_memory_check
+
+    refuse = local_memory_check(args.check_memory, args.world_size) \
+        if args.check_memory else None
+    grid = load_config(args.config, args.world_size, args.benchmark)
+    experiments = expand_config(grid, args.folder, args.check_devices, refuse)
+    if args.predict_time:
+        from scalebench.planning.plan_time import launch_time_checks
+
+        checks = launch_time_checks(grid, experiments, args.world_size)
+        for experiment in experiments:
+            experiment["time"] = checks.get(experiment["id"], {})
+    return experiments
+
+
 def tuned_record(config: str) -> dict | None:
     """The ``tuned`` record of the config a launch ran (written by scalebench tune); None
     for a config without one."""
@@ -91,13 +120,7 @@ def tuned_record(config: str) -> dict | None:
 def _run(args: argparse.Namespace) -> str:
     """Run the child ``args`` names; its standard output."""
     if args.child == "expand":
-        from scalebench.experiment.expand import expand
-        from scalebench.planning.memory import local_memory_check
-
-        refuse = local_memory_check(args.check_memory, args.world_size) \
-            if args.check_memory else None
-        return json.dumps(expand(args.config, args.world_size, args.folder,
-                                 args.check_devices, refuse, args.benchmark))
+        return json.dumps(expanded(args))
     if args.child == "benchmark":
         return benchmark_name(args.config, args.benchmark)
     if args.child == "status":
@@ -121,7 +144,7 @@ def _run(args: argparse.Namespace) -> str:
         with writing(f"the results file {args.final}"):
             rows = publish(args.final, parts, args.status, json.loads(args.failures),
                            args.config, record_stops({RECORD_KEY: json.loads(args.stops)}),
-                           tuned_record(args.config))
+                           tuned_record(args.config), json.loads(args.time_limits))
         # the launcher's closing lines: the best quality per dataset, the radio runs against
         # a blank sky, the runs that stopped early, where tuned settings came from
         return json.dumps({"rows": rows,

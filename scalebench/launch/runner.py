@@ -15,6 +15,10 @@ refused by a full, over-quota or read-only file system stops the launch at once,
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
 cannot run the next experiment; a requeue completes it.
 
+Before any rank starts, each experiment whose timeout is below its predicted run (computed by
+the expand child, as ``plan`` predicts it) is named in a warning; with ``strict``, refused
+(exit 2, nothing run).
+
 Exit status: 0 all experiments finished (a complete file resumed: none left); 1 some failed
 (the file keeps the others, or none is written when none finished); 2 bad input; 3 a file
 system refused a write; 128 + signal number when stopped by a signal.
@@ -78,6 +82,7 @@ class LaunchRequest:
     srun_args: list[str] = field(default_factory=list)
     outputs: Path | None = None  # results folder; default <benchmark>/outputs
     argv: list[str] = field(default_factory=list)  # the command's arguments ("run", ...)
+    strict: bool = False  # a timeout below an experiment's predicted run: an error, not a warning
 
 
 @dataclass
@@ -97,6 +102,8 @@ class LaunchState:
     # The final file's closing lines (best quality per dataset, radio against a blank sky).
     closing: str = ""
     lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
+    # Per experiment: its timeout and the one its prediction needs (expand --predict-time).
+    time_limits: dict[str, dict] = field(default_factory=dict)
 
 
 def run_child(request: LaunchRequest, *args: str) -> str:
@@ -168,9 +175,12 @@ def run(request: LaunchRequest) -> int:
                                        "--world-size", str(world_size(request)),
                                        "--folder", str(staging / "configs"),
                                        "--benchmark", str(request.benchmark),
-                                       "--check-devices", *_memory_check(request)))
+                                       "--check-devices", "--predict-time",
+                                       *_memory_check(request)))
         _check_allocation(request, experiments)
         todo = [e for e in experiments if e["id"] not in done]
+        _check_time_limits(request, todo)
+        state.time_limits = {e["id"]: e["time"] for e in todo if e.get("time")}
         for index, experiment in enumerate(todo):
             if state.stopped_by is not None or state.lost:
                 break
@@ -258,6 +268,17 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=True)
 
 
+def _check_time_limits(request: LaunchRequest, todo: list[dict]) -> None:
+    """``plan``'s warning for each experiment whose timeout is below its predicted run with
+    the margin (computed by the expand child: planning.plan_time.launch_time_checks), before
+    any rank starts; with ``strict``, an error instead (exit 2, nothing run)."""
+    warnings = [e["time"]["warning"] for e in todo if (e.get("time") or {}).get("warning")]
+    if warnings and request.strict:
+        raise ScalebenchError("\n".join(warnings))
+    for warning in warnings:
+        print(WARNING_PREFIX + warning, file=sys.stderr, flush=True)
+
+
 def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
     """Refuse experiments that need more ranks than the allocation has."""
     available = world_size(request)
@@ -285,7 +306,8 @@ def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
 def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
     args = ["publish", "--final", str(state.final), "--status", status,
             "--failures", json.dumps(state.failures), "--config", str(request.config),
-            "--stops", json.dumps(state.unfinished)]
+            "--stops", json.dumps(state.unfinished),
+            "--time-limits", json.dumps(state.time_limits)]
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
     reply = json.loads(run_child(request, *args))

@@ -13,6 +13,7 @@ import warnings
 import torch
 from torch import nn
 
+from scalebench.data.norm_lookup import run_key
 from scalebench.launch import progress
 from scalebench.loops.algorithms import ALGORITHMS
 from scalebench.loops.algorithms.spec import run_step
@@ -65,6 +66,15 @@ def initial_estimate(problem: Problem, init: str, lipschitz: float) -> torch.Ten
             return problem.physics.A_dagger(problem.y)
 
 
+def _norm_run_key(problem: Problem, params: dict) -> dict | None:
+    """What this run's config says of its norm (data.norm_lookup.run_key); None for a
+    problem not set up from a dataset's parameters."""
+    if "name" not in problem.source:
+        return None
+    return run_key(problem.source["name"], problem.source["params"],
+                   problem.x_true.device.type, params.get("num_threads", 0))
+
+
 class PnPLoop:
     """State of a PnP reconstruction; ``iterate()`` performs one profiled iteration of the
     configured algorithm (scalebench.loops.algorithms), whose steps are timed as "grad",
@@ -78,7 +88,7 @@ class PnPLoop:
         self.sigma = params["denoiser_sigma"]
         self.profiler = profiler
         progress.stage("operator norm")
-        norm = estimate_operator_norm(problem)
+        norm = estimate_operator_norm(problem, run_key=_norm_run_key(problem, params))
         self.lipschitz = norm.value
         # Part of the set-up time, also reported alone (0 iterations when read from cache).
         self.setup_figures = {"operator_norm_time_s": norm.seconds,

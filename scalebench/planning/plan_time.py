@@ -1,52 +1,88 @@
 """A job's predicted wall time in ``scalebench plan``: from the time model of its
 configuration's cached calibration (``scalebench capacity``; "not calibrated" without one,
-never a guess), its limit checked against it with ``TIME_MARGIN``, and how the table and its
-totals show it."""
+never a guess), the operator norm counted only where the norm cache will not hold it, its
+limit checked against it with ``TIME_MARGIN``, and how the table and its totals show it.
+``scalebench run`` gets the same prediction and warning per experiment from its expand child
+(``launch_time_checks``)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from scalebench.planning.capacity.time_model import duration_text
+from scalebench.durations import TIME_MARGIN
+from scalebench.planning.capacity.time_model import (
+    COMMUNICATION_NOT_INCLUDED,
+    duration_text,
+    leaves_out_communication,
+)
 from scalebench.planning.jobs import Job, Plan
 
-# A time limit must leave this much over the predicted time (run-to-run spread on shared
-# cores is 5-20 %, docs/performance.md).
-TIME_MARGIN = 1.2
+if TYPE_CHECKING:
+    from scalebench.experiment.config import Config
 # A prediction this many times past its largest probe says so.
 EXTRAPOLATION_SHOWN = 1.05
 
 
-def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
-                 local: bool) -> None:
-    """``job``'s predicted wall time from its configuration's cached time model, and its
-    warning where its time limit is below it with ``TIME_MARGIN``; "not calibrated" without
-    a model. A process starts once per submission; the operator norm is computed by the
-    first run of its operators in the campaign (``normed``: the data sets whose norm an
-    earlier job computed), later runs read it from the norm cache."""
+@dataclass(frozen=True)
+class ExperimentTime:
+    """An experiment's predicted wall time: its longest submission (a local run: its one
+    process) and every submission together, how far past its largest probe the prediction
+    reaches, and whether its first run computes the operator norm."""
+
+    submission_s: float
+    total_s: float
+    extrapolation: float
+    computes_norm: bool
+
+
+def experiment_time(experiment: dict, ranks: int, repetitions: int, submissions: int,
+                    normed: set[str]) -> ExperimentTime | str | None:
+    """``experiment``'s predicted wall time from its configuration's cached time model; "not
+    calibrated" without a model; None where there is no size model (training). A process
+    starts once per submission; the operator norm is computed by the experiment's first run
+    unless the norm cache holds it (data.norm_lookup: known without building the problem) or
+    an earlier experiment of the campaign computes it (``normed``: their norm keys)."""
     import json
 
+    from scalebench.data.norm_lookup import norm_cached
     from scalebench.loops import SOLVERS
     from scalebench.planning.capacity.calibration_cache import calibrated_run
+    from scalebench.planning.capacity.configuration import Configuration
     from scalebench.problems import PROBLEMS
 
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
     if solver not in SOLVERS or dataset not in PROBLEMS:  # training: no size model
-        return
-    run = calibrated_run(dataset, dataset_params, solver, solver_params, job.ranks)
-    job.time_model = "not calibrated" if run is None else "calibrated"
+        return None
+    run = calibrated_run(dataset, dataset_params, solver, solver_params, ranks)
     if run is None:
-        return
-    key = json.dumps([dataset, dataset_params, solver_params.get("device"),
-                      solver_params.get("num_threads")], sort_keys=True, default=str)
-    first = key not in normed
+        return "not calibrated"
+    norm_key = Configuration(dataset, dataset_params, solver, solver_params,
+                             "image_size").norm_run_key()
+    key = json.dumps(norm_key, sort_keys=True, default=str)
+    first = key not in normed and not norm_cached(norm_key)
     normed.add(key)
-    per_submission = repetitions // job.submissions
+    per_submission = repetitions // submissions
     longest = run.startup_s + run.run_s(norm=first) + (per_submission - 1) * run.run_s(False)
-    job.predicted_submission_s = longest
-    job.predicted_s = longest + (job.submissions - 1) * (run.startup_s + run.run_s(False))
-    job.extrapolation = run.extrapolation
+    return ExperimentTime(longest,
+                          longest + (submissions - 1) * (run.startup_s + run.run_s(False)),
+                          run.extrapolation, first)
+
+
+def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
+                 local: bool) -> None:
+    """``job``'s predicted wall time (``experiment_time``), and its warning where its time
+    limit is below it with ``TIME_MARGIN``."""
+    predicted = experiment_time(experiment, job.ranks, repetitions, job.submissions, normed)
+    if predicted is None:
+        return
+    job.time_model = "not calibrated" if isinstance(predicted, str) else "calibrated"
+    if isinstance(predicted, str):
+        return
+    job.predicted_submission_s, job.predicted_s = predicted.submission_s, predicted.total_s
+    job.extrapolation = predicted.extrapolation
     job.time_warning = time_warning(job, repetitions, local)
 
 
@@ -56,17 +92,64 @@ def time_warning(job: Job, repetitions: int, local: bool) -> str | None:
     is long enough or unknown."""
     if job.time_limit_s is None or job.predicted_submission_s is None:
         return None
-    needed = job.predicted_submission_s * TIME_MARGIN
-    if job.time_limit_s >= needed:
+    return limit_warning(job.time_limit_s, job.predicted_submission_s, repetitions, local)
+
+
+def limit_warning(limit_s: float, predicted_s: float, repetitions: int,
+                  local: bool) -> str | None:
+    """Why a time limit ``limit_s`` is too short for a submission predicted at
+    ``predicted_s`` with ``TIME_MARGIN``, and a limit that would do; None when it is long
+    enough."""
+    needed = predicted_s * TIME_MARGIN
+    if limit_s >= needed:
         return None
-    predicted = f"predicted {duration_text(job.predicted_submission_s)}"
+    predicted = f"predicted {duration_text(predicted_s)}"
     if local:  # the solver timeout, once per repetition, bounds a local run
-        advice = f"set the run option timeout to at least {math.ceil(needed / repetitions)}s"
+        advice = f"set the run option timeout to at least " \
+                 f"{advised_timeout_s(predicted_s, repetitions)}s"
     else:
         minutes = math.ceil(needed / 60)
         advice = f"set slurm_time to at least {minutes // 60:02d}:{minutes % 60:02d}:00"
-    return (f"time limit {duration_text(job.time_limit_s)} is below its {predicted} with a "
+    return (f"time limit {duration_text(limit_s)} is below its {predicted} with a "
             f"{TIME_MARGIN - 1:.0%} margin: {advice}")
+
+
+def advised_timeout_s(predicted_s: float, repetitions: int) -> int:
+    """The run option timeout (per repetition) that leaves ``TIME_MARGIN`` over a local run
+    of ``repetitions`` predicted at ``predicted_s``, in whole seconds."""
+    return math.ceil(predicted_s * TIME_MARGIN / repetitions)
+
+
+def launch_time_checks(grid: Config, experiments: list[dict], world_size: int
+                       ) -> dict[str, dict]:
+    """Per experiment id of a ``scalebench run`` (one process per experiment, its timeout
+    bounding each repetition): its timeout, its predicted run and the timeout that would do
+    (None: not calibrated), whether it computes the operator norm, and plan's warning where
+    the timeout is too short (``warning``, naming the experiment). The expand child computes
+    them for the launcher, which holds no stack."""
+    from scalebench.launch.resources import experiment_ranks
+
+    timeout_s, repetitions = float(grid.option("timeout")), int(grid.option("n-repetitions"))
+    if grid.raw.get("no-timeout"):
+        return {}
+    normed: set[str] = set()
+    checks = {}
+    for experiment in experiments:
+        predicted = experiment_time(experiment, experiment_ranks(experiment, world_size),
+                                    repetitions, 1, normed)
+        check = {"timeout_s": timeout_s, "predicted_s": None, "advised_timeout_s": None,
+                 "computes_norm": None, "warning": None}
+        if isinstance(predicted, ExperimentTime):
+            warning = limit_warning(timeout_s * repetitions, predicted.submission_s,
+                                    repetitions, local=True)
+            check.update(predicted_s=predicted.submission_s,
+                         advised_timeout_s=advised_timeout_s(predicted.submission_s,
+                                                             repetitions),
+                         computes_norm=predicted.computes_norm,
+                         warning=warning and f"experiment {experiment['id']} "
+                                             f"({experiment['label']}): {warning}")
+        checks[experiment["id"]] = check
+    return checks
 
 
 def hours_text(value: float) -> str:
@@ -95,6 +178,11 @@ def predicted_totals(plan: Plan, totals: dict) -> list[str]:
     if any(job.extrapolation and job.extrapolation > EXTRAPOLATION_SHOWN for job in plan.jobs):
         lines.append("predicted: (xN) marks a prediction N times past its largest probe in "
                      "unknowns (calibrate nearer: scalebench capacity --time)")
+    several = [job for job in plan.jobs
+               if job.predicted_s is not None and leaves_out_communication(job.ranks)]
+    if several:
+        lines.append(f"predicted: {COMMUNICATION_NOT_INCLUDED} for the {len(several)} job(s) "
+                     f"on several ranks")
     if any(job.time_model == "not calibrated" for job in plan.jobs):
         lines.append("predicted: 'not calibrated' marks a configuration without a time model; "
                      "`scalebench capacity CONFIG --memory BUDGET` calibrates it")

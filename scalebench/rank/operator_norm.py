@@ -21,7 +21,8 @@ differently with another count), and a digest of the source files of every
 operator class in the stack (the code version): editing a projector invalidates its norms.
 Entries are JSON files under ``cache_root()/operator_norms``, written atomically; an entry
 that does not parse, belongs to another key or holds no positive finite number is recomputed
-and rewritten, never trusted.
+and rewritten, never trusted. A run names the entry it used under its config's torch-free key
+(scalebench.data.norm_lookup), which predictions read.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 from provenance.files import write_text_atomically
-from scalebench.data.cache import cache_root
+from scalebench.data.norm_lookup import norms_folder, note_entry
 from scalebench.rank.settings import process_settings
 
 MAX_ITERATIONS = 30  # never more than the fixed count used before the tolerance
@@ -186,7 +187,7 @@ def cache_entry(problem, method: dict) -> tuple[Path, dict] | None:
            "device": problem.x_true.device.type, "dtype": str(problem.x_true.dtype),
            "threads": torch.get_num_threads(), "method": method}
     name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    return cache_root() / "operator_norms" / f"{name}.json", key
+    return norms_folder() / f"{name}.json", key
 
 
 def read_cached(path: Path, key: dict) -> float | None:
@@ -207,9 +208,12 @@ def write_atomically(path: Path, entry: dict) -> None:
 
 
 def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,
-                          tolerance: float = TOLERANCE, seed: int = 0) -> NormEstimate:
+                          tolerance: float = TOLERANCE, seed: int = 0,
+                          run_key: dict | None = None) -> NormEstimate:
     """||A||^2 of ``problem.physics``: from the cache when a valid entry exists, else computed
     (and cached when the problem has an ``operator_key`` and holds every operator).
+    ``run_key``: what the run's config says of it (data.norm_lookup.run_key), noted with the
+    entry read or written so that a prediction knows the norm is cached.
 
     Under a memory probe's settings (``norm_applications``), at most that many applications
     of A^T A, and of the start operator's, neither cache read nor written. Each Lanczos step
@@ -228,6 +232,8 @@ def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,
     if entry is not None:
         value = read_cached(*entry)
         if value is not None:
+            if run_key is not None:
+                note_entry(run_key, entry[0])
             return NormEstimate(value, "cache", 0, time.perf_counter() - start)
     estimate = timed_lanczos(problem, max_iterations, tolerance, seed, MAX_ITERATIONS,
                              "computed", start)
@@ -237,6 +243,8 @@ def estimate_operator_norm(problem, max_iterations: int = MAX_ITERATIONS,
                                 "iterations": estimate.iterations,
                                 "start_iterations": estimate.start_iterations,
                                 "seconds": estimate.seconds})
+        if run_key is not None:
+            note_entry(run_key, path)
     return estimate
 
 

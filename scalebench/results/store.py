@@ -35,6 +35,9 @@ from provenance.stop_reasons import (
 from scalebench.results.stops import stops_by
 
 EXPERIMENT_COLUMN = "experiment_id"
+# The run status's per-experiment time limits (planning.plan_time.launch_time_checks):
+# timeout_s, predicted_s and advised_timeout_s (None where not calibrated).
+TIME_LIMITS_KEY = "time_limits"
 
 
 def run_status(path: Path) -> dict:
@@ -51,16 +54,19 @@ def _status(metadata: dict | None) -> dict:
 
 def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: list[dict],
             config: str, unfinished: dict[str, Stop] | None = None,
-            tuned: dict | None = None) -> int:
+            tuned: dict | None = None, time_limits: dict[str, dict] | None = None) -> int:
     """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows.
     ``unfinished``: how the experiments of this launch that kept no rows ended (failed,
     stopped); ``tuned``: the config's ``tuned`` record (its settings' studies), kept in the
-    run status so that the report says where the settings came from."""
-    tables, done = [], []
+    run status so that the report says where the settings came from; ``time_limits``: per
+    experiment, its timeout and the one its predicted run needs (``TIME_LIMITS_KEY``: what
+    the closing line names for a run its timeout cut), kept with those already there."""
+    tables, done, limits = [], [], {}
     if final.is_file():
         existing = read_table(final)
         tables.append(existing.replace_schema_metadata(None))
-        done = list(_status(existing.schema.metadata).get("experiments", []))
+        before = _status(existing.schema.metadata)
+        done, limits = list(before.get("experiments", [])), before.get(TIME_LIMITS_KEY, {})
     for identifier, part in parts:
         table = rename_provenance(read_table(part))
         tables.append(table.append_column(EXPERIMENT_COLUMN,
@@ -69,8 +75,10 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
     table = _complete_old_rows(pa.concat_tables(tables, promote_options="permissive"))
     stops = {**{key: stop.to_json() for key, stop in (unfinished or {}).items()},
              **{key: stop.to_json() for key, stop in experiment_stops(table).items()}}
+    limits = {**limits, **(time_limits or {})}
     record = {"status": status, "experiments": done, "failures": failures, "config": config,
-              RECORD_KEY: stops, **({"tuned": tuned} if tuned else {})}
+              RECORD_KEY: stops, **({"tuned": tuned} if tuned else {}),
+              **({TIME_LIMITS_KEY: limits} if limits else {})}
     return write_results(table, record, final)
 
 

@@ -80,7 +80,63 @@ def test_a_time_limit_shorter_than_the_run_cuts_it_and_says_so(benchmark, write_
     assert (stop.reason, stop.iteration, stop.max_iter) == (TIME_LIMIT, iteration, 20000)
     assert record["status"] == "complete"  # every experiment ran; the stop says how far
     assert "stopped early: 1 experiment cut by its time limit: " in result.stdout
-    assert f"at iteration {iteration} of 20000" in result.stdout
+    assert f"at iteration {iteration} of 20000 (timeout 1 s, " in result.stdout
+    # no time model: the limit that would do is its measured iterations' extrapolated
+    assert "would do: its measured " in result.stdout and "no prediction made)" in result.stdout
+
+
+def _predicted_config(tmp_path, monkeypatch, write_config):
+    """A 32² CT of 4 iterations whose (written) calibration predicts a few seconds, and a
+    timeout of a millisecond: the operator norm alone outlasts it."""
+    from scalebench.planning.capacity.configuration import Configuration
+    from tests.support.plans import timed_calibration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    experiment = tiny_experiment(solver=[{"pnp": {"max_iter": 4, "device": "cpu"}}],
+                                 timeout=0.001)
+    (dataset, dataset_params), = experiment["dataset"][0].items()
+    timed_calibration(Configuration(dataset, dataset_params, "pnp",
+                                    experiment["solver"][0]["pnp"], "image_size"))
+    return write_config(experiment)
+
+
+def test_run_with_strict_refuses_a_timeout_below_the_prediction_and_writes_nothing(
+        benchmark, tmp_path, monkeypatch, write_config):
+    config = _predicted_config(tmp_path, monkeypatch, write_config)
+    result = run_cli("run", config, "--benchmark", benchmark, "--output", "strict", "--strict")
+    assert result.returncode == 2, result.stderr[-2000:]
+    line, = result.stderr.splitlines()
+    assert line.startswith("scalebench: error: experiment ") and \
+        "time limit 0.001 s is below its predicted " in line and \
+        "with a 20% margin: set the run option timeout to at least " in line
+    assert "[scalebench] experiment" not in result.stdout  # no rank started
+    assert not (benchmark / "outputs").exists()
+
+
+def test_run_warns_before_it_starts_and_a_run_cut_before_its_first_iteration_says_so(
+        benchmark, tmp_path, monkeypatch, write_config):
+    """plan's warning, then the run: its time limit runs out in the set-up, so only the
+    initial estimate (iteration 0) is recorded; it reads as cut, not complete, and its
+    closing line names the timeout plan's prediction asks for."""
+    config = _predicted_config(tmp_path, monkeypatch, write_config)
+    result = subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
+                             "--benchmark", str(benchmark), "--output", "cut0", "--no-html"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = result.stdout.splitlines()
+    warning, = [i for i, line in enumerate(lines) if line.startswith("scalebench: warning: ")]
+    started = next(i for i, line in enumerate(lines) if line.startswith("[scalebench] experi"))
+    assert warning < started
+    advised = int(lines[warning].rsplit("at least ", 1)[1].removesuffix("s"))
+    parquet = benchmark / "outputs" / "cut0.parquet"
+    assert list(_ends(parquet).values()) == [(TIME_LIMIT, 0)]
+    stop, = record_stops(run_status(parquet)).values()
+    assert (stop.reason, stop.iteration, stop.max_iter) == (TIME_LIMIT, 0, 4)
+    cut, = [line for line in lines if line.startswith("stopped early: ")]
+    assert cut.startswith("stopped early: 1 experiment cut by its time limit: ")
+    assert f"at iteration 0 of 4 (timeout 0.001 s, {advised} s would do: plan's prediction " \
+           in cut
 
 
 def test_a_signal_names_the_experiment_in_flight_stopped_beside_the_finished_one(

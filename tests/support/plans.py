@@ -3,6 +3,7 @@ parallel configs written for a test, and the jobs a plan holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -46,3 +47,23 @@ def parallel_file(folder: Path, **keys) -> Path:
 def pnp(**params) -> list[dict]:
     """A solver list of one CPU PnP of 2 iterations."""
     return [{"pnp": {"max_iter": 2, "device": "cpu", **params}}]
+
+
+def timed_calibration(configuration, grad_per_unknown=1e-6) -> None:
+    """A cached calibration of ``configuration`` whose probes at 32-128 took 1 s of set-up
+    (0.5 s of it the operator norm), ``grad_per_unknown`` seconds per unknown per iteration,
+    0.1 s per evaluation and 2 s to start."""
+    from scalebench.planning.capacity.calibration import probe_sizes
+    from scalebench.planning.capacity.calibration_cache import cache_path
+    from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
+
+    points = tuple(CalibrationPoint(
+        size, size * size, 0, size * size, (2**20, 2**20), 0, False,
+        {"setup_s": 1.5, "steps": {"grad": [1.0, grad_per_unknown * size * size]},
+         "evaluation_s": 0.1, "norm_s": 0.5, "norm_applications": 6, "norm_capped": False,
+         "denoise_scale": 1.0, "startup_s": 2.0, "chunks_cut": False})
+        for size in (32, 64, 96, 128))
+    memory = (2**20, 0.0, 0.0, 0.0, 0.0)
+    path = cache_path(configuration, probe_sizes(configuration))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(MemoryModel((memory, memory), 0.0, 0.0, points).to_json()))

@@ -14,7 +14,16 @@ from scalebench.errors import ConfigError, ScalebenchError
 from scalebench.planning import plan as plan_module
 from scalebench.planning.plan import format_text, make_plan
 from tests.support.paths import BENCHMARK
-from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
+from tests.support.plans import (
+    CONFIGS,
+    SUBMITIT,
+    config_file,
+    jobs_of,
+    parallel_file,
+    plan_of,
+    pnp,
+    timed_calibration,
+)
 
 # The node the memory tests plan for (the test machine's size; a larger host would fit more).
 NODE_MEMORY_BYTES = 24 * 2**30
@@ -260,26 +269,6 @@ def test_auto_takes_cuda_only_where_there_is_a_device_and_cuda_stays_cuda_for_a_
     assert device_type("cuda") == "cuda"  # a plan may be for a machine with GPUs
 
 
-def timed_calibration(configuration, grad_per_unknown=1e-6) -> None:
-    """A cached calibration of ``configuration`` whose probes at 32-128 took 1 s of set-up
-    (0.5 s of it the operator norm), ``grad_per_unknown`` seconds per unknown per iteration,
-    0.1 s per evaluation and 2 s to start."""
-    from scalebench.planning.capacity.calibration import probe_sizes
-    from scalebench.planning.capacity.calibration_cache import cache_path
-    from scalebench.planning.capacity.model import CalibrationPoint, MemoryModel
-
-    points = tuple(CalibrationPoint(
-        size, size * size, 0, size * size, (2**20, 2**20), 0, False,
-        {"setup_s": 1.5, "steps": {"grad": [1.0, grad_per_unknown * size * size]},
-         "evaluation_s": 0.1, "norm_s": 0.5, "norm_applications": 6, "norm_capped": False,
-         "denoise_scale": 1.0, "startup_s": 2.0, "chunks_cut": False})
-        for size in (32, 64, 96, 128))
-    memory = (2**20, 0.0, 0.0, 0.0, 0.0)
-    path = cache_path(configuration, probe_sizes(configuration))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(MemoryModel((memory, memory), 0.0, 0.0, points).to_json()))
-
-
 def test_a_time_calibrated_job_is_predicted_start_up_set_up_iterations_and_evaluations(
         tmp_path, monkeypatch):
     """Two repetitions in one local process: one start-up, two set-ups of which the first
@@ -340,3 +329,90 @@ def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_tha
     uncalibrated, = other.jobs
     assert uncalibrated.time_model == "not calibrated" and uncalibrated.predicted_s is None
     assert "not calibrated" in format_text(other)
+
+
+def test_a_norm_the_cache_holds_is_left_out_of_the_prediction_through_a_torch_free_key(
+        tmp_path, monkeypatch):
+    """The same job predicted with an empty norm cache and after a run noted its norm there:
+    the prediction drops the norm's 0.5 s; a note whose entry is gone counts as none."""
+    from scalebench.data.norm_lookup import norm_cached, note_entry
+    from scalebench.planning.capacity.configuration import Configuration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    configuration = Configuration("tomography_2d", dataset, "pnp", solver, "image_size")
+    timed_calibration(configuration)
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}])
+    cold, = plan_of(config).jobs
+    key = configuration.norm_run_key()
+    assert key == {"dataset": "tomography_2d", "params": key["params"], "device": "cpu",
+                   "num_threads": 0} and key["params"]["num_angles"] == 32
+    entry = tmp_path / "cache" / "operator_norms" / "entry.json"
+    entry.parent.mkdir(parents=True)
+    entry.write_text(json.dumps({"norm_squared": 3.5}))
+    note_entry(key, entry)
+    assert norm_cached(key) and not norm_cached({**key, "num_threads": 2})
+    warm, = plan_of(config).jobs
+    assert cold.predicted_s - warm.predicted_s == pytest.approx(0.5)
+    entry.unlink()
+    assert not norm_cached(key) and plan_of(config).jobs[0].predicted_s == cold.predicted_s
+
+
+def test_the_launch_gets_plans_warning_per_experiment_with_the_timeout_that_would_do(
+        tmp_path, monkeypatch):
+    """What the expand child hands `scalebench run`: per experiment its timeout, predicted
+    run, advised timeout and plan's warning naming it; nothing where no-timeout is set."""
+    from scalebench.experiment.config import load_config
+    from scalebench.experiment.expand import expand_config
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.plan_time import launch_time_checks
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"),
+                      grad_per_unknown=1e-4)
+    config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}, {"pnp": {**solver, "max_iter": 1}}])
+    grid = load_config(config, 1)
+    experiments = expand_config(grid, tmp_path / "configs")
+    checks = launch_time_checks(grid, experiments, 1)
+    job, second = plan_of(config).jobs
+    long, short = (checks[e["id"]] for e in experiments)
+    assert long["predicted_s"] == pytest.approx(job.predicted_s) and long["computes_norm"]
+    assert long["advised_timeout_s"] == math.ceil(job.predicted_s * 1.2)
+    assert long["warning"] == f"experiment {experiments[0]['id']} ({experiments[0]['label']})" \
+                              f": {job.time_warning}"
+    assert long["timeout_s"] == 10.0
+    # the second reads the norm the first computed, as in plan
+    assert short["warning"] is None and not short["computes_norm"]
+    assert short["predicted_s"] == pytest.approx(second.predicted_s)
+    assert short["predicted_s"] < long["predicted_s"]
+    no_limit = load_config(config_file(tmp_path, "n.yml", **{"no-timeout": True},
+                                       dataset=[{"tomography_2d": dataset}],
+                                       solver=[{"pnp": solver}]), 1)
+    assert launch_time_checks(no_limit, expand_config(no_limit, tmp_path / "n"), 1) == {}
+
+
+def test_a_plan_says_its_predictions_on_several_ranks_leave_communication_out(
+        tmp_path, monkeypatch):
+    from scalebench.planning.capacity.configuration import Configuration
+    from scalebench.planning.capacity.time_model import COMMUNICATION_NOT_INCLUDED
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 256, "num_angles": 32, "num_operators": 2}
+    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
+    for ranks in (1, 2):  # a calibration per rank count: its operators split in two
+        timed_calibration(Configuration("tomography_2d", dataset, "pnp", {
+            **solver, "distribute_physics": ranks > 1}, "image_size"))
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": solver}])
+    assert COMMUNICATION_NOT_INCLUDED not in format_text(plan_of(config))
+    several = make_plan(config_file(tmp_path, "s.yml", dataset=[{"tomography_2d": dataset}],
+                                    solver=[{"pnp": {**solver, "distribute_physics": True}}]),
+                        None, 2)
+    assert several.jobs[0].predicted_s is not None
+    assert f"predicted: {COMMUNICATION_NOT_INCLUDED} for the 1 job(s) on several ranks" in \
+        format_text(several)

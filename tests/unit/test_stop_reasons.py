@@ -100,6 +100,9 @@ def test_the_early_stop_line_names_each_cut_experiment_by_reason():
     assert line == ("stopped early: 1 experiment cut by its time limit: pnp x ct at iteration "
                     "1 of 4 | 1 experiment diverged: c at iteration 2 of 4")
     assert early_stop_line({"a": Stop(COMPLETE)}, {}) == ""
+    noted = early_stop_line(stops, {"b": "pnp x ct"}, {"b": "timeout 1 s, 9 s would do"})
+    assert noted.startswith("stopped early: 1 experiment cut by its time limit: pnp x ct at "
+                            "iteration 1 of 4 (timeout 1 s, 9 s would do) | ")
 
 
 # --- the solver's rule -------------------------------------------------------------------
@@ -160,6 +163,79 @@ def test_publish_records_each_experiments_end_and_fills_an_old_files_rows(tmp_pa
     assert set(old[REASON_COLUMN]) == {COMPLETE} and set(old[ITERATION_COLUMN]) == {4}
     assert "stopped early: 1 experiment cut by its time limit" in \
         closing_lines(load_results([final]))
+
+
+def _timed_part(path, iteration: int, max_iter: int = 4, setup_s: float = 2.0,
+                per_iteration_s: float = 0.5):
+    """A run its time limit cut at ``iteration``: its rows' solver times and set-up."""
+    count = iteration + 1
+    rows = {"solver_name": ["pnp"] * count, "dataset_name": ["ct"] * count,
+            "objective_name": ["imaging"] * count, "stop_val": list(range(count)),
+            "idx_rep": [0] * count, "p_solver_max_iter": [max_iter] * count,
+            "time": [per_iteration_s * i for i in range(count)],
+            "objective_setup_time_s": [setup_s] * count,
+            "objective_psnr_db": [20.0 + i for i in range(count)],
+            REASON_COLUMN: [TIME_LIMIT] * count, ITERATION_COLUMN: [iteration] * count}
+    pq.write_table(pa.table(rows), path)
+    return path
+
+
+def _cut_line(final) -> str:
+    lines = closing_lines(load_results([final])).splitlines()
+    line, = [line for line in lines if line.startswith("stopped early")]
+    return line
+
+
+def test_a_cut_run_names_the_timeout_that_would_do_from_plans_prediction(tmp_path):
+    final = tmp_path / "run.parquet"
+    limits = {"cut": {"timeout_s": 1.0, "predicted_s": 9.5, "advised_timeout_s": 12,
+                      "computes_norm": True, "warning": "..."}}
+    publish(final, [("cut", _timed_part(tmp_path / "cut.parquet", 1))], "complete", [],
+            "c.yml", time_limits=limits)
+    assert run_status(final)["time_limits"] == limits
+    assert _cut_line(final) == (
+        "stopped early: 1 experiment cut by its time limit: pnp on ct at iteration 1 of 4 "
+        "(timeout 1 s, 12 s would do: plan's prediction 9.5 s with a 20% margin)")
+    # a resumed launch publishes more experiments: the limits already recorded are kept
+    publish(final, [("next", _timed_part(tmp_path / "next.parquet", 4))], "complete", [],
+            "c.yml", time_limits={"next": {"timeout_s": 1.0, "predicted_s": None,
+                                           "advised_timeout_s": None}})
+    assert set(run_status(final)["time_limits"]) == {"cut", "next"}
+
+
+def test_without_a_prediction_the_measured_iterations_are_extrapolated_to_max_iter(tmp_path):
+    final = tmp_path / "run.parquet"
+    publish(final, [("cut", _timed_part(tmp_path / "cut.parquet", 2, max_iter=10))],
+            "complete", [], "c.yml", time_limits={"cut": {"timeout_s": 3.0,
+                                                          "predicted_s": None,
+                                                          "advised_timeout_s": None}})
+    needed = math.ceil(1.2 * (2.0 + 10 * 0.5))
+    assert _cut_line(final).endswith(
+        f"at iteration 2 of 10 (timeout 3 s, {needed} s would do: its measured 0.5 s per "
+        f"iteration extrapolated to 10 iterations after 2 s of set-up, with a 20% margin, no "
+        f"prediction made)")
+
+
+def test_a_run_cut_before_its_first_iteration_reads_as_cut_and_says_what_it_knows(tmp_path):
+    """Its time limit ran out in the set-up (the operator norm): only iteration 0, the
+    initial estimate, was evaluated; without a prediction no limit can be named."""
+    final = tmp_path / "run.parquet"
+    publish(final, [("cut", _timed_part(tmp_path / "cut.parquet", 0, setup_s=86.0))],
+            "complete", [], "c.yml")
+    assert record_stops(run_status(final)) == {"cut": Stop(TIME_LIMIT, 0, 4)}
+    assert _cut_line(final) == (
+        "stopped early: 1 experiment cut by its time limit: pnp on ct at iteration 0 of 4 "
+        "(no iteration timed: its set-up alone took 86 s, and no prediction was made: "
+        "calibrate one with scalebench capacity --time)")
+
+
+def test_the_reports_quality_table_shows_a_cut_run_as_cut(tmp_path):
+    from scalebench.results.report.views import iterations_text
+
+    cut = pd.read_parquet(_timed_part(tmp_path / "cut.parquet", 1))
+    assert iterations_text(cut) == "1 of 4, cut by its time limit"
+    complete = cut.assign(**{REASON_COLUMN: COMPLETE})
+    assert iterations_text(complete) == "1"
 
 
 def _stop_findings(path) -> list[str]:

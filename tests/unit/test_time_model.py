@@ -23,6 +23,7 @@ from scalebench.planning.capacity.time_laws import (
     piecewise,
 )
 from scalebench.planning.capacity.time_model import (
+    COMMUNICATION_NOT_INCLUDED,
     Counts,
     duration_text,
     evaluations,
@@ -500,3 +501,64 @@ def test_two_regimes_predict_a_time_that_never_falls_as_the_count_grows():
     assert all(later >= earlier for earlier, later in itertools.pairwise(predicted))
     assert predicted[0] == pytest.approx(1e-10 * counts[0] ** 2, rel=1e-3)
     assert term.predict(2 * knee) == pytest.approx(term.predict(4 * 65536), rel=1e-9)
+
+
+def noisy_model_for(configuration: Configuration, noise: float) -> MemoryModel:
+    """``model_for`` whose two largest probes' denoiser ran ``noise`` slower than its law:
+    the law fitted to the others misses them, a held-out error the answer must keep."""
+    model = model_for(configuration)
+    largest = sorted(point.size for point in model.points)[-2:]
+    points = tuple(replace(point, timing={**point.timing, "steps": {"denoise": [
+        value * (1 + noise) for value in point.timing["steps"]["denoise"]]}})
+        if point.size in largest else point for point in model.points)
+    return replace(model, points=points)
+
+
+def test_an_answer_to_a_time_budget_keeps_the_models_held_out_error_under_it_and_says_so():
+    configuration = denoising()
+    exact = answer(configuration, "d", 1, 2**30, model_for(configuration), True, [],
+                   time_budget_s=60.0)
+    assert exact.time_margin == pytest.approx(0.0, abs=1e-9)
+    noisy = noisy_model_for(configuration, 0.3)
+    timing = time_model(noisy.points)
+    assert timing.held_out_error == max(fit.held_out_error for fit in timing.terms()
+                                        if fit.held_out_error is not None) > 0.05
+    line = answer(configuration, "d", 1, 2**30, noisy, True, [], time_budget_s=60.0)
+    assert line.time_margin == pytest.approx(timing.held_out_error)
+    assert line.predicted_run_s * (1 + line.time_margin) <= 60.0
+    assert run_seconds(configuration, timing, line.largest_size + 1, 1) * \
+        (1 + line.time_margin) > 60.0
+    assert run_seconds(configuration, timing, line.largest_size + 1, 1) <= 60.0  # without it
+    assert f"time binds (time budget 60 s), a {line.time_margin:.0%} margin kept under it " \
+           f"for the model's held-out error" in line.text()
+    assert line.to_json()["time_margin"] == line.time_margin
+
+
+def test_a_term_measured_at_one_count_is_flagged_not_called_a_fit():
+    one = fit_term("set-up", [(1024.0, 2.5)])
+    assert one.one_probe and one.describe() == "one probe: not a fit (2.5 s at every count)"
+    assert one.to_json()["one_probe"] is True and one.to_json()["law"] == one.describe()
+    two = fit_term("set-up", [(1024.0, 2.5), (4096.0, 9.0)])
+    assert not two.one_probe and "not a fit" not in two.describe()
+    configuration = denoising()
+    model = model_for(configuration)
+    # a step timed at the smallest probe only
+    points = tuple(replace(point, timing={**point.timing, "steps": {
+        **point.timing["steps"], "prox": [0.02, 0.01]}}) if point.size == 32 else point
+        for point in model.points)
+    timing = time_model(points)
+    assert timing.one_probe_terms() == ["prox"]
+    line = answer(configuration, "d", 1, 2**30, replace(model, points=points), True, [])
+    assert line.one_probe_terms == ["prox"]
+    assert "; one probe: not a fit: prox" in line.text()
+    assert line.time_model["terms"][[t["name"] for t in line.time_model["terms"]].index(
+        "prox")]["law"] == "one probe: not a fit (0.01 s at every count)"
+
+
+def test_a_prediction_on_several_ranks_says_communication_is_not_included():
+    configuration = denoising()
+    model = model_for(configuration)
+    assert COMMUNICATION_NOT_INCLUDED not in answer(configuration, "d", 1, 2**30, model,
+                                                    True, []).text()
+    assert f"; {COMMUNICATION_NOT_INCLUDED}" in answer(configuration, "d", 2, 2**30, model,
+                                                       True, []).text()

@@ -222,6 +222,26 @@ def test_ct_start_operator_keeps_every_8th_to_16th_angle_of_groups_of_64_or_more
     assert torch.equal(starts[1].angles, problem.physics.physics_list[1].angles[::16])
 
 
+def test_a_run_notes_its_norm_under_the_torch_free_key_a_prediction_reads(tmp_path,
+                                                                          monkeypatch):
+    """Computed or read, the entry a run uses is noted under its run key; a prediction then
+    knows it is cached, and no longer once the entry is gone."""
+    from scalebench.data.norm_lookup import norm_cached, run_key
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))
+    problem = _problem_with_norm()
+    key = run_key("tomography_2d", problem.source["params"], "cpu", 0)
+    assert not norm_cached(key)
+    computed = operator_norm.estimate_operator_norm(problem, run_key=key)
+    assert computed.source == "computed" and norm_cached(key)
+    other = {**key, "num_threads": 3}
+    assert operator_norm.estimate_operator_norm(problem, run_key=other).source == "cache"
+    assert norm_cached(other)
+    for entry in (tmp_path / "operator_norms").glob("*.json"):
+        entry.unlink()
+    assert not norm_cached(key)
+
+
 @pytest.mark.parametrize("damage", ["garbage", "negative", "other key"])
 def test_corrupt_norm_cache_entry_is_recomputed_not_trusted(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path))

@@ -32,7 +32,13 @@ from scalebench.planning.capacity.time_answer import (
     time_probes,
     within_budgets,
 )
-from scalebench.planning.capacity.time_model import duration_text, time_model
+from scalebench.planning.capacity.time_laws import ONE_PROBE
+from scalebench.planning.capacity.time_model import (
+    COMMUNICATION_NOT_INCLUDED,
+    duration_text,
+    leaves_out_communication,
+    time_model,
+)
 from scalebench.rank.devices import cuda_available
 
 
@@ -96,6 +102,10 @@ class CapacityLine:
     time_curve: list = field(default_factory=list)
     measured_iteration_s: float | None = None
     measured_setup_s: float | None = None
+    # The time model's held-out error (TimeModel.held_out_error): the margin an answer to
+    # --time keeps under its budget; and its terms measured at one count (not a fit).
+    time_margin: float | None = None
+    one_probe_terms: list = field(default_factory=list)
 
     @property
     def verified_ratio(self) -> float | None:
@@ -132,11 +142,15 @@ class CapacityLine:
                 f"{self.iterations} iterations and {self.evaluations} evaluations in "
                 f"{duration_text(self.predicted_run_s)}")
         if self.time_budget_s is not None:
-            line += f"; {self.binding} binds (time budget {duration_text(self.time_budget_s)})"
+            line += (f"; {self.binding} binds (time budget {duration_text(self.time_budget_s)}),"
+                     f" a {self.time_margin or 0:.0%} margin kept under it for the model's "
+                     f"held-out error")
         if self.time_extrapolation and self.time_extrapolation > 1.05:
             line += f"; extrapolates {self.time_extrapolation:.2g}x past the largest probe"
-        if self.ranks > 1:
-            line += "; communication not included (probed on one rank)"
+        if self.one_probe_terms:
+            line += f"; {ONE_PROBE}: {', '.join(self.one_probe_terms)}"
+        if leaves_out_communication(self.ranks):
+            line += f"; {COMMUNICATION_NOT_INCLUDED}"
         ratios = self.time_ratios
         if ratios is not None:
             line += (f"\n    verified time: per iteration predicted "

@@ -86,6 +86,15 @@ class Configuration:
         """The PnP algorithm the configuration runs (its solver's name otherwise)."""
         return str(self.resolved_solver().get("algorithm", self.solver))
 
+    def norm_run_key(self) -> dict:
+        """What a run's config says of the operator norm it uses (data.norm_lookup.run_key):
+        the key of the norm cache a prediction reads without building the problem."""
+        from scalebench.data.norm_lookup import run_key
+        from scalebench.problems import PROBLEMS
+
+        return run_key(self.dataset, PROBLEMS[self.dataset].recorded(self.resolved_dataset()),
+                       self.device, self.resolved_solver().get("num_threads", 0))
+
     def without_size(self) -> dict:
         return {"dataset": self.dataset, "solver": self.solver,
                 "size_parameter": self.size_parameter,

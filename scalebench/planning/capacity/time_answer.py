@@ -36,6 +36,7 @@ def time_fields(configuration: Configuration, timing: TimeModel | None, ranks: i
         return {}
     iterations, evaluations = configuration.run_length()
     fields = {"time_model": timing.to_json(), "iterations": iterations,
+              "time_margin": timing.held_out_error, "one_probe_terms": timing.one_probe_terms(),
               "evaluations": evaluations,
               "time_curve": [[value, run_seconds(configuration, timing, value, ranks),
                               timing.iteration_seconds(configuration.time_counts(value, ranks))]
@@ -105,15 +106,17 @@ def within_budgets(configuration: Configuration, model: MemoryModel, timing: Tim
                    ranks: int, budget: int, time_budget_s: float | None
                    ) -> tuple[int | None, str | None, str]:
     """The largest size within the memory budget (with its headroom) and, given one, whose
-    predicted run fits ``time_budget_s``; which budget binds (None without a time budget);
+    predicted run with the model's held-out error over it (TimeModel.held_out_error) fits
+    ``time_budget_s``; which budget binds (None without a time budget);
     and why there is none, if there is none."""
     size = largest_fitting(configuration, model, ranks, usable_budget(model, budget))
     if time_budget_s is None:
         return size, None, "no size fits"
     if size is None:
         return None, "memory", "no size fits the memory budget"
+    margin = 1.0 + timing.held_out_error  # the model's held-out error, kept under the budget
     timed_size = largest_valid(configuration, lambda value: run_seconds(
-        configuration, timing, value, ranks) <= time_budget_s)
+        configuration, timing, value, ranks) * margin <= time_budget_s)
     if timed_size is None:
         smallest = valid_at_most(configuration, min(point.size for point in model.points))
         shortest = "" if smallest is None else (

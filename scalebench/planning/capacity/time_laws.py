@@ -25,6 +25,8 @@ HELD_OUT = 2
 # there. CT's heap law fitted to 32²-256² (overheads, power 0.85) predicted its iteration at
 # 818² 0.56x; radio's, fitted up to 1988², predicted 800² at 0.92.
 HEAP_REACH = 4.0
+# What a term measured at one count is called instead of a law (TermFit.one_probe).
+ONE_PROBE = "one probe: not a fit"
 # Seconds below this are the clock's resolution, not a duration: a term measured at 0 (a norm
 # read from nothing, a step too short to time) is held here, so relative errors stay finite.
 RESOLUTION_S = 1e-6
@@ -71,8 +73,17 @@ class TermFit:
     def all_probes(self) -> tuple[tuple[float, float], ...]:
         return self.probes + (self.above.probes if self.above is not None else ())
 
+    @property
+    def one_probe(self) -> bool:
+        """Whether the term was measured at one count only: its seconds there at every count,
+        not a fit."""
+        return len(self.all_probes) == 1
+
     def describe(self) -> str:
-        """The law in words, e.g. '0.012 + 3.1e-07 x^1.10'."""
+        """The law in words, e.g. '0.012 + 3.1e-07 x^1.10'; a term of one probe says that it
+        is not a fit."""
+        if self.one_probe:
+            return f"{ONE_PROBE} ({self.probes[0][1]:.3g} s at every count)"
         if self.kind == "piecewise":
             law = f"piecewise through {len(self.probes)} probes"
         else:
@@ -86,7 +97,7 @@ class TermFit:
         return {"name": self.name, "kind": self.kind, "parameters": list(self.parameters),
                 "probes": [list(probe) for probe in self.probes],
                 "held_out_error": self.held_out_error, "candidates": self.candidates,
-                "law": self.describe(), "knee": self.knee,
+                "law": self.describe(), "one_probe": self.one_probe, "knee": self.knee,
                 "above": None if self.above is None else self.above.to_json()}
 
 

@@ -96,9 +96,21 @@ class TimeModel:
     def terms(self) -> list[TermFit]:
         return [*self.steps, self.setup, *([self.norm] if self.norm else []), self.evaluation]
 
+    @property
+    def held_out_error(self) -> float:
+        """The run's relative error as its terms' held-out errors bound it: a sum of terms is
+        off by no more than its worst term, relatively (0 where no term could hold a probe
+        out). ``capacity --time`` keeps this margin under the time budget."""
+        return max((fit.held_out_error for fit in self.terms()
+                    if fit.held_out_error is not None), default=0.0)
+
+    def one_probe_terms(self) -> list[str]:
+        """The terms measured at one count only (time_laws.ONE_PROBE)."""
+        return [fit.name for fit in self.terms() if fit.one_probe]
+
     def to_json(self) -> dict:
         return {"terms": [fit.to_json() for fit in self.terms()],
-                "startup_s": self.startup_s}
+                "startup_s": self.startup_s, "held_out_error": self.held_out_error}
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,16 @@ def run_prediction(model: TimeModel, counts: Counts, iterations: int,
                          model.iteration_seconds(counts),
                          model.evaluation.predict(counts.unknowns), iterations,
                          evaluations_count, model.extrapolation(counts))
+
+
+# What a prediction on several ranks leaves out (capacity's line and plan's table say it).
+COMMUNICATION_NOT_INCLUDED = "communication not included (probed on one rank)"
+
+
+def leaves_out_communication(ranks: int) -> bool:
+    """Whether a prediction on ``ranks`` ranks leaves communication out: probes run on one
+    rank, so every prediction on several does."""
+    return ranks > 1
 
 
 def duration_text(seconds: float) -> str:

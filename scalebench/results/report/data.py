@@ -27,7 +27,7 @@ from provenance.schema import column as prov_column
 from scalebench.benchmarks import problem_spec
 from scalebench.problems.spec import DEFAULT_HEADLINE
 from scalebench.rank.names import INFERENCE_STEPS, metric_column
-from scalebench.results.store import run_status
+from scalebench.results.store import TIME_LIMITS_KEY, run_status
 
 # Fields of the provenance tables, one table per distinct environment (provenance.environment),
 # resources aside: a scaling campaign runs one environment on several world sizes.
@@ -73,7 +73,7 @@ SOURCE = "source_file"  # column added here: the file a row came from
 @dataclass
 class Results:
     rows: pd.DataFrame
-    files: list[dict] = field(default_factory=list)  # path, rows, status, failures
+    files: list[dict] = field(default_factory=list)  # path, rows, status, failures, ...
     dropped: list[dict] = field(default_factory=list)  # superseded duplicate runs
     labels: dict[str, str] = field(default_factory=dict)  # run -> short label
     # Answers of `scalebench capacity` (report.capacity.load_capacity) for the capacity view.
@@ -133,7 +133,8 @@ def load_results(paths: list[Path]) -> Results:
         files.append({"path": str(path), "rows": len(frame),
                       "status": record.get("status", "no run record (plain benchopt file)"),
                       "failures": record.get("failures", []),
-                      "tuned": record.get("tuned")})
+                      "tuned": record.get("tuned"),
+                      "time_limits": record.get(TIME_LIMITS_KEY, {})})
         frames.append(frame)
     merged = pd.concat(frames, ignore_index=True)
     kept, dropped = [], []

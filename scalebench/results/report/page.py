@@ -150,7 +150,7 @@ def render_page(results: Results, views: list[tuple[View, bytes | None]],
             f"written {created}.</p>"]
     body += [f"<p><b>{_escape(line[0].upper() + line[1:])}.</b></p>"
              for line in filter(None, [*best_quality_lines(results.rows, results.per_image),
-                                       stopped_early_line(results.rows),
+                                       stopped_early_line(results),
                                        *tuned_lines(results.files)])]
     body.append(_files_section(results))
     body += [_view_section(view, png) for view, png in views if png is not None]

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from provenance.stop_reasons import early_stop_line
+from provenance.stop_reasons import TIME_LIMIT, early_stop_line
 from scalebench.results.report.data import (
     RUN,
+    SOURCE,
     Results,
     blank_sky_line,
     headline_metric,
@@ -24,7 +25,8 @@ from scalebench.results.report.over_images import (
     over_images,
     several_images,
 )
-from scalebench.results.stops import stops_by
+from scalebench.results.stops import limit_advice, stops_by
+from scalebench.results.store import EXPERIMENT_COLUMN
 
 
 def best_quality_lines(rows: pd.DataFrame, per_image: bool = False) -> list[str]:
@@ -73,12 +75,26 @@ def _best_over_images(rows: pd.DataFrame, column: str, metric: str, label: str,
             f"{figures[top].mean_text(4)} dB, by {methods[(rows[RUN] == first).idxmax()]}")
 
 
-def stopped_early_line(rows: pd.DataFrame) -> str:
+def stopped_early_line(results: Results) -> str:
     """The runs that ended before their max_iter, by reason ('stopped early: 1 experiment cut
-    by its time limit: <run> at iteration 1 of 4'); "" when none did."""
+    by its time limit: <run> at iteration 1 of 4 (timeout 10 s: 38 s would do, from plan's
+    prediction ...)'); "" when none did."""
+    rows = results.rows
     if rows.empty:
         return ""
-    return early_stop_line(stops_by(rows, RUN), run_labels(rows))
+    stops = stops_by(rows, RUN)
+    return early_stop_line(stops, run_labels(rows), {
+        run: limit_advice(part, stops[run], _recorded_limit(results, part))
+        for run, part in rows.groupby(RUN, sort=False) if stops[run].reason == TIME_LIMIT})
+
+
+def _recorded_limit(results: Results, run: pd.DataFrame) -> dict | None:
+    """The time limits entry the launch recorded for ``run``'s experiment in its file's run
+    status (None: none recorded, or a file without experiment ids)."""
+    if EXPERIMENT_COLUMN not in run:
+        return None
+    limits = {file["path"]: file.get("time_limits") or {} for file in results.files}
+    return limits.get(run[SOURCE].iloc[0], {}).get(str(run[EXPERIMENT_COLUMN].iloc[0]))
 
 
 def tuned_lines(files: list[dict]) -> list[str]:
@@ -100,4 +116,4 @@ def closing_lines(results: Results) -> str:
     configuration run on several images as its mean over them."""
     rows = results.rows
     return "\n".join(filter(None, [*best_quality_lines(rows), blank_sky_line(rows),
-                                    stopped_early_line(rows), *tuned_lines(results.files)]))
+                                    stopped_early_line(results), *tuned_lines(results.files)]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from provenance.stop_reasons import EARLY_WORDING
 from scalebench.rank.names import QUALITY_METRICS, metric_column
 from scalebench.results.report.capacity import capacity
 from scalebench.results.report.data import (
@@ -61,6 +62,7 @@ from scalebench.results.report.scaling import (
 from scalebench.results.report.steps import step_breakdown
 from scalebench.results.report.training import training
 from scalebench.results.report.tuned import tuned_best
+from scalebench.results.stops import stop_of
 
 # Plotted quality metrics (MSE left out: PSNR shows it on a log scale), PSNR and SNR first.
 QUALITY = tuple((metric_column(name), QUALITY_METRICS[name])
@@ -80,6 +82,17 @@ def line_styles(results: Results) -> dict[str, dict]:
                 "linestyle": dashes[worlds.index(first.loc[e, WORLD]) % len(dashes)]
                 if worlds and pd.notna(first.loc[e, WORLD]) else "-"}
             for e in first.index}
+
+
+def iterations_text(run: pd.DataFrame) -> str:
+    """A run's last iteration, and for one that ended before its max_iter, how ('1 of 4, cut
+    by its time limit'): a cut run is not shown as a complete one."""
+    stop = stop_of(run)
+    last = parameter_text(run["stop_val"].max())
+    if not stop.early:
+        return last
+    how = EARLY_WORDING[stop.reason]
+    return f"{last} of {stop.max_iter}, {how}" if stop.max_iter is not None else f"{last}, {how}"
 
 
 def quality(results: Results) -> View:
@@ -118,7 +131,7 @@ def quality(results: Results) -> View:
                 axes[i][j].plot(part[x], part[metric], marker="o", markersize=3,
                                 label=wrap(label, 60), **styles[run],
                                 markerfacecolor="none" if run in random else None)
-        summary.append([label, parameter_text(part["stop_val"].max()),
+        summary.append([label, iterations_text(part),
                         *(number(part[metric].iloc[k], 4) for metric, _ in metrics
                           for k in (0, -1)),
                         *([("yes" if blank_sky[run] else "no") if run in blank_sky else "-"]
