@@ -128,9 +128,9 @@ def text_lines(comparison) -> list[str]:
                       f"{experiment.metric} difference over iterations: "
                       f"{_figure(experiment.largest_metric_difference)}"]
         if experiment.cut:
-            lines.append(f"  cut before its max_iter, not compared as complete: base "
-                         f"{experiment.stops[0].text()}; candidate "
-                         f"{experiment.stops[1].text()}: {experiment.cut}")
+            lines.append(f"  stopped early: base {experiment.stops[0].text()}; candidate "
+                         f"{experiment.stops[1].text()} (not compared as complete: "
+                         f"{experiment.cut})")
         if experiment.exact:
             lines.append(f"  --exact: {experiment.exact.line}")
         rows = [[m["measure"], _with_spread(m["base"], m["base_spread"]),

@@ -211,8 +211,8 @@ def test_a_candidate_cut_by_its_time_limit_is_worse_not_compared_as_complete(tmp
     assert status == 0 and found["experiments"][0]["cut"] == "better"
     main(["compare", str(tmp_path / "candidate.parquet"), str(tmp_path / "base.parquet")])
     text = capsys.readouterr().out
-    assert "cut before its max_iter, not compared as complete: base complete at iteration 3 " \
-           "of 4; candidate time limit at iteration 1 of 4: worse" in text
+    assert "stopped early: base complete at iteration 3 of 4; candidate time limit at " \
+           "iteration 1 of 4 (not compared as complete: worse)" in text
 
 
 def test_without_exact_a_bit_difference_never_changes_the_exit(tmp_path, capsys):
