@@ -201,6 +201,7 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
                       "candidate_spread": _number(right.spread),
                       "ratio": _number(right.median / left.median
                                        if left.median and right.median is not None else None),
+                      "unit": measure.unit,
                       "verdict": word, "single_run": single_run(left, right),
                       "regression": is_regression(measure, word)})
     metric, label = headline_metric(base["dataset_name"].iloc[0])

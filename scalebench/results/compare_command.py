@@ -134,10 +134,10 @@ def text_lines(comparison) -> list[str]:
         if experiment.exact:
             lines.append(f"  --exact: {experiment.exact.line}")
         rows = [[m["measure"], _with_spread(m["base"], m["base_spread"]),
-                 _with_spread(m["candidate"], m["candidate_spread"]), _figure(m["ratio"], 3),
+                 _with_spread(m["candidate"], m["candidate_spread"]), _change(m),
                  _verdict_text(m)] for m in experiment.measures]
         lines += ["  " + line for line in _table(
-            ["measure", "base median", "candidate median", "ratio", "verdict"], rows)]
+            ["measure", "base median", "candidate median", "ratio or dB", "verdict"], rows)]
     for side, names in (("base", comparison.only_base),
                         ("candidate", comparison.only_candidate)):
         lines += [f"only in {side}: {name}" for name in names]
@@ -145,6 +145,14 @@ def text_lines(comparison) -> list[str]:
                   for name in comparison.unfinished.get(side, [])]
     lines += ["", closing_line(comparison)]
     return lines
+
+
+def _change(measure: dict) -> str:
+    """The ratio candidate / base; for a measure in dB, the difference in dB (how it is
+    judged)."""
+    if measure.get("unit") and None not in (measure["base"], measure["candidate"]):
+        return f"{measure['candidate'] - measure['base']:+.3g} {measure['unit']}"
+    return _figure(measure["ratio"], 3)
 
 
 def _verdict_text(measure: dict) -> str:
