@@ -1,29 +1,23 @@
-"""Two environments against each other, and one against itself: what ``scalebench compare``
-says, and how often it cries wolf.
+"""Two environments against each other: what ``scalebench compare`` says.
 
 - Campaign ``cores2``: CT (tomography_2d) at ``--size``², ``--angles`` angles, PnP-TV,
   ``--iterations`` iterations, ``--repetitions`` repetitions, on every core; campaign
   ``core1``: the same under ``taskset -c 0`` (torch then runs one thread). Prints
-  ``scalebench compare core1 cores2``'s differing fields, the gradient step's and the
-  iteration's ratio with their spreads and verdicts, and whether the estimates agree.
-- ``--identical`` campaigns on every core (``cores2`` is the first): over every ordered pair
-  and every measure, the share of 'slower'/'larger'/'worse' verdicts (false alarms: nothing
-  changed) at each of ``--tolerances``; the default tolerance is the smallest with none.
+  ``scalebench compare core1 cores2``'s differing fields, each measure's ratio with its
+  spreads and verdict at compare's defaults, and whether the estimates agree.
 - Host against the podman image (``--image``, an image podman knows): the same config run
   with ``scalebench run --runtime podman``; skipped, saying why, without podman or an image.
 
     python -m tools.compare_environments [--size 512] [--angles 128] [--iterations 10]
-        [--repetitions 3] [--identical 5] [--tolerances 0.05 0.1 0.2 0.5] [--image IMAGE]
-        [--folder DIR]
+        [--repetitions 3] [--image IMAGE] [--folder DIR]
 
-Prints markdown tables for docs/performance.md. Timings on a shared machine are noisy: that
-is what the identical campaigns measure.
+Prints markdown tables for docs/performance.md. How often compare cries wolf over identical
+campaigns, and whether it catches slowed ones, is tools/compare_check's measurement.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import shutil
 import sys
@@ -46,13 +40,16 @@ from tools.measuring import (
 )
 
 
-def ct_config(folder: Path, size: int, angles: int, iterations: int, repetitions: int
-              ) -> Path:
-    """The one experiment every campaign runs: CT at ``size``², PnP-TV on the CPU."""
-    dataset = {"tomography_2d": {"image_size": size, "num_angles": angles, "noise_level": 0.05}}
-    solver = {"device": "cpu", "denoiser": "tv"}
-    return write_config(folder / "ct.yml", {**pnp_config(dataset, solver, iterations, "1h"),
-                                            "n-repetitions": repetitions})
+def ct_config(folder: Path, size: int, angles: int, iterations: int, repetitions: int,
+              experiments: int = 1, threads: int = 0, name: str = "ct") -> Path:
+    """The experiments every campaign runs: CT at ``size``², PnP-TV on the CPU, one per noise
+    seed (``experiments`` of them), on ``threads`` torch threads (0: torch's default)."""
+    seeds = {"seed": list(range(experiments))} if experiments > 1 else {}
+    dataset = {"tomography_2d": {"image_size": size, "num_angles": angles, "noise_level": 0.05,
+                                 **seeds}}
+    solver = {"device": "cpu", "denoiser": "tv", **({"num_threads": threads} if threads else {})}
+    return write_config(folder / f"{name}.yml", {**pnp_config(dataset, solver, iterations, "1h"),
+                                                 "n-repetitions": repetitions})
 
 
 @dataclass(frozen=True)
@@ -75,10 +72,9 @@ class Campaigns:
         return launch.results
 
 
-def compare(base: Path, candidate: Path, tolerance: float) -> dict:
+def compare(base: Path, candidate: Path, *options: object) -> dict:
     """`scalebench compare`'s JSON document (exit 1, a regression, is an answer too)."""
-    done = run_scalebench("compare", base, candidate, "--format", "json",
-                          "--tolerance", tolerance)
+    done = run_scalebench("compare", base, candidate, "--format", "json", *options)
     if done.returncode not in (0, 1):
         sys.exit(f"compare failed: {done.stderr.strip()}")
     return json.loads(done.stdout)
@@ -110,29 +106,7 @@ def print_pair(title: str, comparison: dict) -> None:
     print()
 
 
-def false_alarms(files: list[Path], tolerances: list[float]) -> float:
-    """Prints the share of 'worse' verdicts over every ordered pair of identical campaigns and
-    every measure, per tolerance; returns the smallest tolerance without one (else the
-    largest)."""
-    print(f"### {len(files)} identical campaigns on every core: false alarms\n")
-    table = Table("tolerance", "judgements", "false 'slower'/'larger'/'worse'", "rate")
-    table.header()
-    chosen = None
-    for tolerance in tolerances:
-        judged = alarms = 0
-        for base, candidate in itertools.permutations(files, 2):
-            for experiment in compare(base, candidate, tolerance)["experiments"]:
-                judged += len(experiment["measures"])
-                alarms += sum(m["regression"] for m in experiment["measures"])
-        table.row(f"{tolerance:.0%}", judged, alarms, f"{alarms / judged:.1%}")
-        if alarms == 0 and chosen is None:
-            chosen = tolerance
-    print(f"\nsmallest tolerance without a false alarm: "
-          f"{'none of these' if chosen is None else f'{chosen:.0%}'}\n")
-    return chosen if chosen is not None else max(tolerances)
-
-
-def print_podman(campaigns: Campaigns, image: str | None, host: Path, tolerance: float) -> None:
+def print_podman(campaigns: Campaigns, image: str | None, host: Path) -> None:
     title = "host against the podman image"
     if shutil.which("podman") is None or not image:
         reason = "podman is not installed here" if shutil.which("podman") is None \
@@ -140,7 +114,7 @@ def print_podman(campaigns: Campaigns, image: str | None, host: Path, tolerance:
         print(f"### {title}\n\nnot measured: {reason}\n")
         return
     in_image = campaigns.run("podman", options=["--runtime", "podman", "--image", image])
-    print_pair(title, compare(host, in_image, tolerance))
+    print_pair(title, compare(host, in_image))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -151,21 +125,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_iterations(parser, 10, "PnP iterations per run")
     parser.add_argument("--repetitions", type=positive_int, default=3,
                         help="repetitions per campaign (default 3)")
-    parser.add_argument("--identical", type=positive_int, default=5,
-                        help="identical campaigns on every core, at least 2 (default 5)")
-    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
-                        help="compare's tolerances tried, fractions in (0, 1)")
     parser.add_argument("--image", default=None, help="podman image for the host comparison")
     parser.add_argument("--folder", type=Path, default=None,
                         help="keep the campaigns here (default: a temporary folder); campaigns "
                         "already there are compared again, not re-run")
-    args = parser.parse_args(argv)
-    if args.identical < 2:
-        parser.error(f"--identical must be at least 2 (a pair to compare), got {args.identical}")
-    if not all(0 < tolerance < 1 for tolerance in args.tolerances):
-        parser.error(f"--tolerances must be fractions in (0, 1), e.g. 0.1 for 10 %; got "
-                     f"{' '.join(f'{t:g}' for t in args.tolerances)}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,14 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     campaigns = Campaigns(ct_config(folder, args.size, args.angles, args.iterations,
                                     args.repetitions), private_benchmark(folder))
-    identical = [campaigns.run(f"cores2_{i}") for i in range(args.identical)]
+    every_core = campaigns.run("cores2_0")
     one_core = campaigns.run("core1", prefix=["taskset", "-c", "0"])
     print(f"CT {args.size}², {args.angles} angles, PnP-TV, {args.iterations} iterations, "
           f"{args.repetitions} repetitions; results in {folder}\n")
-    tolerance = false_alarms(identical, args.tolerances)
-    print_pair(f"taskset -c 0 (base) against every core (candidate), tolerance {tolerance:.0%}",
-               compare(one_core, identical[0], tolerance))
-    print_podman(campaigns, args.image, identical[0], tolerance)
+    print_pair("taskset -c 0 (base) against every core (candidate), compare's defaults",
+               compare(one_core, every_core))
+    print_podman(campaigns, args.image, every_core)
     return 0
 
 

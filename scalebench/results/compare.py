@@ -6,12 +6,13 @@ several images is matched by its config without the image (``report.over_images`
 images then the samples (``--per-image``: image by image, as experiments). Per run (one
 repetition) each measure is one figure (``run_measures``), per image the mean over its
 repetitions where a side ran several images; per side, the median over the samples and the
-range from the lowest to the highest. A difference counts only beyond ``tolerance`` (a
-fraction of the base median) and beyond the range of both sides; with fewer than ``MIN_REPETITIONS``
-(``scalebench.statistics``) on a side the spread is unknown and so is the verdict. How each
-side's runs ended is shown, not judged: an experiment cut by its time limit, diverged or pruned
-on a side, and the experiments a side's run status names failed or stopped (no rows to
-compare). Imports no torch.
+range from the lowest to the highest, judged by ``compare_rules`` (the spread rule, a single
+run's factor, quality in dB). An experiment cut on a side (its time limit, a diverged estimate,
+pruned) is never judged as if complete: its measures are not compared, and the experiment is
+worse where only the candidate was cut. ``exact``: experiments of equal inputs must be equal
+bit for bit (``compare_exact``); without it a bit difference is shown, never judged. The
+experiments a side's run status names failed or stopped (no rows to compare) are listed.
+Imports no torch.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ from provenance.results import UnreadableResults
 from provenance.schema import column
 from provenance.stop_reasons import COMPLETE, FAILED, STOPPED, Stop, record_stops
 from scalebench.errors import ScalebenchError
+from scalebench.results.compare_exact import DIFFER, SKIPPED, ExactCheck, exact_check
 from scalebench.results.compare_rules import (
-    DEFAULT_TOLERANCE,
+    CUT,
+    WORSE,
+    Thresholds,
+    cut_verdict,
     is_regression,
+    single_run,
     verdict,
 )
 from scalebench.results.report.data import (
@@ -50,6 +56,7 @@ from scalebench.results.stops import stop_of
 from scalebench.results.store import run_status
 from scalebench.statistics import summary
 
+DEFAULTS = Thresholds()
 IMAGE = "_image"  # column added here: the image a row's run ran on (None: no image family)
 
 
@@ -63,13 +70,24 @@ class Experiment:
     metric: str = ""
     stops: tuple[Stop, Stop] = (Stop(COMPLETE), Stop(COMPLETE))  # base, candidate
     images: tuple[int, int] = (1, 1)  # base, candidate: several, the samples are images
+    exact: ExactCheck | None = None  # --exact's outcome; None without --exact
+
+    @property
+    def cut(self) -> str | None:
+        """The verdict of a side cut before its max_iter (compare_rules.cut_verdict)."""
+        return cut_verdict(*self.stops)
+
+    @property
+    def regressions(self) -> int:
+        """Measures judged worse, and a candidate cut where the base completed."""
+        return sum(m["regression"] for m in self.measures) + (self.cut == WORSE)
 
 
 @dataclass
 class Comparison:
     base: Path
     candidate: Path
-    tolerance: float
+    thresholds: Thresholds
     differences: dict[str, list[str]]  # environment field -> [base, candidate]
     shown: dict[str, list[str]]  # hosts and jobs: shown, no part of the environment
     experiments: list[Experiment] = field(default_factory=list)
@@ -80,23 +98,37 @@ class Comparison:
 
     @property
     def regressions(self) -> int:
-        return sum(m["regression"] for e in self.experiments for m in e.measures)
+        return sum(e.regressions for e in self.experiments)
+
+    @property
+    def exact_differences(self) -> list[Experiment]:
+        """The experiments --exact found unequal bit for bit."""
+        return [e for e in self.experiments if e.exact and e.exact.status == DIFFER]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the gate fails (exit 1): a regression, or an --exact difference."""
+        return bool(self.regressions or self.exact_differences)
 
     def to_json(self) -> dict:
         return {"base": str(self.base), "candidate": str(self.candidate),
-                "tolerance": self.tolerance, "differences": self.differences,
-                "shown": self.shown,
+                "tolerance": self.thresholds.tolerance, "factor": self.thresholds.factor,
+                "quality_tolerance_db": self.thresholds.quality_db,
+                "differences": self.differences, "shown": self.shown,
                 "experiments": [{"experiment": e.name, "repetitions": list(e.repetitions),
                                  "images": list(e.images),
                                  "bit_for_bit": e.bitwise,
+                                 "exact": e.exact.to_json() if e.exact else None,
                                  "largest_metric_difference": e.largest_metric_difference,
                                  "metric": e.metric, "measures": e.measures,
+                                 "cut": e.cut,
                                  "stops": {"base": e.stops[0].to_json(),
                                            "candidate": e.stops[1].to_json()}}
                                 for e in self.experiments],
                 "only_in_base": self.only_base, "only_in_candidate": self.only_candidate,
                 "unfinished": self.unfinished,
-                "regressions": self.regressions}
+                "regressions": self.regressions,
+                "exact_differences": len(self.exact_differences)}
 
 
 def _side_values(rows: pd.DataFrame) -> str:
@@ -141,8 +173,11 @@ def _metric_difference(base: pd.DataFrame, candidate: pd.DataFrame,
 
 
 def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
-                       tolerance: float) -> Experiment:
-    """Every measure of one experiment on both sides (``base``, ``candidate``: its rows)."""
+                       thresholds: Thresholds, exact: bool = False) -> Experiment:
+    """Every measure of one experiment on both sides (``base``, ``candidate``: its rows); the
+    measures of an experiment cut on a side are shown, not judged."""
+    stops = (stop_of(base), stop_of(candidate))
+    check = exact_check(base, candidate, ("idx_rep", IMAGE)) if exact else None
     # The same run in the same environment on both sides is still two runs here.
     base, candidate = (frame.assign(**{RUN: side + frame[RUN]})
                        for side, frame in (("base:", base), ("candidate:", candidate)))
@@ -155,21 +190,23 @@ def compare_experiment(name: str, base: pd.DataFrame, candidate: pd.DataFrame,
     if max(counts) > 1:  # an image is a sample: its mean over its repetitions
         sides = [side.groupby(image.loc[side.index], sort=False).mean()
                  for side, image in zip(sides, images, strict=True)]
+    cut = cut_verdict(*stops) is not None
     found = []
     for measure in measures:
         left, right = (summary(side[measure.name].tolist()) for side in sides)
-        word = verdict(measure, left, right, tolerance)
+        word = CUT if cut else verdict(measure, left, right, thresholds)
         found.append({"measure": measure.name, "base": _number(left.median),
                       "base_spread": _number(left.spread),
                       "candidate": _number(right.median),
                       "candidate_spread": _number(right.spread),
                       "ratio": _number(right.median / left.median
                                        if left.median and right.median is not None else None),
-                      "verdict": word, "regression": is_regression(measure, word)})
+                      "unit": measure.unit,
+                      "verdict": word, "single_run": single_run(left, right),
+                      "regression": is_regression(measure, word)})
     metric, label = headline_metric(base["dataset_name"].iloc[0])
     return Experiment(name, repetitions, found, _bitwise(base, candidate),
-                      _metric_difference(base, candidate, metric), label,
-                      (stop_of(base), stop_of(candidate)), counts)
+                      _metric_difference(base, candidate, metric), label, stops, counts, check)
 
 
 def _number(value) -> float | None:
@@ -203,10 +240,10 @@ def _match_over_images(left, right) -> set[str]:
     return both
 
 
-def check_inputs(base: Path, candidate: Path, tolerance: float) -> None:
-    if not 0 < tolerance < 1:
-        raise ScalebenchError(f"--tolerance must be a fraction in (0, 1), e.g. 0.1 for 10 %; "
-                              f"got {tolerance:g}")
+def check_inputs(base: Path, candidate: Path, thresholds: Thresholds) -> None:
+    problem = thresholds.problem()
+    if problem:
+        raise ScalebenchError(problem)
     for path in (base, candidate):
         if not path.is_file():
             raise UnreadableResults(f"{path}: no such file")
@@ -215,11 +252,12 @@ def check_inputs(base: Path, candidate: Path, tolerance: float) -> None:
                               f"results file")
 
 
-def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE,
-            per_image: bool = False) -> Comparison:
+def compare(base: Path, candidate: Path, thresholds: Thresholds = DEFAULTS,
+            per_image: bool = False, exact: bool = False) -> Comparison:
     """The comparison of two results files (bad input raises ScalebenchError or
-    UnreadableResults, naming the file); ``per_image``: image by image, never over images."""
-    check_inputs(base, candidate, tolerance)
+    UnreadableResults, naming the file); ``per_image``: image by image, never over images;
+    ``exact``: experiments of equal inputs must be equal bit for bit."""
+    check_inputs(base, candidate, thresholds)
     left, right = _load(base), _load(candidate)
     over = set() if per_image else _match_over_images(left, right)
     names = {}
@@ -235,7 +273,7 @@ def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE,
         raise ScalebenchError(f"{base} and {candidate} share no experiment (same config hash "
                               f"and world size): nothing to compare")
     matched = [side.rows[side.rows["_experiment"].isin(common)] for side in (left, right)]
-    comparison = Comparison(base, candidate, tolerance,
+    comparison = Comparison(base, candidate, thresholds,
                             environment_differences(*matched, ENVIRONMENT_FIELDS),
                             environment_differences(*matched, SHOWN_FIELDS))
 
@@ -244,12 +282,26 @@ def compare(base: Path, candidate: Path, tolerance: float = DEFAULT_TOLERANCE,
 
     for key in common:
         rows = [side.rows[side.rows["_experiment"] == key] for side in (left, right)]
-        comparison.experiments.append(compare_experiment(name(left, key), *rows, tolerance))
+        comparison.experiments.append(compare_experiment(name(left, key), *rows, thresholds,
+                                                         exact))
+    if exact:
+        check_exact_matches(comparison)
     comparison.only_base = [name(left, k) for k in keys[0] if k not in keys[1]]
     comparison.only_candidate = [name(right, k) for k in keys[1] if k not in keys[0]]
     comparison.unfinished = {side: unfinished_experiments(path)
                              for side, path in (("base", base), ("candidate", candidate))}
     return comparison
+
+
+def check_exact_matches(comparison: Comparison) -> None:
+    """--exact with no experiment of matching inputs on both sides is bad input: a
+    ScalebenchError naming the first experiment's differing input."""
+    checks = [e.exact for e in comparison.experiments if e.exact]
+    if checks and all(check.status == SKIPPED for check in checks):
+        raise ScalebenchError(f"--exact: {comparison.base} and {comparison.candidate} share no "
+                              f"experiment with matching inputs ({checks[0].detail}; they "
+                              f"must share config hash, data digest, image digest, torch "
+                              f"threads, world size, device and deterministic mode)")
 
 
 def unfinished_experiments(path: Path) -> list[str]:

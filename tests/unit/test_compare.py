@@ -23,6 +23,7 @@ from scalebench.results.compare_rules import (
     LOWER,
     UNKNOWN,
     Measure,
+    Thresholds,
     is_regression,
     verdict,
 )
@@ -30,7 +31,8 @@ from scalebench.statistics import summary
 
 TIME = Measure("grad (s/iteration)", "time", LOWER)
 MEMORY = Measure("peak host memory (MiB)", "memory", LOWER)
-QUALITY = Measure("final PSNR", "quality", HIGHER)
+QUALITY = Measure("final SSIM", "quality", HIGHER)  # no unit: a relative tolerance
+AT_5, AT_10 = Thresholds(tolerance=0.05), Thresholds(tolerance=0.1)
 
 
 def record(**fields) -> dict:
@@ -83,36 +85,34 @@ def test_labels_name_the_differing_fields_short():
 # --- the verdict rules -------------------------------------------------------------------
 
 def test_a_difference_within_the_tolerance_is_the_same():
-    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.04, 1.04, 1.04]), 0.05) == "same"
-    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.1, 1.1, 1.1]), 0.05) == "slower"
-    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([0.8, 0.8, 0.8]), 0.05) == "faster"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.04, 1.04, 1.04]), AT_5) == "same"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([1.1, 1.1, 1.1]), AT_5) == "slower"
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([0.8, 0.8, 0.8]), AT_5) == "faster"
 
 
 def test_a_difference_within_either_sides_spread_is_the_same():
     wide = summary([0.7, 1.0, 1.3])  # spread 0.6
-    assert verdict(TIME, wide, summary([1.5, 1.5, 1.5]), 0.05) == "same"
-    assert verdict(TIME, summary([1.5, 1.5, 1.5]), wide, 0.05) == "same"
-    assert verdict(TIME, wide, summary([1.7, 1.7, 1.7]), 0.05) == "slower"
+    assert verdict(TIME, wide, summary([1.5, 1.5, 1.5]), AT_5) == "same"
+    assert verdict(TIME, summary([1.5, 1.5, 1.5]), wide, AT_5) == "same"
+    assert verdict(TIME, wide, summary([1.7, 1.7, 1.7]), AT_5) == "slower"
 
 
-def test_fewer_than_two_repetitions_or_a_missing_figure_is_unknown():
-    assert summary([1.2]).spread is None
-    assert verdict(TIME, summary([1.0]), summary([9.0, 9.0, 9.0]), 0.05) == UNKNOWN
-    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([9.0, 9.0, float("nan")]), 0.05) \
+def test_a_missing_figure_is_unknown():
+    assert verdict(TIME, summary([1.0, 1.0, 1.0]), summary([9.0, 9.0, float("nan")]), AT_5) \
         == UNKNOWN  # a target one repetition never reached
 
 
 def test_two_repetitions_a_side_are_judged_by_their_spread():
     assert summary([1.0, 1.2]).spread == pytest.approx(0.2)
-    assert verdict(TIME, summary([1.0, 1.2]), summary([1.25, 1.3]), 0.05) == "same"  # within 0.2
-    assert verdict(TIME, summary([1.0, 1.2]), summary([1.5, 1.5]), 0.05) == "slower"
+    assert verdict(TIME, summary([1.0, 1.2]), summary([1.25, 1.3]), AT_5) == "same"  # within 0.2
+    assert verdict(TIME, summary([1.0, 1.2]), summary([1.5, 1.5]), AT_5) == "slower"
 
 
 def test_which_way_is_worse_depends_on_the_measure():
     low, high = summary([10.0] * 3), summary([20.0] * 3)
-    assert verdict(MEMORY, low, high, 0.1) == "larger" and is_regression(MEMORY, "larger")
-    assert verdict(QUALITY, high, low, 0.1) == "worse" and is_regression(QUALITY, "worse")
-    assert verdict(QUALITY, low, high, 0.1) == "better"
+    assert verdict(MEMORY, low, high, AT_10) == "larger" and is_regression(MEMORY, "larger")
+    assert verdict(QUALITY, high, low, AT_10) == "worse" and is_regression(QUALITY, "worse")
+    assert verdict(QUALITY, low, high, AT_10) == "better"
     assert not is_regression(QUALITY, "better") and not is_regression(TIME, "same")
 
 
@@ -160,7 +160,7 @@ def test_compare_exits_0_when_nothing_is_worse_and_says_what_it_does_not_know(tm
     assert main(["compare", base, same]) == 0
     text = capsys.readouterr().out
     assert "environment: the same on both sides" in text
-    assert "(spread ?)" in text and "unknown" in text and "bit for bit: equal" in text
+    assert "(spread ?)" in text and "same (single run)" in text and "bit for bit: equal" in text
 
 
 def test_compare_lists_experiments_found_in_one_file_only(tmp_path, capsys):
@@ -173,22 +173,39 @@ def test_compare_lists_experiments_found_in_one_file_only(tmp_path, capsys):
     assert len(found["experiments"]) == 1 and len(found["only_in_candidate"]) == 1
 
 
+BAD_OPTIONS = {"tolerance": ["--tolerance", "1.5"], "tolerance text": ["--tolerance", "ten"],
+               "negative tolerance": ["--tolerance", "-0.1"],
+               "factor below 1": ["--factor", "0.9"], "factor text": ["--factor", "twice"],
+               "factor nan": ["--factor", "nan"],
+               "quality without unit": ["--quality-tolerance", "0.1"],
+               "quality in percent": ["--quality-tolerance", "5%"],
+               "negative quality": ["--quality-tolerance=-0.1dB"],
+               "exact without matching inputs": ["--exact"]}
+BAD_MESSAGES = {"tolerance": "--tolerance must be", "factor": "--factor must be",
+                "quality": "--quality-tolerance must be",
+                "exact": "share no experiment with matching inputs (inputs differ: "
+                         "torch_threads 2 -> 1"}
+
+
 @pytest.mark.parametrize("case", ["no common experiment", "not parquet", "not scalebench",
-                                  "tolerance", "itself", "tolerance text"])
+                                  "itself", *BAD_OPTIONS])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(case, tmp_path, capsys):
     base = results_file(tmp_path / "base.parquet")
     other = {"no common experiment": lambda: results_file(tmp_path / "o.parquet",
                                                           config="beef"),
              "not parquet": lambda: _text_file(tmp_path / "o.parquet"),
              "not scalebench": lambda: _plain_benchopt(tmp_path / "o.parquet"),
+             "exact without matching inputs": lambda: results_file(tmp_path / "o.parquet",
+                                                                   threads=1),
              }.get(case, lambda: base if case == "itself" else
                    results_file(tmp_path / "o.parquet"))()
-    tolerance = {"tolerance": "1.5", "tolerance text": "ten"}.get(case, "0.1")
     before = sorted(tmp_path.iterdir())
-    assert main(["compare", base, other, "--tolerance", tolerance]) == 2
+    assert main(["compare", base, other, *BAD_OPTIONS.get(case, [])]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
     assert captured.err.startswith("scalebench: error: ")
+    message = BAD_MESSAGES.get(case.split()[-1], BAD_MESSAGES.get(case.split()[0], ""))
+    assert message in captured.err, captured.err
     assert sorted(tmp_path.iterdir()) == before
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebench.results.compare_rules import UNKNOWN, Measure, verdict
+from scalebench.results.compare_rules import UNKNOWN, Measure, Thresholds, verdict
 from scalebench.results.report.repetitions import range_text, repetitions, values_text
 from scalebench.statistics import MIN_REPETITIONS, figure, summary
 
@@ -83,13 +83,15 @@ def test_the_report_and_compare_say_the_same_about_the_same_rows():
         text = report.text("t", series)
         assert text == values_text(pd.Series(values)) == side.range_text()
         assert report.median.loc[series, "t"] == side.median
-        if side.spread is None:  # no range in the report, 'unknown' in compare
+        if side.spread is None:  # no range in the report; compare: a figure missing is
+            # 'unknown', a single run is judged by its factor
             assert "–" not in text and pd.isna(report.low.loc[series, "t"])
-            assert verdict(time, side, side, 0.05) == UNKNOWN
+            assert verdict(time, side, side, Thresholds()) == (UNKNOWN if side.missing
+                                                                else "same")
         else:
             low, high = (float(x) for x in text.split("(")[1].rstrip(")").split("–"))
             assert high - low == pytest.approx(side.spread, rel=1e-2)
             assert report.high.loc[series, "t"] - report.low.loc[series, "t"] == side.spread
-            assert verdict(time, side, side, 0.05) == "same"
+            assert verdict(time, side, side, Thresholds()) == "same"
     assert range_text(2.0, 1.0, 3.0, 1) == "2"  # a derived range of one repetition
     assert range_text(2.0, 1.0, 3.0, MIN_REPETITIONS) == "2 (1–3)"

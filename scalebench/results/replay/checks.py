@@ -141,14 +141,29 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.max(np.abs(ordered(a) - ordered(b)).astype(np.float64))) if a.size else 0
 
 
-def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) -> str | None:
-    """None when they agree (bit for bit if tolerance == 0), else what differs and where."""
-    if archived.stop_val.tolist() != replayed.stop_val.tolist():
-        return (f"iterations differ: {len(archived)} archived vs {len(replayed)} replayed "
-                f"rows")
+@dataclass(frozen=True)
+class Difference:
+    """Where two runs' rows of the same iterations first differ: the iteration and the column
+    (a metric compared beyond the tolerance, else the result digest), with the largest
+    absolute and ULP distances of the metrics."""
+
+    iteration: int
+    column: str
+    max_abs: float
+    max_ulp: int
+
+    def text(self) -> str:
+        return (f"first divergent iteration {self.iteration} ({self.column}), max abs diff "
+                f"{self.max_abs:.3g}, max ULP {self.max_ulp}")
+
+
+def first_difference(archived: pd.DataFrame, replayed: pd.DataFrame,
+                     tolerance: float) -> Difference | None:
+    """None when the rows of the same iterations (in the same order) agree (bit for bit, result
+    digests included, if tolerance == 0), else their first difference."""
     first, worst_abs, worst_ulp = None, 0.0, 0
     for name in COMPARED_METRICS:
-        if name not in archived:  # written before the metric existed
+        if name not in archived or name not in replayed:  # written before the metric existed
             continue
         a = archived[name].to_numpy(np.float64)
         b = replayed[name].to_numpy(np.float64)
@@ -163,14 +178,22 @@ def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) ->
         worst_ulp = max(worst_ulp, _ulp_distance(a[finite], b[finite]))
     digests = archived[column("result_sha256")].to_numpy() == \
         replayed[column("result_sha256")].to_numpy()
-    if first is None and (digests.all() or tolerance):
-        return None
-    if first is None:
+    if not tolerance and not digests.all():  # bit for bit: the estimates' digests too
         index = int(np.argmin(digests))
-        first = (index, column("result_sha256"))
-    iteration = int(archived.stop_val.iloc[first[0]])
-    return (f"first divergent iteration {iteration} ({first[1]}), max abs diff "
-            f"{worst_abs:.3g}, max ULP {worst_ulp}")
+        if first is None or index < first[0]:
+            first = (index, column("result_sha256"))
+    if first is None:
+        return None
+    return Difference(int(archived.stop_val.iloc[first[0]]), first[1], worst_abs, worst_ulp)
+
+
+def compare(archived: pd.DataFrame, replayed: pd.DataFrame, tolerance: float) -> str | None:
+    """None when they agree (bit for bit if tolerance == 0), else what differs and where."""
+    if archived.stop_val.tolist() != replayed.stop_val.tolist():
+        return (f"iterations differ: {len(archived)} archived vs {len(replayed)} replayed "
+                f"rows")
+    found = first_difference(archived, replayed, tolerance)
+    return None if found is None else found.text()
 
 
 def world_size(run: ArchivedRun) -> int:

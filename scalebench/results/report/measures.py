@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from scalebench.rank.names import INFERENCE_STEPS, TRAINING_STEPS
-from scalebench.results.compare_rules import HIGHER, LOWER, Measure
+from scalebench.results.compare_rules import DB, HIGHER, LOWER, Measure
 from scalebench.results.report.data import RUN, headline_metric, measured, per_run, step_peaks
 from scalebench.results.report.methods import time_to_target
 from scalebench.results.report.over_images import images_of
@@ -42,10 +42,12 @@ def run_measures(rows: pd.DataFrame) -> tuple[list[Measure], pd.DataFrame]:
     metric, label = headline_metric(rows["dataset_name"].iloc[0])
     if metric in rows and rows[metric].notna().any():
         ordered = rows.sort_values("stop_val").groupby(RUN, sort=False)[metric]
-        add(Measure(f"best {label}", "quality", HIGHER), ordered.max())
-        add(Measure(f"final {label}", "quality", HIGHER), ordered.last())
+        unit = DB if metric.endswith("_db") else ""  # PSNR, SNR: absolute dB
+        add(Measure(f"best {label}", "quality", HIGHER, unit), ordered.max())
+        add(Measure(f"final {label}", "quality", HIGHER, unit), ordered.last())
         if "time" in rows:  # each image its own target
             seconds = pd.concat([time_to_target(part, metric).runs["seconds"] for _, part in
                                  rows.groupby(images_of(rows).fillna(""), sort=False)])
-            add(Measure(f"seconds to the common {label} target", "time", LOWER), seconds)
+            add(Measure(f"seconds to the common {label} target", "time", LOWER, target=True),
+                seconds)
     return measures, pd.DataFrame(values, index=table.index)
