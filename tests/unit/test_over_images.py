@@ -130,9 +130,14 @@ def test_compare_takes_the_images_as_the_samples_of_a_configuration(tmp_path, ca
                                                                      else 2.0)
         assert measures["grad (s/iteration)"]["verdict"] == "slower"
         assert experiment["bit_for_bit"] == "equal"
-    # Image by image, one repetition a side: no spread, no verdict, no regression.
+    # Image by image, one repetition a side: single runs, judged by the factor (3x slower)
+    # and the quality tolerance in dB (0.05 dB lower: the same).
     assert main(["compare", str(base), str(candidate), "--per-image", "--format",
-                 "json"]) == 0
+                 "json"]) == 1
     per_image = json.loads(capsys.readouterr().out)["experiments"]
-    assert len(per_image) == 6 and {e["measures"][0]["verdict"] for e in per_image} == \
-        {"unknown"}
+    assert len(per_image) == 6
+    for experiment in per_image:
+        measures = {m["measure"]: m for m in experiment["measures"]}
+        assert measures["grad (s/iteration)"]["verdict"] == "slower"
+        assert measures["grad (s/iteration)"]["single_run"]
+        assert measures["best PSNR"]["verdict"] == "same"
