@@ -3,7 +3,9 @@
 
 ``python -m scalebench.launch.children expand CONFIG --world-size N --folder DIR`` validates the
 whole grid for N ranks and writes one benchopt config per experiment into DIR; it prints the
-experiments as JSON (scalebench.experiment.expand). ``--check-devices`` (``scalebench run``,
+experiments as JSON (scalebench.experiment.expand), each with its predicted times where its
+configuration is calibrated (``predicted``: scalebench.planning.plan_time.experiment_prediction,
+else null). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
 node without a GPU can check a GPU config.
@@ -92,12 +94,18 @@ def _run(args: argparse.Namespace) -> str:
     """Run the child ``args`` names; its standard output."""
     if args.child == "expand":
         from scalebench.experiment.expand import expand
+        from scalebench.launch.resources import experiment_ranks
         from scalebench.planning.memory import local_memory_check
+        from scalebench.planning.plan_time import experiment_prediction
 
         refuse = local_memory_check(args.check_memory, args.world_size) \
             if args.check_memory else None
-        return json.dumps(expand(args.config, args.world_size, args.folder,
-                                 args.check_devices, refuse, args.benchmark))
+        experiments = expand(args.config, args.world_size, args.folder, args.check_devices,
+                             refuse, args.benchmark)
+        for experiment in experiments:  # the launcher's liveness bounds
+            experiment["predicted"] = experiment_prediction(
+                experiment, experiment_ranks(experiment, args.world_size))
+        return json.dumps(experiments)
     if args.child == "benchmark":
         return benchmark_name(args.config, args.benchmark)
     if args.child == "status":

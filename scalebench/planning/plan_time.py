@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from scalebench.planning.capacity.time_model import duration_text
+from scalebench.planning.capacity.time_model import RunPrediction, duration_text
 from scalebench.planning.jobs import Job, Plan
 
 # A time limit must leave this much over the predicted time (run-to-run spread on shared
@@ -26,18 +26,14 @@ def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
     earlier job computed), later runs read it from the norm cache."""
     import json
 
-    from scalebench.loops import SOLVERS
-    from scalebench.planning.capacity.calibration_cache import calibrated_run
-    from scalebench.problems import PROBLEMS
-
-    (dataset, dataset_params), = experiment["dataset"].items()
-    (solver, solver_params), = experiment["solver"].items()
-    if solver not in SOLVERS or dataset not in PROBLEMS:  # training: no size model
+    if not has_time_model(experiment):
         return
-    run = calibrated_run(dataset, dataset_params, solver, solver_params, job.ranks)
+    run = experiment_run(experiment, job.ranks)
     job.time_model = "not calibrated" if run is None else "calibrated"
     if run is None:
         return
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (_, solver_params), = experiment["solver"].items()
     key = json.dumps([dataset, dataset_params, solver_params.get("device"),
                       solver_params.get("num_threads")], sort_keys=True, default=str)
     first = key not in normed
@@ -48,6 +44,39 @@ def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
     job.predicted_s = longest + (job.submissions - 1) * (run.startup_s + run.run_s(False))
     job.extrapolation = run.extrapolation
     job.time_warning = time_warning(job, repetitions, local)
+
+
+def has_time_model(experiment: dict) -> bool:
+    """Whether an expanded experiment's configuration can have a time model: a solver's loop
+    on a problem (training has no size model)."""
+    from scalebench.loops import SOLVERS
+    from scalebench.problems import PROBLEMS
+
+    return next(iter(experiment["solver"])) in SOLVERS and \
+        next(iter(experiment["dataset"])) in PROBLEMS
+
+
+def experiment_run(experiment: dict, ranks: int) -> RunPrediction | None:
+    """One run of an expanded experiment (one with a time model) on one of ``ranks`` ranks, as
+    its configuration's cached calibration predicts it; None where it is not calibrated."""
+    from scalebench.planning.capacity.calibration_cache import calibrated_run
+
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
+    return calibrated_run(dataset, dataset_params, solver, solver_params, ranks)
+
+
+def experiment_prediction(experiment: dict, ranks: int) -> dict | None:
+    """An expanded experiment's predicted times on ``ranks`` ranks, as the numbers the
+    launcher reads (``scalebench.launch.liveness``): ``longest_phase_s``, the longest of the
+    process start, the set-up, the operator norm (computed) and an iteration with its
+    evaluation, and ``run_s``, one run from the process start; None without a calibrated
+    time model."""
+    run = experiment_run(experiment, ranks) if has_time_model(experiment) else None
+    if run is None:
+        return None
+    longest = max(run.startup_s, run.setup_s, run.norm_s, run.iteration_s + run.evaluation_s)
+    return {"longest_phase_s": longest, "run_s": run.startup_s + run.run_s(norm=True)}
 
 
 def time_warning(job: Job, repetitions: int, local: bool) -> str | None:
