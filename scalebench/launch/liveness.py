@@ -5,10 +5,11 @@ A rank's benchopt process runs a daemon thread (``start_heartbeat``) that rewrit
 ``<folder>/rank<r>.alive`` every ``heartbeat_interval_s`` with a beat counter and the number
 of progress reports the process made (``progress.reports_made``); a stopped process (SIGSTOP)
 or a frozen node stops it. The launcher (``Watch``, polled by ``processes.RankGroup.wait``)
-follows the ranks whose start note (``rank<r>.started``, written by ``rank_entry``) is there,
-and times each change of their files by its own clock (the nodes' clocks may differ). A rank
-is hung (``judge``) when its heartbeat is silent longer than ``silence_s`` or, where the
-experiment's phases are predicted, when its progress stalls longer than ``stall_bound_s``.
+follows the ranks whose start note (``rank<r>.started``, written by ``rank_entry``) is there
+until they report their end (``mark_ended``), and times each change of their files by its own
+clock (the nodes' clocks may differ). A rank is hung (``judge``) when its heartbeat is silent
+longer than ``silence_s`` or, where the experiment's phases are predicted, when its progress
+stalls longer than ``stall_bound_s``.
 The collective timeout of an experiment with a prediction follows the stall bound
 (``rank_variables``); without one it stays the process group's default.
 Standard library only, as the whole launcher.
@@ -119,6 +120,21 @@ def start_heartbeat(env: Mapping[str, str] = os.environ,
     return thread
 
 
+def heartbeat_path(folder: Path, rank: int) -> Path:
+    """Where rank ``rank`` of the experiment in ``folder`` beats."""
+    return folder / f"rank{rank}.alive"
+
+
+def mark_ended(path: Path) -> None:
+    """A rank reported its end (``rank_entry``, once its benchopt process ended): said in its
+    heartbeat file too, which a shared file system shows at once where a listing of the
+    folder may still hold the removed start note."""
+    try:
+        path.write_text(json.dumps({"ended": True}))
+    except OSError:
+        pass  # a full disk: the removed start note says it alone
+
+
 def _beat(path: Path, interval_s: float, stop: threading.Event) -> None:
     beat = 0
     while True:
@@ -143,16 +159,19 @@ class RankLife:
     content: bytes = b""
     progress: int | None = None
 
-    def saw(self, content: bytes, now: float) -> None:
+    def saw(self, content: bytes, now: float) -> bool:
+        """Note the heartbeat file's ``content`` read at ``now``; whether the rank ended."""
         if content == self.content:
-            return
+            return False
         self.content, self.beat_at = content, now
         try:
-            count = json.loads(content)["progress"]
-        except (ValueError, KeyError, TypeError):
-            return  # read while being rewritten: alive, its progress unknown
+            beat = json.loads(content)
+            count = beat.get("progress")
+        except (ValueError, AttributeError):
+            return False  # read while being rewritten: alive, its progress unknown
         if count != self.progress:
             self.progress, self.progress_at = count, now
+        return bool(beat.get("ended"))
 
 
 @dataclass(frozen=True)
@@ -195,6 +214,7 @@ class Watch:
     def __init__(self, folder: Path, bounds: Bounds) -> None:
         self.folder, self.bounds = folder, bounds
         self.ranks: dict[int, RankLife] = {}
+        self.ended: set[int] = set()
         self.next_read = 0.0
 
     def verdict(self, now: float) -> Hung | None:
@@ -210,7 +230,7 @@ class Watch:
         for path in self.folder.glob("rank*.started"):
             rank = int(path.name.removeprefix("rank").removesuffix(".started"))
             running.add(rank)
-            if rank not in self.ranks:
+            if rank not in self.ranks and rank not in self.ended:
                 try:
                     host = str(json.loads(path.read_text())["host"])
                 except (OSError, ValueError, KeyError):
@@ -218,8 +238,11 @@ class Watch:
                 self.ranks[rank] = RankLife(rank, host, now, now)
         for rank in set(self.ranks) - running:  # ended: it reported its end
             del self.ranks[rank]
-        for rank, life in self.ranks.items():
+        for rank, life in list(self.ranks.items()):
             try:
-                life.saw((self.folder / f"rank{rank}.alive").read_bytes(), now)
+                content = heartbeat_path(self.folder, rank).read_bytes()
             except OSError:
-                pass  # not beating yet: silent since its start note was seen
+                continue  # not beating yet: silent since its start note was seen
+            if life.saw(content, now):
+                self.ended.add(rank)
+                del self.ranks[rank]

@@ -42,8 +42,7 @@ from typing import BinaryIO, TextIO
 
 from provenance.files import write_text_atomically
 from scalebench.errors import EXIT_STORAGE_FULL, is_storage_error
-from scalebench.launch import progress
-from scalebench.launch.liveness import HEARTBEAT_VARIABLE
+from scalebench.launch import liveness, progress
 from scalebench.launch.rank_env import slurm_ranks
 
 LOG_TAIL_LINES = 80
@@ -96,6 +95,7 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
         return _run_benchopt(folder, benchmark, config, env, position)
     finally:
         started.unlink(missing_ok=True)  # this rank reported its end
+        liveness.mark_ended(liveness.heartbeat_path(folder, rank))
 
 
 def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
@@ -107,7 +107,7 @@ def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, st
     # Fail fast: benchopt stops at the first error instead of skipping it silently.
     child_env = {**env, "BENCHOPT_RAISE_ON_ERROR": "true", "PYTHONUNBUFFERED": "1",
                  progress.ENABLE_VARIABLE: "1",
-                 HEARTBEAT_VARIABLE: str(folder / f"rank{rank}.alive")}
+                 liveness.HEARTBEAT_VARIABLE: str(liveness.heartbeat_path(folder, rank))}
     command = benchopt_command([sys.executable], benchmark, config, output)
     signalled: list[int] = []
     # Line-buffered: the log grows while the experiment runs.

@@ -123,6 +123,18 @@ def test_the_launcher_times_each_ranks_heartbeat_by_its_own_clock(tmp_path):
     assert watch.verdict(60.0) is None and watch.ranks == {}
 
 
+def test_a_rank_that_reported_its_end_is_not_followed_while_its_start_note_lingers(tmp_path):
+    """A shared file system's listing may hold the removed start note a while: the heartbeat
+    file's end mark, read at once, ends the following."""
+    watch = Watch(tmp_path, Bounds(10.0, None))
+    (tmp_path / "rank0.started").write_text(json.dumps({"rank": 0, "host": "n1", "pid": 7}))
+    (tmp_path / "rank0.alive").write_text(json.dumps({"beat": 0, "progress": 3}))
+    assert watch.verdict(0.0) is None and 0 in watch.ranks
+    liveness.mark_ended(liveness.heartbeat_path(tmp_path, 0))
+    assert watch.verdict(1.0) is None and watch.ranks == {}
+    assert watch.verdict(30.0) is None and watch.ranks == {}  # the note still listed
+
+
 def test_a_heartbeat_carries_the_progress_the_process_reports(tmp_path, monkeypatch):
     path = tmp_path / "rank0.alive"
     stop = threading.Event()
