@@ -13,7 +13,9 @@ by itself (``resume``: one rule for both; a complete file has nothing left to ru
 refused by a full, over-quota or read-only file system stops the launch at once, in one line
 (``storage``). Under srun, a step that does not end ``grace_s``
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
-cannot run the next experiment; a requeue completes it.
+cannot run the next experiment; a requeue completes it. A rank found hung (``liveness``:
+silent, or its progress stalled) fails its experiment at once, and under srun stops the launch
+the same way.
 
 Exit status: 0 all experiments finished (a complete file resumed: none left); 1 some failed
 (the file keeps the others, or none is written when none finished); 2 bad input; 3 a file

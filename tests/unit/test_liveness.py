@@ -189,3 +189,29 @@ def test_a_hung_rank_is_named_and_its_step_stopped_at_once(tmp_path, monkeypatch
     assert group.hung is not None and (group.hung.rank, group.hung.host) == (0, "n1")
     assert capsys.readouterr().err.startswith("[scalebench] rank 0 on n1 is hung: no "
                                               "heartbeat for ")
+
+
+def test_expand_gives_the_launcher_each_experiments_predicted_times(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A calibrated configuration's experiment carries its numbers (the longest phase: the
+    2 s start, against 1 s of set-up and 0.5 s of operator norm); an uncalibrated one
+    null."""
+    from scalebench.launch import children
+    from scalebench.planning.capacity.configuration import Configuration
+    from tests.support.plans import config_file
+    from tests.unit.test_plan import timed_calibration
+
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
+    dataset = {"image_size": 64, "num_angles": 32}
+    solvers = [{"max_iter": 10, "device": "cpu", "denoiser": "tv", "step_size": step}
+               for step in (0.1, 0.2)]
+    timed_calibration(Configuration("tomography_2d", dataset, "pnp", solvers[0], "image_size"))
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": {**solvers[0], "step_size": [0.1, 0.2]}}])
+    assert children.main(["expand", str(config), "--folder", str(tmp_path / "e")]) == 0
+    calibrated, uncalibrated = json.loads(capsys.readouterr().out)
+    assert calibrated["predicted"]["longest_phase_s"] == pytest.approx(2.0)
+    assert calibrated["predicted"]["run_s"] == pytest.approx(
+        2.0 + 1.5 + 10 * 1e-6 * 64**2 + 11 * 0.1)  # start, set-up with the norm, ...
+    assert uncalibrated["predicted"] is None
+    assert Bounds.of(calibrated, {}) == Bounds(60.0, 60.0)
