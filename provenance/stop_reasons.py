@@ -3,9 +3,9 @@ and per experiment in the run status of a results file (``record_stops``).
 
 A run ends ``complete`` when it reached its ``max_iter``; earlier, by its ``time limit``
 (benchopt's ``timeout``), because its estimate ``diverged``, because the tuner ``pruned`` it,
-because a rank ``failed`` (or its node was lost), or because a signal ``stopped`` the launch.
-Rows exist only for the first four: a failed or stopped experiment keeps no rows and is named
-in the run status alone. Files written before stop reasons read as before: a row or an
+because a rank ``failed`` (or hung, or its node was lost), or because a signal ``stopped`` the
+launch. Rows exist only for the first four: a failed or stopped experiment keeps no rows and is
+named in the run status alone. Files written before stop reasons read as before: a row or an
 experiment without one is ``complete``; an old run status names its failures ``failed``.
 Standard library only: the launcher, results and ``scalebench check`` read it.
 """
@@ -25,7 +25,7 @@ STOPPED = "stopped"
 
 # reason -> meaning, the worst first (an experiment of several repetitions takes its worst).
 STOP_REASONS: dict[str, str] = {
-    FAILED: "a rank failed or its node was lost; the experiment keeps no rows",
+    FAILED: "a rank failed or hung, or its node was lost; the experiment keeps no rows",
     STOPPED: "a signal (SIGTERM, SIGINT) stopped the launch during the experiment; it keeps "
              "no rows and --resume runs it again",
     DIVERGED: "the estimate diverged (objective_diverged); the run ended at that iteration",

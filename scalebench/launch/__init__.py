@@ -12,6 +12,8 @@ holds no torch, deepinv or problem data, and the batch templates run it with any
 - ``containers``: the command line of each container platform (host, Apptainer, Docker,
   podman) and image identities.
 - ``progress``: the set-up stages and iterations a rank reports, and how they are shown.
+- ``liveness``: each rank's heartbeat, and the rule that names a rank hung (silent, or its
+  progress stalled) so that its step is stopped.
 - ``children``: what the launcher runs in short-lived children because it needs the whole
   stack: expanding a config, publishing results, rendering the report.
 """

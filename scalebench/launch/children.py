@@ -3,7 +3,9 @@
 
 ``python -m scalebench.launch.children expand CONFIG --world-size N --folder DIR`` validates the
 whole grid for N ranks and writes one benchopt config per experiment into DIR; it prints the
-experiments as JSON (scalebench.experiment.expand). ``--check-devices`` (``scalebench run``,
+experiments as JSON (scalebench.experiment.expand), each with its predicted times where its
+configuration is calibrated (``predicted``: scalebench.planning.plan_time.experiment_prediction,
+else null). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
 node without a GPU can check a GPU config. ``--predict-time`` (``scalebench run``) gives each
@@ -90,7 +92,8 @@ def benchmark_name(config: Path, given: Path | None) -> str:
 
 
 def expanded(args: argparse.Namespace) -> list[dict]:
-    """The experiments ``expand`` prints; with ``--predict-time`` each with its ``time``
+    """The experiments ``expand`` prints, each with its ``predicted`` times (null where not
+    calibrated); with ``--predict-time`` each with its ``time`` too
     (planning.plan_time.launch_time_checks; {} where the config sets no-timeout)."""
     from scalebench.experiment.config import load_config
     from scalebench.experiment.expand import expand_config
@@ -98,8 +101,14 @@ def expanded(args: argparse.Namespace) -> list[dict]:
 
     refuse = local_memory_check(args.check_memory, args.world_size) \
         if args.check_memory else None
+    from scalebench.launch.resources import experiment_ranks
+    from scalebench.planning.plan_time import experiment_prediction
+
     grid = load_config(args.config, args.world_size, args.benchmark)
     experiments = expand_config(grid, args.folder, args.check_devices, refuse)
+    for experiment in experiments:  # the launcher's liveness bounds
+        experiment["predicted"] = experiment_prediction(
+            experiment, experiment_ranks(experiment, args.world_size))
     if args.predict_time:
         from scalebench.planning.plan_time import launch_time_checks
 

@@ -9,7 +9,8 @@ rank whose processes died with their node leaves only the note it wrote when it 
 the cause is the earliest failure that is not a consequence of another: a rank whose peer died
 (gloo, NCCL) or that ended once the launcher had stopped the ranks failed because of the first;
 a rank that never reported its end comes after a rank that reported its own failure (srun may
-have killed it), before the consequences.
+have killed it), before the consequences. A rank the launcher found hung (``liveness``) is the
+cause whatever the others' notes say: they were stopped because of it.
 Standard library only, as the whole launcher.
 """
 
@@ -40,6 +41,10 @@ def experiment_failure(folder: Path, experiment: dict, group: RankGroup,
     without a note (killed with their wrapper). A rank that lost a peer, or that ended once
     the launcher had stopped the ranks, failed in consequence and comes after the others."""
     failure = {"experiment": experiment["id"], "label": experiment["label"]}
+    if group.hung is not None:  # the others were stopped because of it
+        hung = group.hung
+        return {**failure, "rank": hung.rank, "host": hung.host,
+                "error": f"hung: {hung.why}, on {hung.host}"}
     candidates = []  # (consequence, time, rank, host, how)
     notes = rank_notes(folder)
     for note in notes:
@@ -90,18 +95,20 @@ def _unreported(folder: Path, noted: set[int]) -> list[tuple]:
     return found
 
 
-def lost_step_message(failure: dict, grace_s: float, final: Path) -> str:
+def lost_step_message(failure: dict, group: RankGroup, final: Path) -> str:
     """The line that stops a launch whose srun step did not end ``grace_s`` after a rank's
-    failure: the node and rank, what the results file keeps and how to complete it."""
+    failure, or had a hung rank: the node and rank, what the results file keeps and how to
+    complete it."""
     job = os.environ.get("SLURM_JOB_ID", "JOBID")
     where = "a rank" if failure["rank"] is None else \
         f"rank {failure['rank']} on {failure['host']}"
+    why = group.hung.text() if group.hung is not None else \
+        f"the srun step of {where} did not end within {group.grace_s:.0f} s of the first " \
+        f"failure (its node lost?)"
     kept = f"the experiments finished so far are in {final}" if final.is_file() \
         else "no experiment was published"
-    return (f"[scalebench] stopped: the srun step of {where} did not end within "
-            f"{grace_s:.0f} s of the first failure (its node lost?), so no further experiment "
-            f"starts on this allocation; {kept}; requeue the job to complete them "
-            f"(scontrol requeue {job})")
+    return (f"[scalebench] stopped: {why}, so no further experiment starts on this "
+            f"allocation; {kept}; requeue the job to complete them (scontrol requeue {job})")
 
 
 def failure_message(failure: dict, position: str, log: Path) -> str:

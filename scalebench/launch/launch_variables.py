@@ -16,6 +16,10 @@ GPUs CUDA_VISIBLE_DEVICES names, else all), SB_BENCHMARK, SB_CONFIG (its folder)
 SB_OUTPUTS, SB_DATA, SB_WEIGHTS (becomes TORCH_HOME), SCALEBENCH_CACHE (bound at their own
 paths unless under another bind), SB_BINDS (more binds, comma-separated SRC:DST[:OPTIONS])
 and SB_TASK_RANKS=1 (inside an srun step: the ranks come from SLURM's task variables).
+SCALEBENCH_COLLECTIVE_TIMEOUT_S (the ranks' collective timeout: the launcher sets it per
+experiment from its predicted phases, ``liveness``; default 600 s) and
+SCALEBENCH_HEARTBEAT_TIMEOUT_S (the heartbeat silence that makes a rank hung, default 60 s;
+tests lower it; the ranks beat twelve times within it) are passed in like the rank variables.
 Standard library only.
 """
 
@@ -40,7 +44,7 @@ PASSED_VARIABLES = (
     "SLURM_RESTART_COUNT", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURMD_NODENAME",
     "CUDA_VISIBLE_DEVICES", "SCALEBENCH_PREFLIGHT", "TORCH_HOME", "SCALEBENCH_CACHE",
     "SCALEBENCH_OFFLINE", "SCALEBENCH_COLLECTIVE_TIMEOUT_S", "SCALEBENCH_FAIL_RANK",
-    "OMP_NUM_THREADS")
+    "SCALEBENCH_HEARTBEAT_TIMEOUT_S", "OMP_NUM_THREADS")
 # Handed in too: NCCL's settings (interfaces, InfiniBand), which provenance records.
 PASSED_PREFIXES = ("NCCL_",)
 # Folders bound at their own paths: the repository first, then these when set.

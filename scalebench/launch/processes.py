@@ -5,8 +5,10 @@ MASTER_ADDR / MASTER_PORT (a free localhost port outside the ephemeral range) ex
 Under SLURM one ``srun`` step runs a task per rank across the job's nodes, with
 ``--kill-on-bad-exit`` so that one failing rank ends the step. Either way, a rank that fails
 ends the others within ``grace_s`` seconds; under srun a rank's failure note starts that
-wait too (a step whose lost node never reports its end would keep srun waiting).
-Standard library only.
+wait too (a step whose lost node never reports its end would keep srun waiting). A rank that
+``liveness`` finds hung (silent, or its progress stalled) is named at once and its step
+stopped: SIGTERM with SIGCONT (a stopped process holds a pending SIGTERM), SIGKILL
+``grace_s`` later. Standard library only.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalebench.launch import liveness
 from scalebench.launch.rank_entry import end_with_parent
 from scalebench.launch.rank_env import first_node_address
 
@@ -108,7 +112,9 @@ class RankGroup:
     # The folder where ranks leave failure notes (rank<r>.failed), watched when one process
     # is the whole step (srun): a note is the only sign that one of its ranks failed.
     notes: Path | None = None
-    forced: bool = False  # the group did not end by itself: the grace ran out
+    forced: bool = False  # the group did not end by itself: the grace ran out, or hung
+    watch: liveness.Watch | None = None  # its ranks' heartbeats and progress
+    hung: liveness.Hung | None = None  # the rank the watch found hung
 
     def failed(self) -> bool:
         """Whether a process ended badly or, under srun, a rank left a failure note."""
@@ -117,15 +123,20 @@ class RankGroup:
         return self.notes is not None and any(self.notes.glob("rank*.failed"))
 
     def signal(self, signum: int) -> None:
+        """Send ``signum`` to every running process's group, and SIGCONT after it: a
+        stopped process holds a pending signal until it runs again."""
         self.signalled_at = min(self.signalled_at, time.time())
         for process in self.processes:
             if process.poll() is None:
                 os.killpg(process.pid, signum)
+                if signum != signal.SIGKILL:
+                    os.killpg(process.pid, signal.SIGCONT)
 
     def wait(self) -> list[int]:
         """Exit statuses; once one process (or rank) fails, the others get SIGTERM after
         ``grace_s`` (a rank blocked in a collective with a dead peer, an srun step waiting on
-        a lost node) and SIGKILL ``grace_s`` later."""
+        a lost node) and SIGKILL ``grace_s`` later; a rank found hung is named on stderr
+        and every process gets SIGTERM at once, SIGKILL ``grace_s`` later."""
         term_at = kill_at = math.inf
         self.ended_at = [None] * len(self.processes)
         while any(p.poll() is None for p in self.processes):
@@ -133,6 +144,8 @@ class RankGroup:
             now = time.monotonic()
             if kill_at == math.inf and self.failed():
                 term_at, kill_at = now + self.grace_s, now + 2 * self.grace_s
+            if kill_at == math.inf and self._found_hung(now):
+                term_at, kill_at = now, now + self.grace_s
             if now >= term_at:
                 self.forced = True
                 self.signal(signal.SIGTERM)
@@ -143,6 +156,17 @@ class RankGroup:
         self._note_ends()
         return [p.returncode for p in self.processes]
 
+    def _found_hung(self, now: float) -> bool:
+        """Whether the watch finds a rank hung (not once this group signalled its ranks:
+        what they do then is a consequence)."""
+        if self.watch is None or self.signalled_at != math.inf:
+            return False
+        self.hung = self.watch.verdict(now)
+        if self.hung is not None:
+            print(f"[scalebench] {self.hung.text()}; stopping its experiment", file=sys.stderr,
+                  flush=True)
+        return self.hung is not None
+
     def _note_ends(self) -> None:
         for index, process in enumerate(self.processes):
             if self.ended_at[index] is None and process.poll() is not None:
@@ -150,26 +174,40 @@ class RankGroup:
 
 
 def start_local(python: list[str], nproc: int, folder: Path, benchmark: Path,
-                config: Path, position: str = "1/1") -> RankGroup:
-    """``nproc`` rank processes on this machine, each in its own process group."""
+                config: Path, position: str = "1/1",
+                bounds: liveness.Bounds | None = None) -> RankGroup:
+    """``nproc`` rank processes on this machine, each in its own process group; ``bounds``:
+    what makes one of them hung (None: not watched)."""
     port = free_port()
     command = [*python, *rank_entry_args(folder, benchmark, config, position)]
+    env = {**os.environ, **_watched_variables(bounds)}
     processes = [
-        subprocess.Popen(command, env={**os.environ, **local_rank_env(rank, nproc, port)},
+        subprocess.Popen(command, env={**env, **local_rank_env(rank, nproc, port)},
                          start_new_session=True, preexec_fn=end_with_parent)
         for rank in range(nproc)
     ] if nproc > 1 else [
-        subprocess.Popen(command, start_new_session=True, preexec_fn=end_with_parent)
+        subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=end_with_parent)
     ]
-    return RankGroup(processes)
+    return RankGroup(processes, watch=_watch(folder, bounds))
 
 
 def start_srun(python: list[str], folder: Path, benchmark: Path, config: Path,
-               srun_args: list[str], port: int, position: str = "1/1") -> RankGroup:
+               srun_args: list[str], port: int, position: str = "1/1",
+               bounds: liveness.Bounds | None = None) -> RankGroup:
     """One srun step for the experiment; the job's nodes and tasks come from SLURM."""
-    env = {**os.environ, "MASTER_PORT": str(port), "SB_TASK_RANKS": "1"}
+    env = {**os.environ, "MASTER_PORT": str(port), "SB_TASK_RANKS": "1",
+           **_watched_variables(bounds)}
     env.setdefault("MASTER_ADDR", first_node_address())
     command = srun_command(python, folder, benchmark, config, srun_args, position)
     process = subprocess.Popen(command, env=env, start_new_session=True,
                                preexec_fn=end_with_parent)
-    return RankGroup([process], grace_s=SRUN_GRACE_S, notes=folder)
+    return RankGroup([process], grace_s=SRUN_GRACE_S, notes=folder,
+                     watch=_watch(folder, bounds))
+
+
+def _watched_variables(bounds: liveness.Bounds | None) -> dict[str, str]:
+    return {} if bounds is None else liveness.rank_variables(bounds)
+
+
+def _watch(folder: Path, bounds: liveness.Bounds | None) -> liveness.Watch | None:
+    return None if bounds is None else liveness.Watch(folder, bounds)

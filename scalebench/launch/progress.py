@@ -35,10 +35,21 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_VARIABLE) == "1"
 
 
+_reports_made = 0  # by this process: its heartbeat carries the count (launch.liveness)
+
+
 def _report(event: dict) -> None:
+    global _reports_made
     stream = sys.__stdout__
     stream.write(MARKER + json.dumps(event) + "\n")
     stream.flush()
+    _reports_made += 1
+
+
+def reports_made() -> int:
+    """How many progress reports this process made: a count that moves while it
+    progresses."""
+    return _reports_made
 
 
 def stage(name: str) -> None:

@@ -8,7 +8,8 @@ colour codes, and the rank's progress as plain lines); rank 0 shows its progress
 standard output (``scalebench.launch.progress``), with the warnings and scalebench notes of
 its run, but no traceback: those stay in the logs. A rank that fails writes
 ``<dir>/rank<r>.failed`` (JSON: rank, host, exit status, the signal that ended benchopt,
-whether this process was itself signalled, where the run was, the log's tail). While it runs,
+whether this process was itself signalled, where the run was, the log's tail). Its benchopt
+process beats into ``<dir>/rank<r>.alive`` (``scalebench.launch.liveness``). While it runs,
 ``<dir>/rank<r>.started`` (rank, host, pid) says where: a note left behind is a rank that
 never reported its end (its node lost, its processes killed). A write of its own (the log, the
 notes) that a full, over-quota or read-only file system refuses ends the rank with
@@ -41,7 +42,7 @@ from typing import BinaryIO, TextIO
 
 from provenance.files import write_text_atomically
 from scalebench.errors import EXIT_STORAGE_FULL, is_storage_error
-from scalebench.launch import progress
+from scalebench.launch import liveness, progress
 from scalebench.launch.rank_env import slurm_ranks
 
 LOG_TAIL_LINES = 80
@@ -94,6 +95,7 @@ def run_rank(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
         return _run_benchopt(folder, benchmark, config, env, position)
     finally:
         started.unlink(missing_ok=True)  # this rank reported its end
+        liveness.mark_ended(liveness.heartbeat_path(folder, rank))
 
 
 def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, str],
@@ -104,7 +106,8 @@ def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, st
     output = result_path(folder, rank)
     # Fail fast: benchopt stops at the first error instead of skipping it silently.
     child_env = {**env, "BENCHOPT_RAISE_ON_ERROR": "true", "PYTHONUNBUFFERED": "1",
-                 progress.ENABLE_VARIABLE: "1"}
+                 progress.ENABLE_VARIABLE: "1",
+                 liveness.HEARTBEAT_VARIABLE: str(liveness.heartbeat_path(folder, rank))}
     command = benchopt_command([sys.executable], benchmark, config, output)
     signalled: list[int] = []
     # Line-buffered: the log grows while the experiment runs.

@@ -13,7 +13,9 @@ by itself (``resume``: one rule for both; a complete file has nothing left to ru
 refused by a full, over-quota or read-only file system stops the launch at once, in one line
 (``storage``). Under srun, a step that does not end ``grace_s``
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
-cannot run the next experiment; a requeue completes it.
+cannot run the next experiment; a requeue completes it. A rank found hung (``liveness``:
+silent, or its progress stalled) fails its experiment at once, and under srun stops the launch
+the same way.
 
 Before any rank starts, each experiment whose timeout is below its predicted run (computed by
 the expand child, as ``plan`` predicts it) is named in a warning; with ``strict``, refused
@@ -48,7 +50,7 @@ from scalebench.errors import (
     StorageFull,
     is_storage_error,
 )
-from scalebench.launch import failures, processes
+from scalebench.launch import failures, liveness, processes
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
@@ -148,6 +150,7 @@ def result_path(request: LaunchRequest) -> Path:
 
 def run(request: LaunchRequest) -> int:
     """Validate, run every experiment, publish; return the exit status."""
+    liveness.silence_bound_s()  # a bad bound is bad input, before anything is written
     given = ("--benchmark", str(request.benchmark)) if request.benchmark else ()
     # The child names the config's folder, and refuses a given one of another objective.
     named = run_child(request, "benchmark", str(request.config.resolve()), *given).strip()
@@ -234,11 +237,12 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         port = master_port(os.environ.get("SLURM_JOB_ID"), index % EXPERIMENT_PORT_SPAN)
         resources = srun_resources(experiment_solver_params(experiment))
         state.group = processes.start_srun(request.python, folder, request.benchmark, config,
-                                           [*request.srun_args, *resources], port, position)
+                                           [*request.srun_args, *resources], port, position,
+                                           liveness.Bounds.of(experiment))
     else:
         ranks = experiment_ranks(experiment, request.nproc)
         state.group = processes.start_local(request.python, ranks, folder, request.benchmark,
-                                            config, position)
+                                            config, position, liveness.Bounds.of(experiment))
     group, statuses = state.group, state.group.wait()
     state.group = None
     logs = state.final.with_suffix("") / "logs"
@@ -261,8 +265,8 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         if request.launcher == "local" and statuses[0] < 0 and sys.stdout.isatty():
             print(flush=True)  # rank 0 was killed before it could end its progress line
         print(failure_message(failure, position, log), file=sys.stderr, flush=True)
-        if request.launcher == "srun" and group.forced:  # the step would not end by itself
-            state.lost = lost_step_message(failure, group.grace_s, state.final)
+        if request.launcher == "srun" and group.forced:  # would not end by itself, or hung
+            state.lost = lost_step_message(failure, group, state.final)
             print(state.lost, file=sys.stderr, flush=True)
     else:  # the signal that stops the launch stopped this experiment
         state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=True)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from scalebench.durations import TIME_MARGIN
 from scalebench.planning.capacity.time_model import (
     COMMUNICATION_NOT_INCLUDED,
+    RunPrediction,
     duration_text,
     leaves_out_communication,
 )
@@ -47,18 +48,15 @@ def experiment_time(experiment: dict, ranks: int, repetitions: int, submissions:
     import json
 
     from scalebench.data.norm_lookup import norm_cached
-    from scalebench.loops import SOLVERS
-    from scalebench.planning.capacity.calibration_cache import calibrated_run
     from scalebench.planning.capacity.configuration import Configuration
-    from scalebench.problems import PROBLEMS
 
-    (dataset, dataset_params), = experiment["dataset"].items()
-    (solver, solver_params), = experiment["solver"].items()
-    if solver not in SOLVERS or dataset not in PROBLEMS:  # training: no size model
+    if not has_time_model(experiment):  # training: no size model
         return None
-    run = calibrated_run(dataset, dataset_params, solver, solver_params, ranks)
+    run = experiment_run(experiment, ranks)
     if run is None:
         return "not calibrated"
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
     norm_key = Configuration(dataset, dataset_params, solver, solver_params,
                              "image_size").norm_run_key()
     key = json.dumps(norm_key, sort_keys=True, default=str)
@@ -69,6 +67,39 @@ def experiment_time(experiment: dict, ranks: int, repetitions: int, submissions:
     return ExperimentTime(longest,
                           longest + (submissions - 1) * (run.startup_s + run.run_s(False)),
                           run.extrapolation, first)
+
+
+def has_time_model(experiment: dict) -> bool:
+    """Whether an expanded experiment's configuration can have a time model: a solver's loop
+    on a problem (training has no size model)."""
+    from scalebench.loops import SOLVERS
+    from scalebench.problems import PROBLEMS
+
+    return next(iter(experiment["solver"])) in SOLVERS and \
+        next(iter(experiment["dataset"])) in PROBLEMS
+
+
+def experiment_run(experiment: dict, ranks: int) -> RunPrediction | None:
+    """One run of an expanded experiment (one with a time model) on one of ``ranks`` ranks, as
+    its configuration's cached calibration predicts it; None where it is not calibrated."""
+    from scalebench.planning.capacity.calibration_cache import calibrated_run
+
+    (dataset, dataset_params), = experiment["dataset"].items()
+    (solver, solver_params), = experiment["solver"].items()
+    return calibrated_run(dataset, dataset_params, solver, solver_params, ranks)
+
+
+def experiment_prediction(experiment: dict, ranks: int) -> dict | None:
+    """An expanded experiment's predicted times on ``ranks`` ranks, as the numbers the
+    launcher reads (``scalebench.launch.liveness``): ``longest_phase_s``, the longest of the
+    process start, the set-up, the operator norm (computed) and an iteration with its
+    evaluation, and ``run_s``, one run from the process start; None without a calibrated
+    time model."""
+    run = experiment_run(experiment, ranks) if has_time_model(experiment) else None
+    if run is None:
+        return None
+    longest = max(run.startup_s, run.setup_s, run.norm_s, run.iteration_s + run.evaluation_s)
+    return {"longest_phase_s": longest, "run_s": run.startup_s + run.run_s(norm=True)}
 
 
 def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],

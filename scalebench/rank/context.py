@@ -24,10 +24,11 @@ import torch.distributed as dist
 from deepinv.distributed import DistributedContext
 
 from scalebench.errors import ConfigError
+from scalebench.launch.liveness import COLLECTIVE_TIMEOUT_VARIABLE
 from scalebench.launch.rank_env import export_rank_environment
 from scalebench.rank.devices import cuda_available, device_type
 
-TIMEOUT_VARIABLE = "SCALEBENCH_COLLECTIVE_TIMEOUT_S"
+TIMEOUT_VARIABLE = COLLECTIVE_TIMEOUT_VARIABLE  # the launcher sets it per experiment
 DEFAULT_TIMEOUT_S = 600.0
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from provenance.stop_reasons import COMPLETE, FAILED, Stop, record_stops
 from scalebench.launch.processes import RankGroup
-from tests.support.cli import copy_benchmark, descendants, run_cli
+from tests.support.cli import copy_benchmark, rank_process, run_cli
 from tests.support.paths import REPO
 
 # 48x48 CT, 6 angle groups, PnP with the bundled DnCNN on 16-pixel tiles (9 tiles in 5
@@ -195,19 +195,6 @@ def test_a_failing_rank_ends_the_run_within_bounded_time(benchmark, write_config
     assert ended_at - started_at < 240
 
 
-def _rank_process(launcher: int, rank: int, module: str) -> int | None:
-    """The process of ``rank`` under ``launcher`` whose command line runs ``module``."""
-    for pid in descendants(launcher):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if module.encode() in command and f"RANK={rank}".encode() in environ:
-            return pid
-    return None
-
-
 @pytest.mark.parametrize(("target", "where"), [
     ("scalebench.benchopt_glue", r" at iteration \d+/300"),  # its wrapper says where it was
     ("scalebench.launch.rank_entry", ""),  # the launcher sees the process end
@@ -229,7 +216,7 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_signal(benchmark, write_con
             iterating = "experiment 1/1: iteration 0/300" in log
             time.sleep(0.1)
         time.sleep(1.0)  # into the iterations
-        victim = _rank_process(launcher.pid, 1, target)
+        victim = rank_process(launcher.pid, 1, target)
         assert iterating and victim is not None and launcher.poll() is None, \
             log[-2000:] + launcher.stderr.read()[-2000:]
         os.kill(victim, signal.SIGKILL)

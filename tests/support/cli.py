@@ -72,6 +72,19 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def rank_process(launcher: int, rank: int, module: str) -> int | None:
+    """The process of ``rank`` under ``launcher`` whose command line runs ``module``."""
+    for pid in descendants(launcher):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in command and f"RANK={rank}".encode() in environ:
+            return pid
+    return None
+
+
 def write_experiment(folder: Path, experiment: dict, name: str = "experiment.yml") -> Path:
     """``experiment`` as the YAML file ``folder/name`` (keys in their given order)."""
     import yaml

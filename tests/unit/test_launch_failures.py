@@ -16,6 +16,7 @@ from scalebench.launch.failures import (
     failure_message,
     lost_step_message,
 )
+from scalebench.launch.liveness import Hung
 from scalebench.launch.processes import RankGroup
 
 EXPERIMENT = {"id": "e1", "label": "superres pnp"}
@@ -136,10 +137,27 @@ def test_the_lost_step_line_names_rank_node_what_is_kept_and_the_requeue(tmp_pat
     failure = {"experiment": "e1", "label": "superres pnp", "rank": 1, "host": "n2",
                "error": "never reported its end"}
     final = tmp_path / "r.parquet"
-    assert lost_step_message(failure, 30.0, final) == (
+    step = RankGroup([], grace_s=30.0)
+    assert lost_step_message(failure, step, final) == (
         "[scalebench] stopped: the srun step of rank 1 on n2 did not end within 30 s of the "
         "first failure (its node lost?), so no further experiment starts on this allocation; "
         "no experiment was published; requeue the job to complete them (scontrol requeue 12)")
     final.write_bytes(b"")
     assert f"the experiments finished so far are in {final};" in \
-        lost_step_message(failure, 30.0, final)
+        lost_step_message(failure, step, final)
+
+
+def test_a_hung_rank_is_the_cause_and_stops_the_allocation_as_a_lost_node(tmp_path,
+                                                                          monkeypatch):
+    """Rank 1 was found silent: the others, stopped because of it, are not blamed, and the
+    lost-node line names it."""
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    note(tmp_path, 0, 10.0, ["RuntimeError: Connection closed by peer"])
+    stopped = group([-15], [12.0], signalled_at=11.0)
+    stopped.hung = Hung(1, "n2", "no heartbeat for 61 s (stopped, or its node frozen)")
+    failure = experiment_failure(tmp_path, EXPERIMENT, stopped, False)
+    assert (failure["rank"], failure["host"]) == (1, "n2")
+    assert failure["error"] == "hung: no heartbeat for 61 s (stopped, or its node frozen), on n2"
+    assert lost_step_message(failure, stopped, tmp_path / "r.parquet").startswith(
+        "[scalebench] stopped: rank 1 on n2 is hung: no heartbeat for 61 s (stopped, or its "
+        "node frozen), so no further experiment starts on this allocation")

@@ -55,7 +55,8 @@ def test_a_rank_failure_note_ends_a_step_that_does_not_end_by_itself(tmp_path, s
     (tmp_path / "rank0.failed").write_text(json.dumps({"rank": 0}))
     group = RankGroup([signals.step], grace_s=0.05, notes=tmp_path)
     assert group.wait() == [-signal.SIGKILL]
-    assert signals.sent == [signal.SIGTERM, signal.SIGKILL] and group.forced
+    # SIGCONT after SIGTERM: a stopped process holds its pending SIGTERM until it runs
+    assert signals.sent == [signal.SIGTERM, signal.SIGCONT, signal.SIGKILL] and group.forced
 
 
 def test_a_step_without_failure_notes_is_left_to_end(tmp_path, signals):
