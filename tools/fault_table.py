@@ -6,8 +6,9 @@ expected, and the exit status and wall time of the command that goes on (`--resu
 Faults: a full results disk (a 24 MiB tmpfs filled after the first publish, while experiment
 2's rank runs, while experiment 2 is published), a full cache (SCALEBENCH_CACHE on a full
 tmpfs), SIGTERM during experiment 2 (what `scancel` sends), rank 1 killed with SIGKILL during
-experiment 2 (2 ranks), and `--resume` of a truncated results file. The tmpfs faults need
-root and are left out elsewhere, saying so.
+experiment 2 (2 ranks), and `--resume` of a truncated results file. The tmpfs is mounted in a
+user and mount namespace of its own (tests.support.full_disk), so no root is needed; where user
+namespaces are disabled the tmpfs faults are left out, saying so.
 
     python -m tools.fault_table [--folder DIR]
 """
@@ -31,9 +32,8 @@ from tests.support.cli import descendants
 from tests.support.full_disk import (
     MOMENTS,
     NotMountable,
+    SmallDisk,
     during_second_run,
-    fill,
-    free,
     run_acting,
     run_filling,
     small_tmpfs,
@@ -73,21 +73,25 @@ def kept_rows(final: Path) -> int:
     return pq.read_metadata(final).num_rows if final.is_file() else 0
 
 
-def go_on(command: list[str], final: Path) -> tuple[int, float, int]:
-    """The command that goes on: its exit status, wall time, and the rows of the file it
-    writes (``final``, or the one its --output and --outputs name)."""
+def go_on(command: list[str], final: Path, disk: SmallDisk | None) -> tuple[int, float, int]:
+    """The command that goes on (in ``disk``'s namespace, if any): its exit status, wall
+    time, and the rows of the file it writes (``final``, or the one its --output and
+    --outputs name)."""
     with Stopwatch() as watch:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        done = subprocess.run(disk.command(command, ROOT) if disk else command, cwd=ROOT,
+                              capture_output=True, text=True, check=False)
     if "--outputs" in command:
         final = Path(command[command.index("--outputs") + 1]) / \
             f"{command[command.index('--output') + 1]}.parquet"
-    return done.returncode, watch.seconds, kept_rows(final)
+    return done.returncode, watch.seconds, kept_rows(disk.reach(final) if disk else final)
 
 
 def row(table: Table, fault: str, done: subprocess.CompletedProcess, final: Path,
-        command: list[str] | None) -> None:
-    kept = kept_rows(final)
-    status, wall, after = go_on(command, final) if command else (None, 0.0, kept)
+        command: list[str] | None, disk: SmallDisk | None = None) -> None:
+    """The fault's row; ``final`` and ``command`` as the launch saw them (in ``disk``'s
+    namespace, if any)."""
+    kept = kept_rows(disk.reach(final) if disk else final)
+    status, wall, after = go_on(command, final, disk) if command else (None, 0.0, kept)
     went_on = f"exit {status}, {wall:.1f} s, {after}/{EXPERIMENTS * ROWS} rows" \
         if command else "-"
     table.row(fault, done.returncode, f"`{error_line(done)}`",
@@ -105,20 +109,22 @@ def resume_of(line: str) -> list[str] | None:
 def full_disk_rows(table: Table, folder: Path, config: Path, benchmark: Path) -> None:
     for moment, when in MOMENTS.items():
         with small_tmpfs(folder / "disk") as disk:
-            command = launch_command(config, benchmark, NAME, options=["--outputs", disk])
-            done = run_filling(command, disk, when(disk, NAME), ROOT)
-            free(disk)
-            row(table, f"full results disk, {moment}", done, disk / f"{NAME}.parquet",
-                resume_of(error_line(done)))
+            command = launch_command(config, benchmark, NAME,
+                                     options=["--outputs", disk.folder])
+            done = run_filling(command, disk, when(disk.here, NAME), ROOT)
+            disk.free()
+            row(table, f"full results disk, {moment}", done, disk.folder / f"{NAME}.parquet",
+                resume_of(error_line(done)), disk)
     with small_tmpfs(folder / "cache") as cache:
-        fill(cache)
+        cache.fill()
         outputs = folder / "cache-results"
-        env = {**os.environ, "SCALEBENCH_CACHE": str(cache / "scalebench")}
+        env = {**os.environ, "SCALEBENCH_CACHE": str(cache.folder / "scalebench")}
         command = launch_command(config, benchmark, NAME, options=["--outputs", outputs])
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                              check=False)
-        free(cache)
-        row(table, "full cache", done, outputs / f"{NAME}.parquet", resume_of(error_line(done)))
+        done = subprocess.run(cache.command(command, ROOT), cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=False)
+        cache.free()
+        row(table, "full cache", done, outputs / f"{NAME}.parquet", resume_of(error_line(done)),
+            cache)
 
 
 def signal_rows(table: Table, folder: Path, config: Path, benchmark: Path) -> None:

@@ -3,7 +3,8 @@ at once in one line with exit status 3, the published file stays readable with t
 experiments' rows, and once space is freed the printed command completes every row. A
 ``--resume`` of a truncated or foreign file is refused in one line and leaves it untouched.
 
-Mounting a tmpfs needs root: elsewhere the full-disk tests are skipped with the reason."""
+The tmpfs is mounted in a user and mount namespace of its own, so no root is needed; where
+user namespaces are disabled the full-disk tests are skipped with the reason, and fail in CI."""
 
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ import pytest
 
 from scalebench.errors import EXIT_BAD_INPUT, EXIT_STORAGE_FULL
 from scalebench.results.store import RUN_KEY
+from tests.support.ci import skip_unless_ci
 from tests.support.cli import copy_benchmark, run_cli, tiny_experiment, write_experiment
 from tests.support.full_disk import (
     NotMountable,
+    SmallDisk,
     after_first_publish,
     before_second_publish,
     during_second_run,
-    fill,
-    free,
     run_filling,
     small_tmpfs,
 )
@@ -39,19 +40,19 @@ ROWS = 3  # rows of each experiment: its 2 iterations and the initial estimate
 
 
 @pytest.fixture
-def small_disk(tmp_path) -> Iterator[Path]:
+def small_disk(tmp_path) -> Iterator[SmallDisk]:
     try:
         with small_tmpfs(tmp_path / "disk") as disk:
             yield disk
     except NotMountable as reason:
-        pytest.skip(str(reason))
+        skip_unless_ci(str(reason))
 
 
-def launch(config: Path, benchmark: Path, disk: Path,
+def launch(config: Path, benchmark: Path, disk: SmallDisk,
            fill_when: Callable[[], bool]) -> subprocess.CompletedProcess:
     """The launch into ``disk``, filled the moment ``fill_when()`` holds."""
     command = [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
-               str(benchmark), "--output", "t", "--outputs", str(disk), "--no-html"]
+               str(benchmark), "--output", "t", "--outputs", str(disk.folder), "--no-html"]
     return run_filling(command, disk, fill_when, REPO)
 
 
@@ -72,8 +73,8 @@ def three_experiments(tmp_path) -> tuple[Path, Path]:
 def test_a_full_results_disk_stops_in_one_line_and_resume_completes(
         small_disk, three_experiments, moment, what):
     config, benchmark = three_experiments
-    final = small_disk / "t.parquet"
-    done = launch(config, benchmark, small_disk, moment(small_disk, "t"))
+    final = small_disk.folder / "t.parquet"  # as the launch names it
+    done = launch(config, benchmark, small_disk, moment(small_disk.here, "t"))
     assert done.returncode == EXIT_STORAGE_FULL, done.stderr[-3000:]
     output = done.stdout + done.stderr
     assert "Traceback" not in output and "OSError" not in output, output[-3000:]
@@ -82,48 +83,53 @@ def test_a_full_results_disk_stops_in_one_line_and_resume_completes(
     line = errors[0]
     assert line.startswith(f"scalebench: error: {what}"), line
     assert f"{final} holds 1 of {SEEDS} experiment(s), {ROWS} rows, partial" in line, line
-    record = json.loads(pq.read_metadata(final).metadata[RUN_KEY])
+    kept = small_disk.reach(final)
+    record = json.loads(pq.read_metadata(kept).metadata[RUN_KEY])
     assert record["status"] == "partial" and len(record["experiments"]) == 1
-    assert pq.read_table(final).num_rows == ROWS
-    assert not list(small_disk.glob(".staging-*")) and not list(small_disk.glob(".*.part"))
+    assert pq.read_table(kept).num_rows == ROWS
+    disk = small_disk.here
+    assert not list(disk.glob(".staging-*")) and not list(disk.glob(".*.part"))
 
-    free(small_disk)
+    small_disk.free()
     resume = line.split("free space, then resume with: ", 1)[1]
     assert resume.endswith(" --resume")
-    resumed = subprocess.run(shlex.split(resume), cwd=REPO, capture_output=True, text=True,
-                             timeout=600, check=False)
+    resumed = subprocess.run(small_disk.command(shlex.split(resume), REPO), cwd=REPO,
+                             capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    record = json.loads(pq.read_metadata(final).metadata[RUN_KEY])
+    record = json.loads(pq.read_metadata(kept).metadata[RUN_KEY])
     assert record["status"] == "complete" and len(set(record["experiments"])) == SEEDS
-    assert pq.read_table(final).num_rows == SEEDS * ROWS
+    assert pq.read_table(kept).num_rows == SEEDS * ROWS
 
 
 def test_a_full_cache_stops_the_first_experiment_in_one_line(small_disk, three_experiments,
                                                              tmp_path):
     config, benchmark = three_experiments
-    fill(small_disk)
-    env = {**os.environ, "SCALEBENCH_CACHE": str(small_disk / "cache")}
-    done = run_cli_env(config, benchmark, tmp_path / "results", env)
+    small_disk.fill()
+    cache = small_disk.folder / "cache"
+    env = {**os.environ, "SCALEBENCH_CACHE": str(cache)}
+    done = run_cli_env(small_disk, config, benchmark, tmp_path / "results", env)
     assert done.returncode == EXIT_STORAGE_FULL, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("scalebench: ")]
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert errors[0].startswith("scalebench: error: rank 0 of experiment 1/3"), errors[0]
-    assert f"No space left on device: '{small_disk / 'cache'}" in errors[0], errors[0]
+    assert f"No space left on device: '{cache}" in errors[0], errors[0]
     assert "no experiment finished" in errors[0] and "run again with: " in errors[0]
     assert not (tmp_path / "results" / "t.parquet").exists()
 
-    free(small_disk)
-    again = subprocess.run(shlex.split(errors[0].split("run again with: ", 1)[1]), cwd=REPO,
-                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    small_disk.free()
+    again = subprocess.run(small_disk.command(shlex.split(errors[0].split(
+        "run again with: ", 1)[1]), REPO), cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=600, check=False)
     assert again.returncode == 0, again.stderr[-3000:]
     assert pq.read_table(tmp_path / "results" / "t_2.parquet").num_rows == SEEDS * ROWS
 
 
-def run_cli_env(config: Path, benchmark: Path, outputs: Path,
+def run_cli_env(disk: SmallDisk, config: Path, benchmark: Path, outputs: Path,
                 env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scalebench", "run", str(config),
-                           "--benchmark", str(benchmark), "--output", "t", "--outputs",
-                           str(outputs), "--no-html"], cwd=REPO, env=env, capture_output=True,
+    """The launch in ``disk``'s namespace (where its tmpfs is), results into ``outputs``."""
+    command = [sys.executable, "-m", "scalebench", "run", str(config), "--benchmark",
+               str(benchmark), "--output", "t", "--outputs", str(outputs), "--no-html"]
+    return subprocess.run(disk.command(command, REPO), cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
 
 
