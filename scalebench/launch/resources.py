@@ -47,3 +47,15 @@ def experiment_solver_params(experiment: Mapping[str, Any]) -> Mapping[str, Any]
 def experiment_ranks(experiment: Mapping[str, Any], default: int) -> int:
     """Ranks of an expanded experiment (``requested_ranks`` of its solver's parameters)."""
     return requested_ranks(experiment_solver_params(experiment), default)
+
+
+def check_allocation(experiments: list[Mapping[str, Any]], available: int) -> None:
+    """Refuse (one line) an experiment that needs more ranks than the allocation's
+    ``available`` tasks."""
+    from scalebench.errors import ScalebenchError
+
+    for experiment in experiments:
+        needed = experiment_ranks(experiment, available)
+        if needed > available:
+            raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
+                                  f"the allocation has {available} tasks")

@@ -54,6 +54,7 @@ from scalebench.launch import failures, liveness, processes
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
+    check_allocation,
     experiment_ranks,
     experiment_solver_params,
     srun_resources,
@@ -180,7 +181,8 @@ def run(request: LaunchRequest) -> int:
                                        "--benchmark", str(request.benchmark),
                                        "--check-devices", "--predict-time",
                                        *_memory_check(request)))
-        _check_allocation(request, experiments)
+        if request.launcher == "srun":
+            check_allocation(experiments, world_size(request))
         todo = [e for e in experiments if e["id"] not in done]
         _check_time_limits(request, todo)
         state.time_limits = {e["id"]: e["time"] for e in todo if e.get("time")}
@@ -281,16 +283,6 @@ def _check_time_limits(request: LaunchRequest, todo: list[dict]) -> None:
         raise ScalebenchError("\n".join(warnings))
     for warning in warnings:
         print(WARNING_PREFIX + warning, file=sys.stderr, flush=True)
-
-
-def _check_allocation(request: LaunchRequest, experiments: list[dict]) -> None:
-    """Refuse experiments that need more ranks than the allocation has."""
-    available = world_size(request)
-    for experiment in experiments:
-        needed = experiment_ranks(experiment, available)
-        if request.launcher == "srun" and needed > available:
-            raise ScalebenchError(f"experiment {experiment['label']} needs {needed} ranks but "
-                                  f"the allocation has {available} tasks")
 
 
 def _keep_artefacts(folder: Path, destination: Path, identifier: str) -> None:
