@@ -32,6 +32,7 @@ import pytest
 
 from scalebench.launch.processes import free_port
 from tests.support.apt import AptError, apt_install
+from tests.support.ci import skip_unless_ci
 
 SLURM_PACKAGES = ["slurm-wlm", "slurmctld", "slurmd", "slurm-client", "munge"]
 
@@ -504,9 +505,7 @@ def slurm_cluster_fixture(
     try:
         ensure_slurm_installed()
     except SlurmUnavailable as error:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"SLURM cannot be installed here: {error}")
+        skip_unless_ci(f"SLURM cannot be installed here: {error}")
     with LocalSlurmCluster(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
 
