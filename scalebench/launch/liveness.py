@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench.errors import ScalebenchError
+from scalebench.durations import duration_seconds
 from scalebench.launch import progress
 
 HEARTBEAT_VARIABLE = "SCALEBENCH_HEARTBEAT"  # the file a rank's benchopt process beats into
@@ -52,18 +52,10 @@ READ_INTERVAL_S = 1.0  # the launcher reads the ranks' files at most this often
 
 def silence_bound_s(env: Mapping[str, str] = os.environ) -> float:
     """The heartbeat silence that makes a rank hung: SILENCE_S, or SILENCE_VARIABLE's
-    seconds; ScalebenchError for a value that is not a positive number."""
+    duration (durations.duration_seconds: a bare number counts seconds); a one-line error
+    for a value that is not a positive duration."""
     value = env.get(SILENCE_VARIABLE, "")
-    if not value:
-        return SILENCE_S
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise ScalebenchError(f"{SILENCE_VARIABLE} must be a positive number of seconds, "
-                              f"got {value!r}")
-    return seconds
+    return duration_seconds(value, SILENCE_VARIABLE) if value else SILENCE_S
 
 
 def heartbeat_interval_s(env: Mapping[str, str] = os.environ) -> float:

@@ -36,12 +36,17 @@ def test_the_default_bounds_are_a_minute_of_silence_and_a_beat_every_5_s():
     assert liveness.heartbeat_interval_s({SILENCE_VARIABLE: "6"}) == 0.5
 
 
-@pytest.mark.parametrize("value", ["x", "0", "-3", "nan", "inf"])
-def test_a_silence_bound_that_is_not_a_positive_number_is_refused_in_one_line(value):
+@pytest.mark.parametrize("value", ["x", "0", "-3", "nan", "inf", "3 fortnights"])
+def test_a_silence_bound_that_is_not_a_positive_duration_is_refused_in_one_line(value):
     with pytest.raises(ScalebenchError) as raised:
         liveness.silence_bound_s({SILENCE_VARIABLE: value})
-    assert str(raised.value) == (f"{SILENCE_VARIABLE} must be a positive number of seconds, "
-                                 f"got {value!r}")
+    assert str(raised.value).startswith(f"{SILENCE_VARIABLE}: {value!r} is not a positive "
+                                        f"duration (give ")
+    assert "\n" not in str(raised.value)
+
+
+def test_a_silence_bound_takes_every_duration_form():
+    assert liveness.silence_bound_s({SILENCE_VARIABLE: "2min"}) == 120.0
 
 
 @pytest.mark.parametrize(("longest", "bound"), [(None, None), (0.5, 60.0), (12.0, 60.0),
