@@ -21,7 +21,8 @@ FOLDER_MARKERS = ("unit", "integration", "system")
 # Every test belongs to a group that runs whole on one worker: the modules of the tests that
 # build and run images (their session fixtures build each image once, and the SIF's SLURM jobs
 # live in test_slurm_templates) form one group, the report's modules that read one campaign
-# another, every other module is a group of its own (its module fixtures run once). The
+# another, every other integration or system module is a group of its own (its module fixtures
+# run once), and so is every unit test. The
 # scheduler sees node IDs only, so the groups are named by module; the collection checks that
 # every test using an image fixture is in the image group. The image group goes first: it is
 # the longest. Its modules run in IMAGE_MODULES' order: test_containers removes its podman
@@ -41,10 +42,14 @@ SHARED_GROUPS = {
 
 
 def worker_group(nodeid: str) -> str:
-    """The group of the test ``nodeid``: the image group, a shared group, or its module."""
+    """The group of the test ``nodeid``: the image group, a shared group, its module, or, for
+    a unit test, the test itself (their module fixtures are cheap; whole modules of tens of
+    seconds left one worker finishing alone)."""
     module = nodeid.split("::", 1)[0]
     if module in IMAGE_MODULES:
         return IMAGE_GROUP
+    if module.startswith("tests/unit/"):
+        return nodeid
     return next((group for group, modules in SHARED_GROUPS.items() if module in modules),
                 module)
 

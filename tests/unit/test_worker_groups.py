@@ -13,7 +13,11 @@ from tests.conftest import (
 
 def test_image_and_report_modules_share_their_groups_and_others_are_their_own():
     assert {worker_group(f"{module}::test_x") for module in IMAGE_MODULES} == {IMAGE_GROUP}
-    assert worker_group("tests/unit/test_plan.py::test_x[a::b]") == "tests/unit/test_plan.py"
+    assert worker_group("tests/integration/test_plan_command.py::test_x[a::b]") == \
+        "tests/integration/test_plan_command.py"
+    # a unit test is a group of its own: unit modules are split between the workers
+    assert worker_group("tests/unit/test_plan.py::test_x[a::b]") == \
+        "tests/unit/test_plan.py::test_x[a::b]"
     assert {worker_group(f"{module}::test_x") for module in SHARED_GROUPS["report"]} == \
         {"report"}
 
