@@ -141,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--benchmark", type=Path,
                       help="benchopt benchmark folder (default: the repository's folder for "
                       "the objective the config names)")
+    plan.add_argument("--allocation-time", default=None, metavar="DURATION",
+                      help="a SLURM job's time limit, e.g. 4h or 04:00:00: how many "
+                      "allocations of it `scalebench run` needs (requeueing itself between "
+                      "them), experiments packed in order with a 20 %% margin, none split; "
+                      "one longer than an allocation is a warning (an error with --strict)")
     capacity = command("capacity", "the largest size of each configuration "
                                    "whose predicted per-rank peak fits a memory budget")
     capacity.add_argument("config", type=Path, help="experiment YAML file")
