@@ -53,6 +53,10 @@ def _readable_config(path: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from scalebench.launch.requeue import restart_limit_value
+
+    limit = None if args.restart_limit is None else \
+        restart_limit_value(args.restart_limit, "--restart-limit")  # before anything is written
     if args.outputs is not None:
         check_writable_folder(args.outputs.resolve(), "--outputs")
     python = shlex.split(args.python) if args.python else [sys.executable]
@@ -65,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
                          args.outputs.resolve() if args.outputs else None, args.argv,
-                         args.strict)
+                         args.strict, limit)
     return run(request)
 
 

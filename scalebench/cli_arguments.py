@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a timeout below an experiment's predicted run with a 20 %% "
                             "margin (as `scalebench plan` predicts it) is an error and nothing "
                             "runs (default: a warning before the run starts)")
+    run_parser.add_argument("--restart-limit", default=None, metavar="N",
+                            help="how many times a launch under srun may requeue its own job "
+                            "(a node lost or hung, the next experiment not fitting the job's "
+                            "time, the time limit's SIGTERM) (default: the config's "
+                            "restart-limit, 3)")
     interpreter = run_parser.add_mutually_exclusive_group()
     interpreter.add_argument("--python", default=None,
                              help="command that runs Python with the benchmark's stack, for "
