@@ -327,8 +327,9 @@ def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
 
 def _run_status(state: LaunchState) -> str:
     """The status of a run whose experiments are all done or stopped: complete when none
-    failed and no signal stopped it."""
-    return "complete" if not state.failures and state.stopped_by is None else "partial"
+    failed, no signal stopped it and none was left for the next allocation (``cut``)."""
+    done = not state.failures and state.stopped_by is None and state.cut is None
+    return "complete" if done else "partial"
 
 
 def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int,
@@ -351,13 +352,13 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int,
               f"--resume --output {state.final.stem}", file=sys.stderr)
         return 128 + state.stopped_by
     if not state.final.is_file():
-        return EXIT_FAILED if state.failures else EXIT_OK
+        return EXIT_FAILED if state.failures or state.cut else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
     if state.closing:
         print(state.closing)
     if request.html:
         report = run_child(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
-    if state.failures:  # each one printed when it happened
+    if state.failures or state.cut:  # each printed when it happened; some left to run
         return EXIT_FAILED
     return EXIT_OK
