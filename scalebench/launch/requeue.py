@@ -187,8 +187,8 @@ def job_nodes(call: SlurmCall, env: Mapping[str, str]) -> list[str]:
 def _nodes_left(exclude: list[str], call: SlurmCall, env: Mapping[str, str]) -> bool:
     """Whether the job's partition has enough nodes for it without ``exclude``."""
     partition = env.get("SLURM_JOB_PARTITION", "")
-    status, output = call(["sinfo", "-h", "-o", "%n", *(["-p", partition] if partition
-                                                        else [])])
+    status, output = call(["sinfo", "-h", "-N", "-o", "%N", *(["-p", partition] if partition
+                                                              else [])])  # one node a line
     if status != 0:
         return True  # unknown: the exclusion is tried, SLURM holds the job if none fits
     needed = int(env.get("SLURM_JOB_NUM_NODES", "1") or 1)

@@ -78,6 +78,7 @@ def test_with_no_node_left_it_requeues_without_exclusion_and_says_so(tmp_path):
     assert line.endswith("; no node left to run on without n2: requeued without excluding "
                          "any; the next start resumes")
     assert slurm.named("scontrol", "update") == []
+    assert slurm.named("sinfo") == [["sinfo", "-h", "-N", "-o", "%N", "-p", "debug"]]
 
 
 def test_an_exclusion_that_cannot_be_set_is_kept_for_the_next_start(tmp_path):
