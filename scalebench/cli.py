@@ -53,6 +53,10 @@ def _readable_config(path: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from scalebench.launch.requeue import restart_limit_value
+
+    limit = None if args.restart_limit is None else \
+        restart_limit_value(args.restart_limit, "--restart-limit")  # before anything is written
     if args.outputs is not None:
         check_writable_folder(args.outputs.resolve(), "--outputs")
     python = shlex.split(args.python) if args.python else [sys.executable]
@@ -65,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     request = LaunchRequest(args.config, args.benchmark, args.output, args.nproc, args.launcher,
                          args.resume, not args.no_html, python, shlex.split(args.srun_args),
                          args.outputs.resolve() if args.outputs else None, args.argv,
-                         args.strict)
+                         args.strict, limit)
     return run(request)
 
 
@@ -105,14 +109,40 @@ def _validate(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from scalebench.planning.plan import format_text, make_plan
 
+    allocation_s = _allocation_time(args)  # bad input before the plan's children start
     plan = make_plan(args.config, args.parallel_config, args.nproc, args.benchmark,
                      args.configs, args.strict)
-    if plan.errors:
-        raise ConfigError("\n".join(plan.errors))
-    print(json.dumps(plan.to_json(), indent=1) if args.format == "json" else format_text(plan))
-    for warning in plan.warnings():
+    allocations = None
+    if allocation_s is not None:
+        from scalebench.planning.allocations import pack_allocations
+
+        allocations = pack_allocations(plan.jobs, allocation_s)
+    too_long = allocations.too_long if allocations else []
+    if plan.errors or (too_long and args.strict):
+        raise ConfigError("\n".join([*plan.errors, *(too_long if args.strict else [])]))
+    if args.format == "json":
+        print(json.dumps({**plan.to_json(), **({"allocations": allocations.to_json()}
+                                               if allocations else {})}, indent=1))
+    else:
+        print("\n".join([format_text(plan), *(allocations.text() if allocations else [])]))
+    for warning in [*plan.warnings(), *too_long]:
         warn(warning)
     return EXIT_OK
+
+
+def _allocation_time(args: argparse.Namespace) -> float | None:
+    """``plan --allocation-time`` in seconds (None: not given); a campaign of ``scalebench
+    run``, so refused with --parallel-config (benchopt submits each job on its own)."""
+    from scalebench.durations import duration_seconds
+
+    if args.allocation_time is None:
+        return None
+    seconds = duration_seconds(args.allocation_time, "--allocation-time")
+    if args.parallel_config is not None:
+        raise ConfigError("--allocation-time plans the allocations of a `scalebench run` "
+                          "campaign; with --parallel-config benchopt submits each job as an "
+                          "allocation of its own: leave one of them out")
+    return seconds
 
 
 def _capacity(args: argparse.Namespace) -> int:

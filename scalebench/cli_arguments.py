@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a timeout below an experiment's predicted run with a 20 %% "
                             "margin (as `scalebench plan` predicts it) is an error and nothing "
                             "runs (default: a warning before the run starts)")
+    run_parser.add_argument("--restart-limit", default=None, metavar="N",
+                            help="how many times a launch under srun may requeue its own job "
+                            "(a node lost or hung, the next experiment not fitting the job's "
+                            "time, the time limit's SIGTERM) (default: the config's "
+                            "restart-limit, 3)")
     interpreter = run_parser.add_mutually_exclusive_group()
     interpreter.add_argument("--python", default=None,
                              help="command that runs Python with the benchmark's stack, for "
@@ -141,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--benchmark", type=Path,
                       help="benchopt benchmark folder (default: the repository's folder for "
                       "the objective the config names)")
+    plan.add_argument("--allocation-time", default=None, metavar="DURATION",
+                      help="a SLURM job's time limit, e.g. 4h or 04:00:00: how many "
+                      "allocations of it `scalebench run` needs (requeueing itself between "
+                      "them), experiments packed in order with a 20 %% margin, none split; "
+                      "one longer than an allocation is a warning (an error with --strict)")
     capacity = command("capacity", "the largest size of each configuration "
                                    "whose predicted per-rank peak fits a memory budget")
     capacity.add_argument("config", type=Path, help="experiment YAML file")

@@ -5,6 +5,8 @@
 #   SB_OUTPUT       result name (default: <config name>_<job id>)
 #   SB_RESUME       1: complete the partial result SB_OUTPUT
 #   SB_HTML         0: skip benchopt's HTML report
+#   SB_RESTART_LIMIT  how many times the launch may requeue its own job (--restart-limit;
+#                   default: the config's restart-limit, 3)
 #   SB_RUNTIME      none (host venv), apptainer, docker or podman (default none)
 #   SB_IMAGE        SIF file (apptainer) or image name (docker, podman)
 #   SB_ENGINE       docker / podman command with global options (default: SB_RUNTIME)
@@ -48,12 +50,13 @@ sb_main() {
                   "--srun-args=${srun_args[*]}")
   [ "${SB_RESUME:-0}" = 1 ] && launcher+=(--resume)
   [ "${SB_HTML:-1}" = 0 ] && launcher+=(--no-html)
+  [ -n "${SB_RESTART_LIMIT:-}" ] && launcher+=(--restart-limit "$SB_RESTART_LIMIT")
   if [ "${SB_DRY_RUN:-0}" = 1 ]; then
     printf '%q ' "${launcher[@]}"; printf '\n'
     return 0
   fi
   # SLURM signals the batch shell before the time limit (--signal=B:TERM@...): pass it on to
-  # the launcher, which stops the running experiment and keeps what finished.
+  # the launcher, which stops the running experiment, keeps what finished and requeues the job.
   PYTHONPATH=$SB_REPO${PYTHONPATH:+:$PYTHONPATH} "${launcher[@]}" &
   local pid=$!
   trap 'kill -TERM "$pid" 2>/dev/null' TERM INT

@@ -48,8 +48,8 @@ def _mapping(key: str, value: Any) -> dict:
 
 _RESTART_LIMIT = Param(3, int, minimum=0)
 SCALEBENCH_KEYS: dict[str, KeySpec] = {
-    # How many times a launch may requeue itself after its job is cut (0: never); read by
-    # the requeue of a campaign.
+    # How many times a launch may requeue itself after its job is cut (0: never); expand
+    # hands it to the launcher (scalebench.launch.requeue), `run --restart-limit` wins.
     "restart-limit": KeySpec(_RESTART_LIMIT.default, _RESTART_LIMIT.describe(),
                              "how many times a launch may requeue itself",
                              _param_check(_RESTART_LIMIT)),

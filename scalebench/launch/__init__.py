@@ -14,6 +14,9 @@ holds no torch, deepinv or problem data, and the batch templates run it with any
 - ``progress``: the set-up stages and iterations a rank reports, and how they are shown.
 - ``liveness``: each rank's heartbeat, and the rule that names a rank hung (silent, or its
   progress stalled) so that its step is stopped.
+- ``requeue``: under SLURM, a launch its allocation cannot finish (a node lost or hung, the
+  next experiment not fitting the job's time, the time limit's SIGTERM) requeues its own job,
+  excluding the node, within the restart limit.
 - ``children``: what the launcher runs in short-lived children because it needs the whole
   stack: expanding a config, publishing results, rendering the report.
 """

@@ -5,7 +5,8 @@
 whole grid for N ranks and writes one benchopt config per experiment into DIR; it prints the
 experiments as JSON (scalebench.experiment.expand), each with its predicted times where its
 configuration is calibrated (``predicted``: scalebench.planning.plan_time.experiment_prediction,
-else null). ``--check-devices`` (``scalebench run``,
+else null), its repetitions and the config's restart limit (``restart_limit``: the launcher's
+own requeues, scalebench.launch.requeue). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
 node without a GPU can check a GPU config. ``--predict-time`` (``scalebench run``) gives each
@@ -19,7 +20,8 @@ its number of rows; a parquet without a run status is bad input.
 ``... publish --final F --status S --part ID=PATH ...`` merges finished experiments into F
 (atomically; the rows already in F are kept) and records the run status in its metadata,
 with ``--stops`` how the experiments that kept no rows ended (provenance.stop_reasons) and
-with ``--time-limits`` each experiment's timeout and the one its prediction needs.
+with ``--time-limits`` each experiment's timeout and the one its prediction needs, with
+``--requeues`` the job's requeues by the launcher.
 ``... render RESULTS`` writes the offline HTML report (scalebench.results.report) next to it.
 Each child imports what it needs when it runs (this module's own imports are the standard
 library's). Exit status 2 with one line on stderr per problem for bad input, 3 with one line
@@ -70,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     child.add_argument("--time-limits", default="{}",
                        help="JSON: experiment id -> its timeout and the one its prediction "
                             "needs (expand --predict-time)")
+    child.add_argument("--requeues", default="null",
+                       help="JSON: the job's requeues by the launcher (launch.requeue)")
     child = children.add_parser("render")
     child.add_argument("results", type=Path)
     return parser
@@ -106,9 +110,11 @@ def expanded(args: argparse.Namespace) -> list[dict]:
 
     grid = load_config(args.config, args.world_size, args.benchmark)
     experiments = expand_config(grid, args.folder, args.check_devices, refuse)
-    for experiment in experiments:  # the launcher's liveness bounds
+    for experiment in experiments:  # the launcher's liveness bounds and time checks
         experiment["predicted"] = experiment_prediction(
             experiment, experiment_ranks(experiment, args.world_size))
+        experiment["repetitions"] = int(grid.option("n-repetitions"))
+        experiment["restart_limit"] = grid.scalebench["restart-limit"]
     if args.predict_time:
         from scalebench.planning.plan_time import launch_time_checks
 
@@ -153,7 +159,8 @@ def _run(args: argparse.Namespace) -> str:
         with writing(f"the results file {args.final}"):
             rows = publish(args.final, parts, args.status, json.loads(args.failures),
                            args.config, record_stops({RECORD_KEY: json.loads(args.stops)}),
-                           tuned_record(args.config), json.loads(args.time_limits))
+                           tuned_record(args.config), json.loads(args.time_limits),
+                           json.loads(args.requeues))
         # the launcher's closing lines: the best quality per dataset, the radio runs against
         # a blank sky, the runs that stopped early, where tuned settings came from
         return json.dumps({"rows": rows,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import signal
 import socket
@@ -97,9 +96,8 @@ def _unreported(folder: Path, noted: set[int]) -> list[tuple]:
 
 def lost_step_message(failure: dict, group: RankGroup, final: Path) -> str:
     """The line that stops a launch whose srun step did not end ``grace_s`` after a rank's
-    failure, or had a hung rank: the node and rank, what the results file keeps and how to
-    complete it."""
-    job = os.environ.get("SLURM_JOB_ID", "JOBID")
+    failure, or had a hung rank: the node and rank and what the results file keeps (the
+    requeue's line, scalebench.launch.requeue, says how it is completed)."""
     where = "a rank" if failure["rank"] is None else \
         f"rank {failure['rank']} on {failure['host']}"
     why = group.hung.text() if group.hung is not None else \
@@ -108,7 +106,7 @@ def lost_step_message(failure: dict, group: RankGroup, final: Path) -> str:
     kept = f"the experiments finished so far are in {final}" if final.is_file() \
         else "no experiment was published"
     return (f"[scalebench] stopped: {why}, so no further experiment starts on this "
-            f"allocation; {kept}; requeue the job to complete them (scontrol requeue {job})")
+            f"allocation; {kept}")
 
 
 def failure_message(failure: dict, position: str, log: Path) -> str:

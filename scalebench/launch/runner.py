@@ -1,4 +1,4 @@
-"""``scalebench run``: the light launcher.
+"""One job: ``scalebench run``, the light launcher, running a config's experiments in turn.
 
 It imports only the standard library, so the process that waits for a run holds no torch,
 deepinv or problem data; everything that needs them runs in short-lived children (``children``)
@@ -13,9 +13,11 @@ by itself (``resume``: one rule for both; a complete file has nothing left to ru
 refused by a full, over-quota or read-only file system stops the launch at once, in one line
 (``storage``). Under srun, a step that does not end ``grace_s``
 after a rank's failure (a node lost) is ended, and the launch stops there: the allocation
-cannot run the next experiment; a requeue completes it. A rank found hung (``liveness``:
-silent, or its progress stalled) fails its experiment at once, and under srun stops the launch
-the same way.
+cannot run the next experiment. A rank found hung (``liveness``: silent, or its progress
+stalled) fails its experiment at once, and under srun stops the launch the same way. Under
+srun, an experiment whose predicted time does not fit what is left of the job's time is not
+started; a launch cut so, or by a lost node or the time limit's SIGTERM, requeues its own
+job within the restart limit (``requeue``), and the next start resumes.
 
 Before any rank starts, each experiment whose timeout is below its predicted run (computed by
 the expand child, as ``plan`` predicts it) is named in a warning; with ``strict``, refused
@@ -50,7 +52,7 @@ from scalebench.errors import (
     StorageFull,
     is_storage_error,
 )
-from scalebench.launch import failures, liveness, processes
+from scalebench.launch import failures, liveness, processes, requeue
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
 from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
@@ -86,6 +88,7 @@ class LaunchRequest:
     outputs: Path | None = None  # results folder; default <benchmark>/outputs
     argv: list[str] = field(default_factory=list)  # the command's arguments ("run", ...)
     strict: bool = False  # a timeout below an experiment's predicted run: an error, not a warning
+    restart_limit: int | None = None  # the launcher's own requeues; None: the config's
 
 
 @dataclass
@@ -107,6 +110,8 @@ class LaunchState:
     lost: str = ""  # why the allocation cannot go on (a node lost): the launch stops
     # Per experiment: its timeout and the one its prediction needs (expand --predict-time).
     time_limits: dict[str, dict] = field(default_factory=dict)
+    cut: requeue.Cut | None = None  # why this allocation cannot go on: the job requeues
+    requeues: dict | None = None  # this job's requeues by the launcher (its run status)
 
 
 def run_child(request: LaunchRequest, *args: str) -> str:
@@ -186,12 +191,17 @@ def run(request: LaunchRequest) -> int:
         todo = [e for e in experiments if e["id"] not in done]
         _check_time_limits(request, todo)
         state.time_limits = {e["id"]: e["time"] for e in todo if e.get("time")}
+        srun = request.launcher == "srun"
+        if srun and requeue.job_id():  # earlier requeues; a start on a node they excluded
+            state.requeues, state.cut = requeue.at_start(final.with_suffix(""))
         for index, experiment in enumerate(todo):
-            if state.stopped_by is not None or state.lost:
+            state.cut = state.cut or (requeue.experiment_cut(experiment) if srun else None)
+            if state.stopped_by is not None or state.lost or state.cut:
                 break
             _run_experiment(request, state, experiment, f"{index + 1}/{len(todo)}",
                             last=index == len(todo) - 1)
-        return _conclude(request, state, len(experiments), len(todo))
+        return _conclude(request, state, len(experiments), len(todo),
+                         requeue.restart_limit(request.restart_limit, experiments))
     except (StorageFull, OSError) as error:
         if isinstance(error, OSError) and not is_storage_error(error):
             raise
@@ -270,6 +280,8 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
         if request.launcher == "srun" and group.forced:  # would not end by itself, or hung
             state.lost = lost_step_message(failure, group, state.final)
             print(state.lost, file=sys.stderr, flush=True)
+            host = group.hung.host if group.hung is not None else failure["host"]
+            state.cut = requeue.Cut(state.lost.removeprefix("[scalebench] stopped: "), host)
     else:  # the signal that stops the launch stopped this experiment
         state.unfinished[experiment["id"]] = failures.unfinished_stop(folder, stopped=True)
 
@@ -303,7 +315,8 @@ def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
     args = ["publish", "--final", str(state.final), "--status", status,
             "--failures", json.dumps(state.failures), "--config", str(request.config),
             "--stops", json.dumps(state.unfinished),
-            "--time-limits", json.dumps(state.time_limits)]
+            "--time-limits", json.dumps(state.time_limits),
+            *(["--requeues", json.dumps(state.requeues)] if state.requeues else [])]
     for identifier, part in state.parts:
         args += ["--part", f"{identifier}={part}"]
     reply = json.loads(run_child(request, *args))
@@ -314,11 +327,13 @@ def _publish(request: LaunchRequest, state: LaunchState, status: str) -> None:
 
 def _run_status(state: LaunchState) -> str:
     """The status of a run whose experiments are all done or stopped: complete when none
-    failed and no signal stopped it."""
-    return "complete" if not state.failures and state.stopped_by is None else "partial"
+    failed, no signal stopped it and none was left for the next allocation (``cut``)."""
+    done = not state.failures and state.stopped_by is None and state.cut is None
+    return "complete" if done else "partial"
 
 
-def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int) -> int:
+def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int,
+              restart_limit: int) -> int:
     finished = state.finished
     status = _run_status(state)
     if state.final.is_file():
@@ -327,6 +342,9 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int)
     elif state.failures or state.stopped_by is not None:
         print("[scalebench] no experiment finished; no result file was written",
               file=sys.stderr)
+    if request.launcher == "srun":  # cut: a node lost, a rank hung, out of time
+        requeue.after_launch(state.cut, state.stopped_by, state.final.with_suffix(""),
+                             restart_limit, bool(state.lost))
     if state.stopped_by is not None:
         name = signal.Signals(state.stopped_by).name
         print(f"[scalebench] stopped by {name}: {finished} of {todo} experiment(s) of this "
@@ -334,13 +352,13 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int)
               f"--resume --output {state.final.stem}", file=sys.stderr)
         return 128 + state.stopped_by
     if not state.final.is_file():
-        return EXIT_FAILED if state.failures else EXIT_OK
+        return EXIT_FAILED if state.failures or state.cut else EXIT_OK
     print(f"Results: {state.final} ({total - todo + finished} of {total} experiment(s))")
     if state.closing:
         print(state.closing)
     if request.html:
         report = run_child(request, "render", str(state.final))
         print(f"Report: {report.strip().splitlines()[-1]}")
-    if state.failures:  # each one printed when it happened
+    if state.failures or state.cut:  # each printed when it happened; some left to run
         return EXIT_FAILED
     return EXIT_OK

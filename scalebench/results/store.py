@@ -38,6 +38,10 @@ EXPERIMENT_COLUMN = "experiment_id"
 # The run status's per-experiment time limits (planning.plan_time.launch_time_checks):
 # timeout_s, predicted_s and advised_timeout_s (None where not calibrated).
 TIME_LIMITS_KEY = "time_limits"
+# The run status's record of the job's requeues by the launcher (scalebench.launch.requeue:
+# job, count, limit, the nodes excluded and why each was done); absent in files of launches
+# that never requeued themselves.
+REQUEUES_KEY = "requeues"
 
 
 def run_status(path: Path) -> dict:
@@ -54,19 +58,23 @@ def _status(metadata: dict | None) -> dict:
 
 def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: list[dict],
             config: str, unfinished: dict[str, Stop] | None = None,
-            tuned: dict | None = None, time_limits: dict[str, dict] | None = None) -> int:
+            tuned: dict | None = None, time_limits: dict[str, dict] | None = None,
+            requeues: dict | None = None) -> int:
     """Merge ``parts`` (experiment id, benchopt parquet) into ``final``; return its rows.
     ``unfinished``: how the experiments of this launch that kept no rows ended (failed,
     stopped); ``tuned``: the config's ``tuned`` record (its settings' studies), kept in the
     run status so that the report says where the settings came from; ``time_limits``: per
     experiment, its timeout and the one its predicted run needs (``TIME_LIMITS_KEY``: what
-    the closing line names for a run its timeout cut), kept with those already there."""
+    the closing line names for a run its timeout cut), kept with those already there;
+    ``requeues``: the job's requeues by the launcher (``REQUEUES_KEY``), else those already
+    there."""
     tables, done, limits = [], [], {}
     if final.is_file():
         existing = read_table(final)
         tables.append(existing.replace_schema_metadata(None))
         before = _status(existing.schema.metadata)
         done, limits = list(before.get("experiments", [])), before.get(TIME_LIMITS_KEY, {})
+        requeues = requeues or before.get(REQUEUES_KEY)
     for identifier, part in parts:
         table = rename_provenance(read_table(part))
         tables.append(table.append_column(EXPERIMENT_COLUMN,
@@ -78,7 +86,8 @@ def publish(final: Path, parts: list[tuple[str, Path]], status: str, failures: l
     limits = {**limits, **(time_limits or {})}
     record = {"status": status, "experiments": done, "failures": failures, "config": config,
               RECORD_KEY: stops, **({"tuned": tuned} if tuned else {}),
-              **({TIME_LIMITS_KEY: limits} if limits else {})}
+              **({TIME_LIMITS_KEY: limits} if limits else {}),
+              **({REQUEUES_KEY: requeues} if requeues else {})}
     return write_results(table, record, final)
 
 

@@ -57,3 +57,14 @@ def test_a_bad_duration_or_key_is_one_line_and_nothing_is_written(tmp_path, keys
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"scalebench: error: {message}"), lines
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("limit", ["-1", "two"])
+def test_a_bad_restart_limit_option_is_one_line_and_nothing_is_written(tmp_path, limit):
+    config = write_experiment(tmp_path, tiny_experiment(**ONE_RUN))
+    result = run_cli("run", config, "--outputs", tmp_path / "out", "--restart-limit", limit)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"scalebench: error: --restart-limit: {limit!r} is not a restart limit (give a whole "
+        f"number of at least 0: how many times a launch may requeue itself)"]
+    assert not (tmp_path / "out").exists()

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.cli import run_cli
 from tests.support.paths import REPO
-from tests.support.plans import CONFIGS, SUBMITIT, config_file, jobs_of, parallel_file, plan_of, pnp
+from tests.support.plans import (
+    CONFIGS,
+    SUBMITIT,
+    config_file,
+    jobs_of,
+    parallel_file,
+    plan_of,
+    pnp,
+    timed_calibration,
+)
 
 
 def test_training_configs_plan_for_the_training_benchmark():
@@ -57,3 +68,40 @@ def test_impossible_resources_give_one_line_per_problem(tmp_path):
 def test_the_large_tomography_example_plans():
     result = run_cli("plan", CONFIGS / "examples" / "tomography_2d_large.yml")
     assert result.returncode == 0, result.stderr
+
+
+def test_allocation_time_counts_the_allocations_and_strict_refuses_a_longer_experiment(
+        tmp_path):
+    """Two calibrated experiments of 3.8 and 3.3 s (4.6 and 4.0 s with the margin) in 8 s
+    allocations: two needed; in 3 s ones each is too long, a warning, then with --strict an
+    error; a bad duration is one line, exit 2."""
+    from scalebench.planning.capacity.configuration import Configuration
+
+    dataset = {"image_size": 32, "num_angles": 12}
+    solvers = [{"max_iter": 2, "device": "cpu", "denoiser": "tv", "step_size": step}
+               for step in (0.1, 0.2)]
+    env = {"SCALEBENCH_CACHE": str(tmp_path / "cache")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCALEBENCH_CACHE", env["SCALEBENCH_CACHE"])
+        for solver in solvers:
+            timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver,
+                                            "image_size"))
+    config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
+                         solver=[{"pnp": {**solvers[0], "step_size": [0.1, 0.2]}}])
+    result = run_cli("plan", config, "--allocation-time", "8s", "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    allocations = json.loads(result.stdout)["allocations"]
+    assert allocations["allocations"] == 2 and allocations["too_long"] == []
+    short = run_cli("plan", config, "--allocation-time", "3s", env=env)
+    assert short.returncode == 0, short.stderr
+    assert "allocations of 3 s: 2 needed" in short.stdout
+    assert short.stderr.count("is longer than one allocation of 3 s") == 2
+    strict = run_cli("plan", config, "--allocation-time", "3s", "--strict", env=env)
+    assert strict.returncode == 2 and strict.stdout == ""
+    assert strict.stderr.count("scalebench: error: job ") == 2
+    bad = run_cli("plan", config, "--allocation-time", "soon", env=env)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "scalebench: error: --allocation-time: 'soon' is not a positive duration (give a "
+        "number with a unit s, min, h or d (90min, 2h30m, 1d), MM:SS, HH:MM:SS or "
+        "D-HH:MM:SS; a bare number counts seconds)"]

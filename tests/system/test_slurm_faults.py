@@ -33,16 +33,17 @@ CONFIG = {"objective": ["imaging_inverse_problem"], "dataset": [DATASET],
 JOB_TIMEOUT_S = 400
 
 
-def submit(cluster: LocalSlurmCluster, workspace: Path, name: str) -> str:
-    """The multinode template on both nodes, one rank each, on this interpreter (a
-    worktree of the repository has no .venv of its own)."""
+def submit(cluster: LocalSlurmCluster, workspace: Path, name: str,
+           layout: tuple[str, ...] = ("--nodes=2", "--ntasks-per-node=1"),
+           **variables: str) -> str:
+    """The multinode template (by default on both nodes, one rank each) on this interpreter
+    (a worktree of the repository has no .venv of its own), ``variables`` exported too."""
     config = workspace / f"{name}.yml"
     config.write_text(json.dumps(CONFIG))
     exports = {"SB_CONFIG": str(config), "SB_OUTPUT": name, "SB_HTML": "0",
                "SB_BENCHMARK": str(workspace / "benchmark_inference"), "SB_REPO": str(REPO),
-               "SB_PYTHON": sys.executable}
-    return cluster.sbatch(["--nodes=2", "--ntasks-per-node=1",
-                           f"--output={workspace}/{name}-%j.out", str(TEMPLATE)],
+               "SB_PYTHON": sys.executable, **variables}
+    return cluster.sbatch([*layout, f"--output={workspace}/{name}-%j.out", str(TEMPLATE)],
                           env={**os.environ, **cluster.env, **exports}, cwd=str(REPO))
 
 
@@ -188,9 +189,10 @@ def test_a_node_lost_mid_experiment_ends_the_job_and_a_requeue_completes_it(slur
                                                                            tmp_path):
     """Rank 1's processes and their slurmstepd on n2 killed in the second experiment: the
     job ends within the launcher's grace naming n2 and rank 1, the first experiment's rows
-    stay, and ``scontrol requeue`` completes the result."""
+    stay, and, the launch allowed no requeue of its own (restart limit 0), ``scontrol
+    requeue`` typed as its line says completes the result."""
     copy_benchmark(tmp_path)
-    job = submit(slurm_cluster, tmp_path, "lost")
+    job = submit(slurm_cluster, tmp_path, "lost", SB_RESTART_LIMIT="0")
     wait_for(lambda: iterating(tmp_path, "lost", "2/3"), JOB_TIMEOUT_S,
              "the second experiment's iterations")
     kept = first_experiment_rows(tmp_path, "lost")
@@ -211,7 +213,8 @@ def test_a_node_lost_mid_experiment_ends_the_job_and_a_requeue_completes_it(slur
     assert len(failed) == 1 and "experiment 2/3" in failed[0], log[-3000:]
     assert "(rank 1): never reported its end" in failed[0] and ", on n2;" in failed[0]
     assert len(stopped) == 1 and "rank 1 on n2" in stopped[0]
-    assert f"scontrol requeue {job}" in stopped[0]
+    assert f"[scalebench] the restart limit is reached (0 of 0 requeues by scalebench); " \
+           f"requeue the job to complete them (scontrol requeue {job})" in log
     # SRUN_GRACE_S before SIGTERM to srun, as long again before SIGKILL, and the margin of
     # a loaded machine for rank 0 to see its peer gone and for the job's end.
     assert ended_at - lost_at < 2 * 30 + 60, ended_at - lost_at
@@ -230,3 +233,42 @@ def test_a_node_lost_mid_experiment_ends_the_job_and_a_requeue_completes_it(slur
     print(f"\nFIGURES lost node: exit 1, {stopped[0]!r}; rows kept {kept} of {3 * kept}; "
           f"fault to job end {ended_at - lost_at:.0f} s; requeue to completion "
           f"{completed_at - requeued_at:.0f} s (start delay skipped)")
+
+
+def test_a_stopped_rank_is_named_and_the_job_requeues_itself_excluding_its_node(
+        slurm_cluster, tmp_path):
+    """Rank 1 of a one-node job stopped (SIGSTOP, as a frozen node looks) in the first
+    experiment, the silence bound lowered to 10 s: the launcher names it with its node, and
+    the job requeues itself with that node excluded, within 90 s of the stop."""
+    copy_benchmark(tmp_path)
+    job = submit(slurm_cluster, tmp_path, "hung", ("--nodes=1", "--ntasks-per-node=2"),
+                 SCALEBENCH_HEARTBEAT_TIMEOUT_S="10")
+    try:
+        wait_for(lambda: iterating(tmp_path, "hung", "1/3"), JOB_TIMEOUT_S,
+                 "the first experiment's iterations")
+        node = slurm_cluster.job_record(job)["NodeList"]
+        victims = rank_processes(job, 1)
+        assert victims, "no process of rank 1"
+        stopped_at = time.monotonic()
+        for pid in victims:
+            os.kill(pid, signal.SIGSTOP)
+        excluded_at = wait_for(lambda: slurm_cluster.job_record(job).get("ExcNodeList")
+                               == node, 90, f"job {job} to exclude {node}")
+        log = (tmp_path / f"hung-{job}.out").read_text()
+        assert f"rank 1 on {node} is hung: no heartbeat for" in log, log[-3000:]
+        assert f"[scalebench] requeued job {job} (1 of 3 requeues by scalebench), " \
+               f"excluding {node}; the next start resumes" in log, log[-3000:]
+        assert slurm_cluster.job_record(job)["Restarts"] == "1"
+    finally:
+        slurm_cluster.scancel(job)
+    print(f"\nFIGURES hung rank: stop to the requeue with {node} excluded "
+          f"{excluded_at - stopped_at:.0f} s (silence bound 10 s)")
+
+
+def rank_processes(job: str, rank: int) -> list[int]:
+    """The processes of ``job``'s task of rank ``rank`` (its wrapper, rank entry, benchopt)."""
+    tasks = [pid for pid, environ in _environs()
+             if f"SLURM_JOB_ID={job}" in environ and f"SLURM_PROCID={rank}" in environ
+             and "SB_TASK_RANKS=1" in environ and not _cmdline(pid).startswith("slurmstepd")]
+    roots = [pid for pid in tasks if parent_of(pid) not in tasks]
+    return sorted({*roots, *(child for root in roots for child in descendants(root))})

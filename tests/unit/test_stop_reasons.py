@@ -203,6 +203,19 @@ def test_a_cut_run_names_the_timeout_that_would_do_from_plans_prediction(tmp_pat
     assert set(run_status(final)["time_limits"]) == {"cut", "next"}
 
 
+def test_the_run_status_records_the_jobs_own_requeues_and_keeps_them(tmp_path):
+    """The launcher's requeues of its job (scalebench.launch.requeue) go into the run status;
+    a later publish without them keeps them; a file without them has none."""
+    final = tmp_path / "run.parquet"
+    publish(final, [("a", _part(tmp_path / "a.parquet", None, 4))], "partial", [], "c.yml")
+    assert "requeues" not in run_status(final)
+    requeues = {"job": "7", "count": 1, "limit": 3, "exclude": ["n2"], "reasons": ["hung"]}
+    publish(final, [("b", _part(tmp_path / "b.parquet", None, 4))], "partial", [], "c.yml",
+            requeues=requeues)
+    publish(final, [("c", _part(tmp_path / "c.parquet", None, 4))], "complete", [], "c.yml")
+    assert run_status(final)["requeues"] == requeues
+
+
 def test_without_a_prediction_the_measured_iterations_are_extrapolated_to_max_iter(tmp_path):
     final = tmp_path / "run.parquet"
     publish(final, [("cut", _timed_part(tmp_path / "cut.parquet", 2, max_iter=10))],
