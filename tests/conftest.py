@@ -22,7 +22,7 @@ FOLDER_MARKERS = ("unit", "integration", "system")
 # build and run images (their session fixtures build each image once, and the SIF's SLURM jobs
 # live in test_slurm_templates) form one group, the report's modules that read one campaign
 # another, every other integration or system module is a group of its own (its module fixtures
-# run once), and so is every unit test. The
+# run once), and so is every unit test outside WHOLE_UNIT_MODULES. The
 # scheduler sees node IDs only, so the groups are named by module; the collection checks that
 # every test using an image fixture is in the image group. The image group goes first: it is
 # the longest. Its modules run in IMAGE_MODULES' order: test_containers removes its podman
@@ -32,6 +32,12 @@ IMAGE_FIXTURES = frozenset({"container_base", "apptainer_on_path", "scalebench_s
 IMAGE_GROUP = "images"
 IMAGE_MODULES = ("tests/system/test_containers.py", "tests/system/test_apptainer.py",
                  "tests/system/test_slurm_templates.py", "tests/system/test_runtimes.py")
+# Unit modules whose module fixtures cost seconds (the miniature walnut) run whole on one
+# worker; every other unit test is a group of its own.
+COSTLY_UNIT_FIXTURES = frozenset({"walnut_cache", "full_orbit_walnut_cache", "in_walnut_cache"})
+WHOLE_UNIT_MODULES = ("tests/unit/test_adjointness.py", "tests/unit/test_conebeam.py",
+                      "tests/unit/test_config.py", "tests/unit/test_fdk.py",
+                      "tests/unit/test_tools.py")
 # Modules sharing a session fixture (one campaign of real runs) run on one worker.
 SHARED_GROUPS = {
     "report": ("tests/integration/test_report.py", "tests/system/test_report_browser.py",
@@ -43,12 +49,12 @@ SHARED_GROUPS = {
 
 def worker_group(nodeid: str) -> str:
     """The group of the test ``nodeid``: the image group, a shared group, its module, or, for
-    a unit test, the test itself (their module fixtures are cheap; whole modules of tens of
-    seconds left one worker finishing alone)."""
+    a unit test outside WHOLE_UNIT_MODULES, the test itself (their module fixtures are cheap;
+    whole modules of tens of seconds left one worker finishing alone)."""
     module = nodeid.split("::", 1)[0]
     if module in IMAGE_MODULES:
         return IMAGE_GROUP
-    if module.startswith("tests/unit/"):
+    if module.startswith("tests/unit/") and module not in WHOLE_UNIT_MODULES:
         return nodeid
     return next((group for group, modules in SHARED_GROUPS.items() if module in modules),
                 module)
@@ -100,6 +106,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if outside:
         raise pytest.UsageError(f"{outside[0]} uses an image fixture outside IMAGE_MODULES "
                                 f"(tests/conftest.py): add its module there")
+    split = [item.nodeid for item in items if COSTLY_UNIT_FIXTURES & set(item.fixturenames)
+             and worker_group(item.nodeid) == item.nodeid]
+    if split:
+        raise pytest.UsageError(f"{split[0]} uses a costly module fixture in a unit module "
+                                f"split between workers: add its module to WHOLE_UNIT_MODULES "
+                                f"(tests/conftest.py)")
     for item in items:
         marker = folder_marker(item.nodeid)
         if marker is not None:

@@ -15,9 +15,10 @@ def test_image_and_report_modules_share_their_groups_and_others_are_their_own():
     assert {worker_group(f"{module}::test_x") for module in IMAGE_MODULES} == {IMAGE_GROUP}
     assert worker_group("tests/integration/test_plan_command.py::test_x[a::b]") == \
         "tests/integration/test_plan_command.py"
-    # a unit test is a group of its own: unit modules are split between the workers
+    # a unit test is a group of its own, but where its module's fixtures are costly
     assert worker_group("tests/unit/test_plan.py::test_x[a::b]") == \
         "tests/unit/test_plan.py::test_x[a::b]"
+    assert worker_group("tests/unit/test_config.py::test_x") == "tests/unit/test_config.py"
     assert {worker_group(f"{module}::test_x") for module in SHARED_GROUPS["report"]} == \
         {"report"}
 
