@@ -302,17 +302,24 @@ def test_a_time_calibrated_job_is_predicted_start_up_set_up_iterations_and_evalu
     assert plan.warnings(cores=64) == [] and plan.errors == []
 
 
-def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_that_would_do(
-        tmp_path, monkeypatch):
-    """A 10 s timeout for a run predicted at about 70 s: a warning naming a timeout that
-    would do (prediction x 1.2), an error with --strict; an uncalibrated job says so."""
+def calibrated_tomography(tmp_path, monkeypatch, **timing) -> tuple[dict, dict]:
+    """(dataset, solver) parameters of a 256² CT PnP-TV configuration whose time calibration
+    (tests/support/plans.timed_calibration with ``timing``) lies in a fresh cache."""
     from scalebench.planning.capacity.configuration import Configuration
 
     monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
     dataset = {"image_size": 256, "num_angles": 32}
     solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
     timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"),
-                      grad_per_unknown=1e-4)
+                      **timing)
+    return dataset, solver
+
+
+def test_a_time_limit_below_the_prediction_with_its_margin_is_named_with_one_that_would_do(
+        tmp_path, monkeypatch):
+    """A 10 s timeout for a run predicted at about 70 s: a warning naming a timeout that
+    would do (prediction x 1.2), an error with --strict; an uncalibrated job says so."""
+    dataset, solver = calibrated_tomography(tmp_path, monkeypatch, grad_per_unknown=1e-4)
     config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
                          solver=[{"pnp": solver}])
     plan = plan_of(config)
@@ -366,14 +373,9 @@ def test_the_launch_gets_plans_warning_per_experiment_with_the_timeout_that_woul
     run, advised timeout and plan's warning naming it; nothing where no-timeout is set."""
     from scalebench.experiment.config import load_config
     from scalebench.experiment.expand import expand_config
-    from scalebench.planning.capacity.configuration import Configuration
     from scalebench.planning.plan_time import launch_time_checks
 
-    monkeypatch.setenv("SCALEBENCH_CACHE", str(tmp_path / "cache"))
-    dataset = {"image_size": 256, "num_angles": 32}
-    solver = {"max_iter": 10, "device": "cpu", "denoiser": "tv"}
-    timed_calibration(Configuration("tomography_2d", dataset, "pnp", solver, "image_size"),
-                      grad_per_unknown=1e-4)
+    dataset, solver = calibrated_tomography(tmp_path, monkeypatch, grad_per_unknown=1e-4)
     config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
                          solver=[{"pnp": solver}, {"pnp": {**solver, "max_iter": 1}}])
     grid = load_config(config, 1)
