@@ -34,7 +34,7 @@ IMAGE_MODULES = ("tests/system/test_containers.py", "tests/system/test_apptainer
                  "tests/system/test_slurm_templates.py", "tests/system/test_runtimes.py")
 # Unit modules whose module fixtures cost seconds (the miniature walnut) run whole on one
 # worker; every other unit test is a group of its own.
-COSTLY_UNIT_FIXTURES = frozenset({"walnut_cache", "full_orbit_walnut_cache", "in_walnut_cache"})
+COSTLY_UNIT_FIXTURES = frozenset({"walnut_cache", "many_views_walnut_cache", "in_walnut_cache"})
 WHOLE_UNIT_MODULES = ("tests/unit/test_adjointness.py", "tests/unit/test_conebeam.py",
                       "tests/unit/test_config.py", "tests/unit/test_fdk.py",
                       "tests/unit/test_tools.py")
@@ -215,12 +215,13 @@ def walnut_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def full_orbit_walnut_cache(tmp_path_factory) -> Path:
-    """The miniature walnut with the real scan's 1200 views per orbit, for configs that
-    name as many views as the real data set has (validation checks the fetched count)."""
+def many_views_walnut_cache(tmp_path_factory) -> Path:
+    """The miniature walnut with MANY_VIEWS views per orbit, for configs that name more
+    views than the small one has (validation checks them against the fetched count)."""
+    from tests.support.walnut_fixture import MANY_VIEWS
     from tests.support.walnut_fixture import walnut_cache as fill
 
-    return fill(tmp_path_factory.mktemp("cache"), views=1200)
+    return fill(tmp_path_factory.mktemp("cache"), views=MANY_VIEWS)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,9 @@ from scalebench.physics.conebeam import circular_vectors
 
 SIZE = 32  # reference volume: SIZE^3 voxels of 0.1 mm
 VIEWS = 16  # per orbit (the geometry file has one more row, repeating the first angle)
+# Views per orbit of the larger fixture: twice walnut_conebeam's default num_projections (60),
+# as many as any shipped config names (the real scan has 1200; 10 times the files cost 10 s).
+MANY_VIEWS = 120
 DETECTOR = (32, 32)  # rows, cols
 PIXEL_MM = 0.3
 SOURCE_MM, DETECTOR_MM = 6.6, 13.3

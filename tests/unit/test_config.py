@@ -104,9 +104,9 @@ def test_every_shipped_experiment_is_checked():
 
 
 @pytest.mark.parametrize("path", SHIPPED)
-def test_shipped_configs_are_valid(path, full_orbit_walnut_cache, monkeypatch):
+def test_shipped_configs_are_valid(path, many_views_walnut_cache, monkeypatch):
     # walnut_conebeam reads the cache, and checks the views against the fetched scan's
-    monkeypatch.setenv("SCALEBENCH_CACHE", str(full_orbit_walnut_cache))
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(many_views_walnut_cache))
     load_config(REPO / path)
 
 
@@ -136,10 +136,10 @@ def test_configs_benchopt_accepts_are_accepted(write_config):
                                                  "denoiser_sigma": 0.002}]
 
 
-def test_missing_sections_mean_every_dataset_and_solver(write_config, full_orbit_walnut_cache,
+def test_missing_sections_mean_every_dataset_and_solver(write_config, many_views_walnut_cache,
                                                         monkeypatch):
     # walnut_conebeam's defaults (60 views) are checked against the fetched scan
-    monkeypatch.setenv("SCALEBENCH_CACHE", str(full_orbit_walnut_cache))
+    monkeypatch.setenv("SCALEBENCH_CACHE", str(many_views_walnut_cache))
     experiment = {"max-runs": 100}
     loaded = load_config(write_config(experiment))
     assert sorted(d.name for d in loaded.datasets) == sorted(INFERENCE.problems)
