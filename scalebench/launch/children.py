@@ -5,7 +5,7 @@
 whole grid for N ranks and writes one benchopt config per experiment into DIR; it prints the
 experiments as JSON (scalebench.experiment.expand), each with its predicted times where its
 configuration is calibrated (``predicted``: scalebench.planning.plan_time.experiment_prediction,
-else null), its repetitions and the config's restart limit (``restart_limit``: the launcher's
+else null) and the config's restart limit (``restart_limit``: the launcher's
 own requeues, scalebench.launch.requeue). ``--check-devices`` (``scalebench run``,
 on the machine where the ranks start) also refuses a ``device: cuda`` experiment when this
 machine has no CUDA device; ``validate`` and ``plan`` leave that check out, so that a login
@@ -110,15 +110,15 @@ def expanded(args: argparse.Namespace) -> list[dict]:
 
     grid = load_config(args.config, args.world_size, args.benchmark)
     experiments = expand_config(grid, args.folder, args.check_devices, refuse)
+    repetitions, normed = int(grid.option("n-repetitions")), set()
     for experiment in experiments:  # the launcher's liveness bounds and time checks
         experiment["predicted"] = experiment_prediction(
-            experiment, experiment_ranks(experiment, args.world_size))
-        experiment["repetitions"] = int(grid.option("n-repetitions"))
+            experiment, experiment_ranks(experiment, args.world_size), repetitions, normed)
         experiment["restart_limit"] = grid.scalebench["restart-limit"]
     if args.predict_time:
         from scalebench.planning.plan_time import launch_time_checks
 
-        checks = launch_time_checks(grid, experiments, args.world_size)
+        checks = launch_time_checks(grid, experiments)
         for experiment in experiments:
             experiment["time"] = checks.get(experiment["id"], {})
     return experiments

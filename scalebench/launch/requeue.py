@@ -210,14 +210,13 @@ def time_left_s(call: SlurmCall = slurm_call, env: Mapping[str, str] = os.enviro
     return end - (time.time() if now is None else now) if status == 0 else None
 
 
-def time_cut(predicted_run_s: float | None, repetitions: int, left_s: float | None,
-             label: str) -> Cut | None:
+def time_cut(predicted_s: float | None, left_s: float | None, label: str) -> Cut | None:
     """Why the experiment ``label`` should not start in the ``left_s`` seconds the job has
-    left: its predicted run x ``repetitions`` with ``TIME_MARGIN`` does not fit; None where
+    left: its predicted time (every repetition) with ``TIME_MARGIN`` does not fit; None where
     it fits or either is unknown."""
-    if predicted_run_s is None or left_s is None:
+    if predicted_s is None or left_s is None:
         return None
-    needed = predicted_run_s * repetitions * TIME_MARGIN
+    needed = predicted_s * TIME_MARGIN
     if needed <= left_s:
         return None
     return Cut(f"experiment {label} is predicted to need {needed:.0f} s with the margin, "
@@ -247,14 +246,13 @@ def at_start(folder: Path, call: SlurmCall = slurm_call,
 
 def experiment_cut(experiment: dict, call: SlurmCall = slurm_call,
                    env: Mapping[str, str] = os.environ) -> Cut | None:
-    """Why ``experiment`` (an expanded one, with its ``predicted`` times and repetitions)
+    """Why ``experiment`` (an expanded one, with its ``predicted`` times)
     should not start in the time this job has left (``time_cut``); None where it fits or
     is not predicted."""
-    run_s = (experiment.get("predicted") or {}).get("run_s")
-    if run_s is None or job_id(env) is None:
+    predicted_s = (experiment.get("predicted") or {}).get("experiment_s")
+    if predicted_s is None or job_id(env) is None:
         return None
-    return time_cut(run_s, int(experiment.get("repetitions", 1)), time_left_s(call, env),
-                    experiment["label"])
+    return time_cut(predicted_s, time_left_s(call, env), experiment["label"])
 
 
 def after_launch(cut: Cut | None, stopped_by: int | None, folder: Path, limit: int,

@@ -41,20 +41,37 @@ class ExperimentTime:
 def experiment_time(experiment: dict, ranks: int, repetitions: int, submissions: int,
                     normed: set[str]) -> ExperimentTime | str | None:
     """``experiment``'s predicted wall time from its configuration's cached time model; "not
-    calibrated" without a model; None where there is no size model (training). A process
-    starts once per submission; the operator norm is computed by the experiment's first run
-    unless the norm cache holds it (data.norm_lookup: known without building the problem) or
-    an earlier experiment of the campaign computes it (``normed``: their norm keys)."""
-    import json
-
-    from scalebench.data.norm_lookup import norm_cached
-    from scalebench.planning.capacity.configuration import Configuration
-
+    calibrated" without a model; None where there is no size model (training)."""
     if not has_time_model(experiment):  # training: no size model
         return None
     run = experiment_run(experiment, ranks)
     if run is None:
         return "not calibrated"
+    return run_time(experiment, run, repetitions, submissions, normed)
+
+
+def run_time(experiment: dict, run: RunPrediction, repetitions: int, submissions: int,
+             normed: set[str]) -> ExperimentTime:
+    """The wall time of ``experiment`` whose one run ``run`` predicts. A process starts once
+    per submission; the operator norm is computed by the experiment's first run unless the
+    norm cache holds it (data.norm_lookup: known without building the problem) or an earlier
+    experiment of the campaign computes it (``normed``: their norm keys)."""
+    first = computes_norm(experiment, normed)
+    per_submission = repetitions // submissions
+    longest = run.startup_s + run.run_s(norm=first) + (per_submission - 1) * run.run_s(False)
+    return ExperimentTime(longest,
+                          longest + (submissions - 1) * (run.startup_s + run.run_s(False)),
+                          run.extrapolation, first)
+
+
+def computes_norm(experiment: dict, normed: set[str]) -> bool:
+    """Whether ``experiment``'s first run computes the operator norm: neither the norm cache
+    nor an earlier experiment's (``normed``, to which its norm key is added) holds it."""
+    import json
+
+    from scalebench.data.norm_lookup import norm_cached
+    from scalebench.planning.capacity.configuration import Configuration
+
     (dataset, dataset_params), = experiment["dataset"].items()
     (solver, solver_params), = experiment["solver"].items()
     norm_key = Configuration(dataset, dataset_params, solver, solver_params,
@@ -62,11 +79,7 @@ def experiment_time(experiment: dict, ranks: int, repetitions: int, submissions:
     key = json.dumps(norm_key, sort_keys=True, default=str)
     first = key not in normed and not norm_cached(norm_key)
     normed.add(key)
-    per_submission = repetitions // submissions
-    longest = run.startup_s + run.run_s(norm=first) + (per_submission - 1) * run.run_s(False)
-    return ExperimentTime(longest,
-                          longest + (submissions - 1) * (run.startup_s + run.run_s(False)),
-                          run.extrapolation, first)
+    return first
 
 
 def has_time_model(experiment: dict) -> bool:
@@ -89,17 +102,24 @@ def experiment_run(experiment: dict, ranks: int) -> RunPrediction | None:
     return calibrated_run(dataset, dataset_params, solver, solver_params, ranks)
 
 
-def experiment_prediction(experiment: dict, ranks: int) -> dict | None:
-    """An expanded experiment's predicted times on ``ranks`` ranks, as the numbers the
-    launcher reads (``scalebench.launch.liveness``): ``longest_phase_s``, the longest of the
-    process start, the set-up, the operator norm (computed) and an iteration with its
-    evaluation, and ``run_s``, one run from the process start; None without a calibrated
-    time model."""
+def experiment_prediction(experiment: dict, ranks: int, repetitions: int,
+                          normed: set[str]) -> dict | None:
+    """An expanded experiment's predicted times on ``ranks`` ranks as `scalebench run` runs
+    it (one process, ``repetitions`` runs), as the numbers the launcher reads:
+    ``longest_phase_s``, the longest of the process start, the set-up, the operator norm
+    (where this experiment computes it: ``run_time``) and an iteration with its evaluation
+    (scalebench.launch.liveness); ``run_s``, its first run from the process start;
+    ``experiment_s``, every repetition (the time-limit checks: launch_time_checks,
+    launch.requeue); ``computes_norm``. None without a calibrated time model."""
     run = experiment_run(experiment, ranks) if has_time_model(experiment) else None
     if run is None:
         return None
-    longest = max(run.startup_s, run.setup_s, run.norm_s, run.iteration_s + run.evaluation_s)
-    return {"longest_phase_s": longest, "run_s": run.startup_s + run.run_s(norm=True)}
+    timed = run_time(experiment, run, repetitions, 1, normed)
+    norm_s = run.norm_s if timed.computes_norm else 0.0
+    longest = max(run.startup_s, run.setup_s, norm_s, run.iteration_s + run.evaluation_s)
+    return {"longest_phase_s": longest,
+            "run_s": run.startup_s + run.run_s(norm=timed.computes_norm),
+            "experiment_s": timed.submission_s, "computes_norm": timed.computes_norm}
 
 
 def predict_time(job: Job, experiment: dict, repetitions: int, normed: set[str],
@@ -151,32 +171,27 @@ def advised_timeout_s(predicted_s: float, repetitions: int) -> int:
     return math.ceil(predicted_s * TIME_MARGIN / repetitions)
 
 
-def launch_time_checks(grid: Config, experiments: list[dict], world_size: int
-                       ) -> dict[str, dict]:
+def launch_time_checks(grid: Config, experiments: list[dict]) -> dict[str, dict]:
     """Per experiment id of a ``scalebench run`` (one process per experiment, its timeout
-    bounding each repetition): its timeout, its predicted run and the timeout that would do
-    (None: not calibrated), whether it computes the operator norm, and plan's warning where
-    the timeout is too short (``warning``, naming the experiment). The expand child computes
-    them for the launcher, which holds no stack."""
-    from scalebench.launch.resources import experiment_ranks
-
+    bounding each repetition), from the ``predicted`` times the expand child gave each
+    (``experiment_prediction``): its timeout, its predicted run and the timeout that would
+    do (None: not calibrated), whether it computes the operator norm, and plan's warning
+    where the timeout is too short (``warning``, naming the experiment)."""
     timeout_s, repetitions = float(grid.option("timeout")), int(grid.option("n-repetitions"))
     if grid.raw.get("no-timeout"):
         return {}
-    normed: set[str] = set()
     checks = {}
     for experiment in experiments:
-        predicted = experiment_time(experiment, experiment_ranks(experiment, world_size),
-                                    repetitions, 1, normed)
+        predicted = experiment.get("predicted")
         check = {"timeout_s": timeout_s, "predicted_s": None, "advised_timeout_s": None,
                  "computes_norm": None, "warning": None}
-        if isinstance(predicted, ExperimentTime):
-            warning = limit_warning(timeout_s * repetitions, predicted.submission_s,
-                                    repetitions, local=True)
-            check.update(predicted_s=predicted.submission_s,
-                         advised_timeout_s=advised_timeout_s(predicted.submission_s,
-                                                             repetitions),
-                         computes_norm=predicted.computes_norm,
+        if predicted:
+            experiment_s = predicted["experiment_s"]
+            warning = limit_warning(timeout_s * repetitions, experiment_s, repetitions,
+                                    local=True)
+            check.update(predicted_s=experiment_s,
+                         advised_timeout_s=advised_timeout_s(experiment_s, repetitions),
+                         computes_norm=predicted["computes_norm"],
                          warning=warning and f"experiment {experiment['id']} "
                                              f"({experiment['label']}): {warning}")
         checks[experiment["id"]] = check

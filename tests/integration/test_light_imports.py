@@ -36,11 +36,14 @@ def test_predicting_a_launchs_time_and_what_the_norm_cache_holds_loads_no_numeri
     code = ("import tempfile; from pathlib import Path; "
             "from scalebench.experiment.config import load_config; "
             "from scalebench.experiment.expand import expand_config; "
-            "from scalebench.planning.plan_time import launch_time_checks; "
+            "from scalebench.planning.plan_time import experiment_prediction, "
+            "launch_time_checks; "
             "from scalebench.planning.capacity.configuration import Configuration; "
             "from scalebench.data.norm_lookup import norm_cached; "
             f"g = load_config({str(config)!r}, 1); "
-            "launch_time_checks(g, expand_config(g, Path(tempfile.mkdtemp())), 1); "
+            "es = expand_config(g, Path(tempfile.mkdtemp())); "
+            "[e.update(predicted=experiment_prediction(e, 1, 1, set())) for e in es]; "
+            "launch_time_checks(g, es); "
             "norm_cached(Configuration('tomography_2d', {'image_size': 64}, 'pnp', "
             "{'device': 'cpu'}, 'image_size').norm_run_key())")
     assert modules_loaded_after(code, HEAVY) == []

@@ -73,14 +73,21 @@ def test_the_longest_phase_counts_start_up_set_up_norm_and_an_iteration(monkeypa
     run = RunPrediction(startup_s=4.0, setup_s=9.0, norm_s=20.0, iteration_s=1.5,
                         evaluation_s=0.5, iterations=100, evaluations=10, extrapolation=1.0)
     monkeypatch.setattr(plan_time, "experiment_run", lambda experiment, ranks: run)
+    monkeypatch.setattr(plan_time, "computes_norm", lambda experiment, normed: True)
     experiment = {"dataset": {"tomography_2d": {}}, "solver": {"pnp": {}}}
-    assert plan_time.experiment_prediction(experiment, 2) == \
-        {"longest_phase_s": 20.0, "run_s": 4.0 + 9.0 + 20.0 + 150.0 + 5.0}
+    one_run = 4.0 + 9.0 + 20.0 + 150.0 + 5.0
+    assert plan_time.experiment_prediction(experiment, 2, 3, set()) == \
+        {"longest_phase_s": 20.0, "run_s": one_run,
+         "experiment_s": one_run + 2 * (9.0 + 150.0 + 5.0), "computes_norm": True}
+    # the norm read from the cache: no norm phase, in no run
+    monkeypatch.setattr(plan_time, "computes_norm", lambda experiment, normed: False)
+    cached = plan_time.experiment_prediction(experiment, 2, 1, set())
+    assert cached["longest_phase_s"] == 9.0 and cached["run_s"] == one_run - 20.0
     slow_start = RunPrediction(70.0, 9.0, 0.0, 1.5, 0.5, 100, 10, 1.0)
     monkeypatch.setattr(plan_time, "experiment_run", lambda experiment, ranks: slow_start)
-    assert plan_time.experiment_prediction(experiment, 2)["longest_phase_s"] == 70.0
+    assert plan_time.experiment_prediction(experiment, 2, 1, set())["longest_phase_s"] == 70.0
     monkeypatch.setattr(plan_time, "experiment_run", lambda experiment, ranks: None)
-    assert plan_time.experiment_prediction(experiment, 2) is None  # not calibrated
+    assert plan_time.experiment_prediction(experiment, 2, 1, set()) is None  # not calibrated
 
 
 def life(rank: int, beat_at: float, progress_at: float) -> RankLife:

@@ -373,14 +373,17 @@ def test_the_launch_gets_plans_warning_per_experiment_with_the_timeout_that_woul
     run, advised timeout and plan's warning naming it; nothing where no-timeout is set."""
     from scalebench.experiment.config import load_config
     from scalebench.experiment.expand import expand_config
-    from scalebench.planning.plan_time import launch_time_checks
+    from scalebench.planning.plan_time import experiment_prediction, launch_time_checks
 
     dataset, solver = calibrated_tomography(tmp_path, monkeypatch, grad_per_unknown=1e-4)
     config = config_file(tmp_path, timeout="10s", dataset=[{"tomography_2d": dataset}],
                          solver=[{"pnp": solver}, {"pnp": {**solver, "max_iter": 1}}])
     grid = load_config(config, 1)
     experiments = expand_config(grid, tmp_path / "configs")
-    checks = launch_time_checks(grid, experiments, 1)
+    normed: set[str] = set()
+    for experiment in experiments:  # as the expand child gives them
+        experiment["predicted"] = experiment_prediction(experiment, 1, 1, normed)
+    checks = launch_time_checks(grid, experiments)
     job, second = plan_of(config).jobs
     long, short = (checks[e["id"]] for e in experiments)
     assert long["predicted_s"] == pytest.approx(job.predicted_s) and long["computes_norm"]
@@ -395,7 +398,7 @@ def test_the_launch_gets_plans_warning_per_experiment_with_the_timeout_that_woul
     no_limit = load_config(config_file(tmp_path, "n.yml", **{"no-timeout": True},
                                        dataset=[{"tomography_2d": dataset}],
                                        solver=[{"pnp": solver}]), 1)
-    assert launch_time_checks(no_limit, expand_config(no_limit, tmp_path / "n"), 1) == {}
+    assert launch_time_checks(no_limit, expand_config(no_limit, tmp_path / "n")) == {}
 
 
 def test_a_plan_says_its_predictions_on_several_ranks_leave_communication_out(

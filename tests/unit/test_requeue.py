@@ -102,12 +102,30 @@ def test_a_refused_requeue_says_what_to_type_and_counts_nothing(tmp_path):
 
 
 def test_an_experiment_whose_prediction_with_the_margin_does_not_fit_is_not_started():
-    cut = requeue.time_cut(40.0, 2, 90.0, "ct x pnp")
+    cut = requeue.time_cut(80.0, 90.0, "ct x pnp")
     assert cut == Cut("experiment ct x pnp is predicted to need 96 s with the margin, more "
                       "than the 90 s the job has left")
-    assert requeue.time_cut(40.0, 2, 96.0, "ct x pnp") is None
-    assert requeue.time_cut(None, 2, 10.0, "x") is None
-    assert requeue.time_cut(40.0, 2, None, "x") is None
+    assert requeue.time_cut(80.0, 96.0, "ct x pnp") is None
+    assert requeue.time_cut(None, 10.0, "x") is None
+    assert requeue.time_cut(80.0, None, "x") is None
+
+
+def test_an_experiment_is_cut_on_the_time_of_all_its_repetitions_from_expand():
+    """experiment_cut reads the expand child's ``experiment_s`` (every repetition, the
+    operator norm only where the experiment computes it), not one run."""
+    left_90_s = datetime.fromtimestamp(datetime.now().timestamp() + 90).isoformat(
+        timespec="seconds")
+    experiment = {"label": "ct x pnp", "predicted": {"longest_phase_s": 5.0, "run_s": 40.0,
+                                                     "experiment_s": 80.0,
+                                                     "computes_norm": True}}
+    cut = requeue.experiment_cut(experiment, Slurm(end=left_90_s), JOB)
+    assert cut is not None and cut.why.startswith("experiment ct x pnp is predicted to need "
+                                                  "96 s with the margin")
+    shorter = {**experiment, "predicted": {**experiment["predicted"], "experiment_s": 60.0}}
+    assert requeue.experiment_cut(shorter, Slurm(end=left_90_s), JOB) is None
+    assert requeue.experiment_cut({**experiment, "predicted": None},
+                                  Slurm(end=left_90_s), JOB) is None  # not calibrated
+    assert requeue.experiment_cut(experiment, Slurm(end=left_90_s), {}) is None  # no job
 
 
 def test_the_time_left_is_read_from_squeue_and_none_without_a_limit():
