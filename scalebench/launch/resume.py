@@ -71,7 +71,7 @@ def resumable(final: Path, config: Path, record: dict, who: str) -> Resumed:
     complete one has nothing left, a partial one its finished experiments. Files written
     before the config was recorded resume under any config."""
     written_by = record.get("config")
-    if written_by and Path(written_by).resolve() != config.resolve():
+    if not same_config(written_by, config):
         raise ScalebenchError(f"{who}: result {final} holds config {written_by}, not "
                               f"{config}; give another --output (SB_OUTPUT in the SLURM "
                               f"templates), or run {written_by} to resume it")
@@ -80,6 +80,13 @@ def resumable(final: Path, config: Path, record: dict, who: str) -> Resumed:
         raise ScalebenchError(f"{who}: {final} has run status {status!r}, not 'partial' or "
                               f"'complete'; the file is left as it is")
     return Resumed(frozenset(record.get("experiments", [])), complete=status == "complete")
+
+
+def same_config(written_by: str | None, config: Path) -> bool:
+    """Whether what ``written_by`` (the config path it recorded) wrote belongs to ``config``:
+    the same file, however named; what was written before configs were recorded belongs to
+    any. The rule for result files (``resumable``) and tuning folders (scalebench.tuning)."""
+    return not written_by or Path(written_by).resolve() == config.resolve()
 
 
 def _status(final: Path, read_status: ReadStatus, who: str) -> dict:

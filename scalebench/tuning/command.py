@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalebench.errors import ConfigError, ScalebenchError
+from scalebench.launch.resume import same_config
 from scalebench.tuning.objective import Objective
 from scalebench.tuning.search import Search, searches
 from scalebench.tuning.worker import WorkerPlan, run_worker
@@ -66,7 +67,7 @@ def claim_folder(request: TuneRequest) -> None:
     record = request.folder / RECORD
     if record.is_file():
         written_by = json.loads(record.read_text()).get("config")
-        if Path(written_by).resolve() != request.config.resolve():
+        if not same_config(written_by, request.config):
             raise ScalebenchError(f"tuning {request.folder} holds config {written_by}, not "
                                   f"{request.config}; give another --output")
         print(f"[scalebench] tune: resuming {request.folder}", flush=True)

@@ -217,3 +217,25 @@ def test_a_trial_launched_from_a_slurm_task_sees_no_task_variables(monkeypatch):
         assert "RANK" not in inside and inside["SLURM_JOB_ID"] == "7"
         assert '"trial": 3' in os.environ["SCALEBENCH_TRIAL"]
     assert os.environ["SLURM_PROCID"] == "1" and "SCALEBENCH_TRIAL" not in os.environ
+
+
+def test_a_tuning_folder_resumes_its_own_config_and_refuses_another(tmp_path, capsys):
+    """The result files' rule (launch.resume.same_config): the same config, even under
+    another name, resumes; another config is refused and the folder left as it is."""
+    from scalebench.errors import ScalebenchError
+    from scalebench.tuning.command import RECORD, TuneRequest, claim_folder
+
+    config, other = tmp_path / "ct.yml", tmp_path / "other.yml"
+    config.write_text("{}")
+    other.write_text("{}")
+    folder = tmp_path / "tunings" / "ct"
+    request = TuneRequest(config, 4, None, 1, Objective(), folder)
+    claim_folder(request)
+    record = (folder / RECORD).read_text()
+    claim_folder(TuneRequest(tmp_path / "tunings" / ".." / "ct.yml", 4, None, 1, Objective(),
+                             folder))
+    assert capsys.readouterr().out == f"[scalebench] tune: resuming {folder}\n"
+    with pytest.raises(ScalebenchError, match=f"tuning {folder} holds config "
+                                              f"{config.resolve()}, not {other}"):
+        claim_folder(TuneRequest(other, 4, None, 1, Objective(), folder))
+    assert (folder / RECORD).read_text() == record
