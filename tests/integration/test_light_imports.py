@@ -47,3 +47,13 @@ def test_predicting_a_launchs_time_and_what_the_norm_cache_holds_loads_no_numeri
             "norm_cached(Configuration('tomography_2d', {'image_size': 64}, 'pnp', "
             "{'device': 'cpu'}, 'image_size').norm_run_key())")
     assert modules_loaded_after(code, HEAVY) == []
+
+
+def test_reading_results_and_writing_the_closing_lines_load_no_matplotlib():
+    """The launcher's publish child (after every experiment) merges and summarises results
+    and draws nothing; only the report's figures import matplotlib."""
+    code = ("from scalebench.results.store import publish; "
+            "from scalebench.results.report.data import load_results; "
+            "from scalebench.results.report.summary import closing_lines; "
+            "import scalebench.results.report, scalebench.results.compare")
+    assert modules_loaded_after(code, HEAVY) == ["pandas"]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provenance.files import atomic_path
 from scalebench.errors import ScalebenchError
-from scalebench.results.report.capacity import load_capacity
-from scalebench.results.report.data import Results, estimate_images, load_results
-from scalebench.results.report.figures import View
-from scalebench.results.report.page import render_page
-from scalebench.results.report.views import all_views
+
+if TYPE_CHECKING:
+    from scalebench.results.report.figures import View
 
 FIGURE_DPI = 110
 
@@ -46,6 +45,14 @@ def write_report(paths: list[Path], output: Path, png_folder: Path | None = None
     """Write the report of ``paths`` to ``output`` (and every figure into ``png_folder``),
     with the capacity view of the ``capacity`` files; return a one-line summary.
     ``per_image``: a configuration run on several images shown per image, not over them."""
+    # Imported here: the package's modules that read results (data, summary) are imported by
+    # the launcher's publish child after every experiment, which draws nothing (matplotlib:
+    # about a second).
+    from scalebench.results.report.capacity import load_capacity
+    from scalebench.results.report.data import Results, estimate_images, load_results
+    from scalebench.results.report.page import render_page
+    from scalebench.results.report.views import all_views
+
     answers = load_capacity([Path(p) for p in capacity])
     results: Results = load_results([Path(p) for p in paths])
     results.capacity, results.per_image = answers, per_image

@@ -7,13 +7,12 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -60,7 +59,14 @@ LINE_HEIGHT_IN = 1.3 * SMALL_FONT / 72  # one line of small text
 
 
 def new_figure(width: float, height: float, rows: int = 1, columns: int = 1):
-    """A figure whose layout engine keeps labels, titles and outside legends inside it."""
+    """A figure whose layout engine keeps labels, titles and outside legends inside it.
+    matplotlib is imported here, not with the module: what reads results and writes text
+    (the launcher's publish child, after every experiment) draws nothing."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: figures are saved as PNG
+    import matplotlib.pyplot as plt
+
     return plt.subplots(rows, columns, squeeze=False, figsize=(width, height),
                         layout="constrained")
 
