@@ -3,6 +3,7 @@ one port rule for the launcher, the ranks and the batch templates."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 
 import pytest
@@ -70,8 +71,8 @@ def test_a_local_rendezvous_port_is_free_and_outside_the_ephemeral_range(tmp_pat
     if not processes.EPHEMERAL_RANGE.is_file():
         pytest.skip(f"no {processes.EPHEMERAL_RANGE} here (Linux's ephemeral port range)")
     start, end = map(int, processes.EPHEMERAL_RANGE.read_text().split())
-    free = [port for port in reversed(processes.rendezvous_ports())
-            if processes.port_is_free(port)][:2]
+    free = list(itertools.islice((port for port in reversed(processes.rendezvous_ports())
+                                  if processes.port_is_free(port)), 2))
     held = socket.socket()  # a port in use, on one address only, is never handed out
     held.bind(("127.0.0.1", free[0]))
     try:

@@ -256,7 +256,7 @@ def _small_drunet():
 
 @pytest.mark.parametrize(("name", "shape", "patch", "overlap", "multiple"), [
     ("drunet", (1, 1, 200, 184), 36, 64, 8),    # 200 and 184: not multiples of 36
-    ("dncnn", (1, 1, 100, 90), 32, DENOISERS["dncnn"].receptive_radius, 1),
+    ("dncnn", (1, 1, 70, 58), 32, DENOISERS["dncnn"].receptive_radius, 1),  # 3 x 2 tiles
     ("tv", (1, 1, 170, 165), 60, DENOISERS["tv"].receptive_radius, 1),
     # wavelet: tiles along the width only (its 210-pixel radius makes 2D tiles large)
     ("wavelet", (1, 1, 64, 1000), 128, DENOISERS["wavelet"].receptive_radius, 8),
@@ -339,14 +339,15 @@ def test_pretrained_weights_load_from_a_local_file(tmp_path):
 
 
 def test_hub_weights_load_from_the_torch_hub_cache(tmp_path, monkeypatch):
-    reference = build_denoiser("drunet", 1, "none", CPU, seed=5)
+    # DnCNN: the same path as DRUNet's, for a file of 3 MB instead of 130
+    reference = build_denoiser("dncnn", 1, "none", CPU, seed=5)
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
-    torch.save(reference.state_dict(), checkpoints / "drunet_deepinv_gray_finetune_26k.pth")
-    accept_file(checkpoints / "drunet_deepinv_gray_finetune_26k.pth")  # no published checksum
+    torch.save(reference.state_dict(), checkpoints / "dncnn_sigma2_gray.pth")
+    accept_file(checkpoints / "dncnn_sigma2_gray.pth")  # not the published file's checksum
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "_hub_dir", None)
-    loaded = build_denoiser("drunet", 1, "hub", CPU)
+    loaded = build_denoiser("dncnn", 1, "hub", CPU)
     first = next(iter(loaded.state_dict()))
     assert torch.equal(loaded.state_dict()[first], reference.state_dict()[first])
 
