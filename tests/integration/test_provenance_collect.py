@@ -13,6 +13,7 @@ import provenance
 from provenance.process import code_state
 from provenance.schema import FIELDS
 from scalebench.rank.determinism import DETERMINISTIC_ENV, apply_determinism
+from tests.support.paths import REPO
 
 RUN_FIELDS = {"rank_hosts", "profiler_mode", "deterministic_mode", "seeds", "data_sha256",
               "config_hash", "config_json", "result_sha256", "weights", "weights_sha256",
@@ -113,6 +114,21 @@ def test_dirty_tree_is_recorded_as_dirty_with_a_hash_of_the_diff(tmp_path):
     assert edited["code_diff_sha256"] not in ("", edited_again["code_diff_sha256"])
     (tmp_path / "solver.py").write_text("step = 1\n")
     (tmp_path / "notes.txt").write_text("untracked\n")
+    assert code_state(tmp_path)["code_dirty"] is True
+
+
+def test_job_logs_in_the_repository_leave_the_code_state_clean(tmp_path):
+    """A job submitted from the repository writes its log there (the templates'
+    scalebench-%j.out): the repository's .gitignore keeps it out of the code state, so rows
+    and calibration keys made inside the job match those made outside it."""
+    _git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
+    _git(tmp_path, "add", ".gitignore")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    for log in ("scalebench-42.out", "scalebench-tune-43.out", "slurm-44.out"):
+        (tmp_path / log).write_text("[scalebench] experiment 1/2 ...\n")
+    assert code_state(tmp_path)["code_dirty"] is False
+    (tmp_path / "scalebench-notes.txt").write_text("not a job log\n")
     assert code_state(tmp_path)["code_dirty"] is True
 
 
