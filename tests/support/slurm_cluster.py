@@ -44,11 +44,6 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_F
 # would silently change what sbatch/srun do against this cluster.
 _CLIENT_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SCANCEL_")
 
-# Lifetime of job and step credentials (AuthInfo's cred_expire), which a requeued job waits
-# out before it starts again: SLURM's default is 120 s; 30 s still covers a step's launch on a
-# loaded test machine.
-REQUEUE_WAIT_S = 30
-
 # Pid files of the Debian services: only present if a package install started them.
 _SYSTEM_PID_FILES = ("/run/munge/munged.pid", "/run/slurmctld.pid", "/run/slurmd.pid")
 
@@ -315,7 +310,7 @@ class LocalSlurmCluster:
             f"SlurmdPort={node_ports[0]}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket},cred_expire={REQUEUE_WAIT_S}",
+            f"AuthInfo=socket={self.munge_socket}",
             "SlurmUser=root",
             "SlurmdUser=root",
             f"StateSaveLocation={self.base / 'state'}",
