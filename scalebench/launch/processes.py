@@ -22,12 +22,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalebench.launch import liveness
 from scalebench.launch.rank_entry import end_with_parent
-from scalebench.launch.rank_env import first_node_address
+from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, first_node_address, master_port
 
 POLL_S = 0.2
 # How long an srun step may take to end after one of its ranks failed: srun's own kill of the
@@ -79,6 +80,20 @@ def port_is_free(port: int) -> bool:
                 continue  # built with IPv6, running without it
             return False
     return True
+
+
+def step_port(job_id: str | None, index: int,
+              is_free: Callable[[int], bool] = port_is_free) -> int:
+    """The rendezvous port of the launcher's ``index``-th srun step of a SLURM job
+    (rank_env.master_port), else the next step offset's where that port is taken here: a
+    requeued job keeps its id, so its steps get the ports of its previous start, where a rank
+    that start left behind on this node (the batch host, where rank 0 runs) may still listen
+    and would pair with the new ranks."""
+    for attempt in range(EXPERIMENT_PORT_SPAN):
+        port = master_port(job_id, (index + attempt) % EXPERIMENT_PORT_SPAN)
+        if is_free(port):
+            return port
+    return master_port(job_id, index % EXPERIMENT_PORT_SPAN)
 
 
 def rank_entry_args(folder: Path, benchmark: Path, config: Path,

@@ -54,7 +54,6 @@ from scalebench.errors import (
 )
 from scalebench.launch import failures, liveness, processes, requeue
 from scalebench.launch.failures import experiment_failure, failure_message, lost_step_message
-from scalebench.launch.rank_env import EXPERIMENT_PORT_SPAN, master_port
 from scalebench.launch.resources import (
     check_allocation,
     experiment_ranks,
@@ -246,7 +245,7 @@ def _run_experiment(request: LaunchRequest, state: LaunchState, experiment: dict
           flush=True)
     if request.launcher == "srun":
         index = int(position.split("/")[0]) - 1
-        port = master_port(os.environ.get("SLURM_JOB_ID"), index % EXPERIMENT_PORT_SPAN)
+        port = processes.step_port(os.environ.get("SLURM_JOB_ID"), index)
         resources = srun_resources(experiment_solver_params(experiment))
         state.group = processes.start_srun(request.python, folder, request.benchmark, config,
                                            [*request.srun_args, *resources], port, position,

@@ -93,3 +93,25 @@ def test_a_local_rendezvous_port_is_free_and_outside_the_ephemeral_range(tmp_pat
     ranges.unlink()
     assert processes.rendezvous_ports() == range(0)
     assert 0 < processes.free_port() < 65536
+
+
+def test_a_step_port_taken_by_an_earlier_start_of_the_job_moves_to_the_next_offset():
+    """A requeued job keeps its id: its steps' ports are those of its previous start, where a
+    rank left behind may still listen; the step then takes the next offset's free port."""
+    assert processes.step_port("4242", 3, lambda port: True) == master_port("4242", 3)
+    taken = {master_port("4242", 3), master_port("4242", 4)}
+    assert processes.step_port("4242", 3, lambda port: port not in taken) == \
+        master_port("4242", 5)
+    last = rank_env.EXPERIMENT_PORT_SPAN - 1
+    assert processes.step_port("4242", last, lambda port: port != master_port("4242", last)) \
+        == master_port("4242", 0)  # the offsets wrap
+    # a port held on this machine, on one address, counts as taken
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", master_port("4243", 0)))
+    except OSError:
+        pytest.skip(f"port {master_port('4243', 0)} is in use here by another program")
+    try:
+        assert processes.step_port("4243", 0) != master_port("4243", 0)
+    finally:
+        held.close()
