@@ -1,5 +1,6 @@
-"""Jobs of slurm_templates/multinode.sh on a LocalSlurmCluster and the processes a fault
-strikes: what tests/system/test_slurm_faults.py and tools/cluster_faults.py share."""
+"""Jobs of slurm_templates/multinode.sh on a LocalSlurmCluster, the processes a fault strikes,
+and what a job did (its timeline, its result): what tests/system/test_slurm_faults.py and
+tools/cluster_faults.py share."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from tests.support.cli import descendants, parent_of
 from tests.support.paths import REPO
-from tests.support.slurm_cluster import LocalSlurmCluster
+from tests.support.slurm_cluster import FINAL_STATES, LocalSlurmCluster
 
 TEMPLATE = REPO / "slurm_templates" / "multinode.sh"
 DATASET = {"tomography_2d": {"image_size": 48, "num_angles": 12, "num_operators": 4,
@@ -128,3 +131,93 @@ def _cmdline(pid: int) -> str:
     except OSError:
         return ""
 
+
+# --- what a job did ---------------------------------------------------------------------------
+
+@dataclass
+class Timeline:
+    """What a watcher saw of one job, by its own clock: when a line of the job's log first
+    named what was struck, each requeue (the job's restart count going up), when a node was
+    excluded on the job, the job's end and its last state."""
+
+    named_at: float | None = None
+    requeues: list[float] = field(default_factory=list)
+    excluded_at: float | None = None
+    ended_at: float | None = None
+    state: str = ""
+
+    @property
+    def allocations(self) -> int:
+        return len(self.requeues) + 1
+
+    @property
+    def requeued_at(self) -> float | None:
+        return self.requeues[0] if self.requeues else None
+
+    def after(self, moment: float | None, fault: float) -> str:
+        """``moment`` in seconds after ``fault``, '-' for one that did not come."""
+        return "-" if moment is None else f"{moment - fault:.0f} s"
+
+
+def follow(cluster: LocalSlurmCluster, job: str, log: Path, naming: str | None,
+           node: str | None, timeout: float) -> Timeline:
+    """Poll ``job`` and its ``log`` until it ends (or ``timeout``), noting when a scalebench
+    line holding ``naming`` came, each requeue and when ``node`` was excluded; the log's
+    scalebench lines go to stderr as they come."""
+    seen, deadline, shown = Timeline(), time.monotonic() + timeout, 0
+    while time.monotonic() < deadline:
+        record, now = cluster.job_record(job), time.monotonic()
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        lines = [line for line in text.splitlines() if line.startswith("[scalebench]")]
+        print(*(f"    {line}\n" for line in lines[shown:]), sep="", end="", file=sys.stderr,
+              flush=True)
+        shown = len(lines)
+        seen.requeues += [now] * (int(record.get("Restarts") or 0) - len(seen.requeues))
+        if naming and seen.named_at is None and any(naming in line for line in lines):
+            seen.named_at = now
+        if node and seen.excluded_at is None and \
+                node in record.get("ExcNodeList", "").split(","):
+            seen.excluded_at = now
+        seen.state = record.get("JobState", "")
+        if seen.state in FINAL_STATES:
+            seen.ended_at = now
+            break
+        time.sleep(0.5)
+    return seen
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A job's result file: its run status, its rows against those expected, the rows of an
+    (experiment id, stop_val) found more than once, and the nodes its restarts ran on."""
+
+    status: str
+    rows: int
+    expected: int
+    repeated: int
+    restart_nodes: frozenset[str]
+    frame: pd.DataFrame | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.status == "complete" and self.rows == self.expected and not self.repeated
+
+    def text(self) -> str:
+        if not self.rows:
+            return f"0/{self.expected} ({self.status})"
+        return f"{self.rows}/{self.expected} ({self.status}), " + \
+            (f"{self.repeated} more than once" if self.repeated else "each once")
+
+
+def outcome(cluster: LocalSlurmCluster, workspace: Path, name: str, expected: int) -> Outcome:
+    """The result ``name`` of a job in ``workspace``, ``expected`` rows when complete."""
+    result = outputs(workspace) / f"{name}.parquet"
+    if not result.is_file():
+        return Outcome("no result file", 0, expected, 0, frozenset())
+    frame = pd.read_parquet(result)
+    counts = frame.groupby(["experiment_id", "stop_val"]).size()
+    restarted = frame[frame.prov_slurm_restart_count != ""].prov_slurm_nodelist.unique()
+    nodes = {node for nodelist in restarted
+             for node in cluster.scontrol("show", "hostnames", nodelist).split()}
+    return Outcome(run_record(result)["status"], len(frame), expected,
+                   int(counts[counts > 1].sum()), frozenset(nodes), frame)
