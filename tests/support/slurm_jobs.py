@@ -163,14 +163,18 @@ def follow(cluster: LocalSlurmCluster, job: str, log: Path, naming: str | None,
            node: str | None, timeout: float) -> Timeline:
     """Poll ``job`` and its ``log`` until it ends (or ``timeout``), noting when a scalebench
     line holding ``naming`` came, each requeue and when ``node`` was excluded; the log's
-    scalebench lines go to stderr as they come."""
-    seen, deadline, shown = Timeline(), time.monotonic() + timeout, 0
-    while time.monotonic() < deadline:
+    scalebench lines and the job's states go to stderr as they come, in seconds from the
+    call."""
+    seen, started, shown, state = Timeline(), time.monotonic(), 0, ""
+    while time.monotonic() < started + timeout:
         record, now = cluster.job_record(job), time.monotonic()
         text = log.read_text(errors="replace") if log.is_file() else ""
         lines = [line for line in text.splitlines() if line.startswith("[scalebench]")]
-        print(*(f"    {line}\n" for line in lines[shown:]), sep="", end="", file=sys.stderr,
-              flush=True)
+        changed, state = record.get("JobState", "") != state, record.get("JobState", "")
+        moved = [f"job {state} on {record.get('NodeList')}, {record.get('Restarts')} "
+                 f"restart(s)"] if changed else []
+        for line in [*moved, *lines[shown:]]:
+            print(f"    {now - started:4.0f} s  {line}", file=sys.stderr, flush=True)
         shown = len(lines)
         seen.requeues += [now] * (int(record.get("Restarts") or 0) - len(seen.requeues))
         if naming and seen.named_at is None and any(naming in line for line in lines):
@@ -178,8 +182,8 @@ def follow(cluster: LocalSlurmCluster, job: str, log: Path, naming: str | None,
         if node and seen.excluded_at is None and \
                 node in record.get("ExcNodeList", "").split(","):
             seen.excluded_at = now
-        seen.state = record.get("JobState", "")
-        if seen.state in FINAL_STATES:
+        seen.state = state
+        if state in FINAL_STATES:
             seen.ended_at = now
             break
         time.sleep(0.5)
