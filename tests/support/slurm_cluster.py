@@ -428,6 +428,14 @@ class LocalSlurmCluster:
         """NodeAddr of a node (127.0.0.1 here); templates take MASTER_ADDR from it."""
         return _parse_record(self.scontrol("show", "node", "-o", node))["NodeAddr"]
 
+    def kill_slurmd(self, node: str) -> None:
+        """SIGKILL the ``slurmd`` of ``node``, as a node that dies: its job steps'
+        ``slurmstepd`` keep running, and slurmctld declares it down only after its
+        SlurmdTimeout."""
+        process = self._processes[f"slurmd-{node}"]
+        process.kill()
+        process.wait(timeout=10)
+
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of every daemon log, for error messages."""
         paths = sorted(self.log_dir.glob("*.log")) + sorted(self.log_dir.glob("*.out"))

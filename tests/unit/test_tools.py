@@ -205,3 +205,23 @@ def test_a_pnp_config_evaluates_every_iteration():
                       "dataset": [{"synthetic": {"image_size": 32}}],
                       "solver": [{"pnp": {"denoiser": "tv", "max_iter": 4}}],
                       "max-runs": 5, "timeout": "1h"}
+
+
+def test_cluster_faults_counts_the_experiments_each_allocation_started_and_lost():
+    """Each start of a job (its template's first line) loses the experiments it started whose
+    rows none of its own wrote; a complete result has each experiment's iterations and its
+    initial estimate."""
+    import pandas as pd
+
+    tool = _tool("cluster_faults")
+    log = "\n".join([
+        "[scalebench] job 7: 1 task(s) on n1 (master n1), runtime none, config c.yml",
+        "[scalebench] experiment 1/3 (a1): x", "[scalebench] experiment 2/3 (b2): x",
+        "slurmstepd: error: *** JOB 7 CANCELLED AT 2026-12-07 DUE TO JOB REQUEUE ***",
+        "[scalebench] job 7: 1 task(s) on n3 (master n3), runtime none, config c.yml",
+        "[scalebench] experiment 1/2 (b2): x", "[scalebench] experiment 2/2 (c3): x"])
+    rows = pd.DataFrame({"prov_slurm_restart_count": ["", "", "1", "1"],
+                         "experiment_id": ["a1", "a1", "b2", "c3"]})
+    assert tool.lost_per_allocation(log, rows) == [1, 0]
+    assert tool.lost_per_allocation(log, None) == [2, 2]
+    assert tool.expected_rows(tool.limit_config([5, 6])) == 13
