@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.cli import command_line
 from tools.measuring import (
     add_config,
     launch_command,
@@ -55,13 +56,6 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 def split_config(config: Path, folder: Path) -> Path:
     """The default experiment, with its work split across the ranks."""
     raw = yaml.safe_load(config.read_text())
@@ -86,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         while launcher.poll() is None:
             peaks["launcher"] = max(peaks["launcher"], rss_mb(launcher.pid))
             for pid in children(launcher.pid):
-                line = command(pid)
+                line = command_line(pid)
                 kind = ("rank parent" if "rank_entry" in line else
                         "benchopt worker" if "benchopt" in line else
                         "launcher child" if "launch.children" in line else None)

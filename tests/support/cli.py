@@ -138,3 +138,11 @@ def suite_passed(done: subprocess.CompletedProcess) -> bool:
     """Whether a benchopt_suite run passed: its summary names passed tests and no failure."""
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
     return done.returncode == 0 and " passed" in summary and "failed" not in summary
+
+
+def command_line(pid: int) -> str:
+    """The command line of process ``pid``, its arguments joined by spaces; "" once it ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

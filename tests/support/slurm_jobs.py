@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tests.support.cli import descendants, parent_of
+from tests.support.cli import command_line, descendants, parent_of
 from tests.support.paths import REPO
 from tests.support.slurm_cluster import FINAL_STATES, LocalSlurmCluster
 
@@ -84,9 +84,9 @@ def step_processes(job: str, node: str) -> list[int]:
     stepds = set()
     for pid in tasks:
         parent = pid
-        while parent > 1 and not _cmdline(parent).startswith("slurmstepd"):
+        while parent > 1 and not command_line(parent).startswith("slurmstepd"):
             parent = parent_of(parent)
-        if parent > 1 and ".batch]" not in _cmdline(parent):
+        if parent > 1 and ".batch]" not in command_line(parent):
             stepds.add(parent)
     found = sorted(stepds)
     for stepd in sorted(stepds):
@@ -98,7 +98,7 @@ def rank_processes(job: str, rank: int) -> list[int]:
     """The processes of ``job``'s task of rank ``rank`` (its wrapper, rank entry, benchopt)."""
     tasks = [pid for pid, environ in _environs()
              if f"SLURM_JOB_ID={job}" in environ and f"SLURM_PROCID={rank}" in environ
-             and "SB_TASK_RANKS=1" in environ and not _cmdline(pid).startswith("slurmstepd")]
+             and "SB_TASK_RANKS=1" in environ and not command_line(pid).startswith("slurmstepd")]
     roots = [pid for pid in tasks if parent_of(pid) not in tasks]
     return sorted({*roots, *(child for root in roots for child in descendants(root))})
 
@@ -123,13 +123,6 @@ def _environs() -> list[tuple[int, list[str]]]:
         except OSError:
             continue
     return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 # --- what a job did ---------------------------------------------------------------------------
