@@ -34,6 +34,22 @@ _CLOCK = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+))?(?::(\d+))?|(\d+):(\d+)(?::(\d+)
 # (run-to-run spread on shared cores is 5-20 %, docs/performance.md): plan's warning, run's
 # and the closing line's advice after a run its limit cut.
 TIME_MARGIN = 1.2
+# The time limit's signal: the SLURM templates ask for SIGTERM this long before a job's time
+# limit (``#SBATCH --signal=B:TERM@30``, held to this value by a test), and SLURM may send it
+# up to LIMIT_SIGNAL_EARLY_S sooner (its event resolution). The launcher's own stop before the
+# limit counts to the earliest moment the signal may come, so the signal stays a last resort;
+# 30 s covers stopping the experiment in flight and the requeue (publishing is done after
+# each experiment).
+LIMIT_SIGNAL_LEAD_S = 30
+LIMIT_SIGNAL_EARLY_S = 60
+
+
+def before_limit_signal_s(left_s: float) -> float:
+    """Of the ``left_s`` seconds a job has before its time limit, those before its limit's
+    signal may come: what an experiment started now may use."""
+    return left_s - LIMIT_SIGNAL_LEAD_S - LIMIT_SIGNAL_EARLY_S
+
+
 DURATION_FORMS = ("a number with a unit s, min, h or d (90min, 2h30m, 1d), MM:SS, HH:MM:SS "
                   "or D-HH:MM:SS")
 

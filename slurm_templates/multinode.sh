@@ -8,7 +8,7 @@
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --time=01:00:00
-#SBATCH --signal=B:TERM@120
+#SBATCH --signal=B:TERM@30
 #SBATCH --output=scalebench-%j.out
 # Preempted, or a node failed: SLURM starts the script again (same job id), which resumes its
 # result; the log of each start is kept, one after the other.

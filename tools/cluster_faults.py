@@ -1,7 +1,8 @@
 """What a cluster's faults cost a campaign, measured on a three-node SLURM cluster run on this
-machine (tests/support/slurm_cluster.py, as the test suite builds it, with its short restart
-delay; a fresh one per case), each job submitted with slurm_templates/multinode.sh as users
-submit it (``#SBATCH --requeue``, ``--signal=B:TERM@120``):
+machine (tests/support/slurm_cluster.py, as the test suite builds it, with a short restart
+delay: credentials expiring after ``RESTART_DELAY_S``; a fresh one per case), each job
+submitted with slurm_templates/multinode.sh as users submit it (``#SBATCH --requeue``, its
+time limit's ``--signal``):
 
 - stopped-rank: three experiments (48 x 48 CT, DnCNN on tiles, 40 iterations) on two nodes,
   one rank each; every process of rank 1 stopped (SIGSTOP, a frozen node) in the middle of
@@ -79,6 +80,8 @@ TIME_LIMIT_MIN = 3
 LIMIT_EXPERIMENTS = 6
 START_TIMEOUT_S = 600.0  # until the second experiment iterates
 JOB_TIMEOUT_S = 1500.0  # a job still running after this long is given up
+# The cluster's credential lifetime, which a requeued job waits out (SLURM's default: 120 s).
+RESTART_DELAY_S = 30
 
 
 def expected_rows(config: dict) -> int:
@@ -258,7 +261,8 @@ def run_case(case: str, folder: Path) -> tuple[list, list]:
     private_benchmark(workspace)
     print(f"{case}: starting, load average {load_text()}", file=sys.stderr, flush=True)
     try:
-        with LocalSlurmCluster(workspace / "slurm", nodes=3) as cluster:
+        with LocalSlurmCluster(workspace / "slurm", nodes=3,
+                               credential_lifetime_s=RESTART_DELAY_S) as cluster:
             return RUNS[case](cluster, workspace)
     except Exception as error:  # the other cases still run
         traceback.print_exc()

@@ -3,16 +3,20 @@ and the next start resumes (``resume``).
 
 Why a launch requeues (``Cut``): a node lost or a rank found hung (the launch stops:
 ``LaunchState.lost``; that node is excluded), the next experiment's predicted time with
-``TIME_MARGIN`` does not fit the time the job has left (``time_left_s``, from squeue), or the
-template's SIGTERM before the time limit (``--signal=B:TERM@120``; a SIGTERM long before the
-limit is a person's scancel, and stops the launch as before). ``requeue`` runs
+``TIME_MARGIN`` does not fit the time the job has left before its limit's signal may come
+(``time_left_s`` from squeue, less ``durations.before_limit_signal_s``'s window), or that
+signal itself (the templates' ``--signal=B:TERM@30``, the last resort; a SIGTERM long before
+the limit is a person's scancel, and stops the launch as before). ``requeue`` runs
 ``scontrol requeue``, then sets the excluded nodes on the job, now pending (SLURM refuses
 them on a running job); where that cannot be set, the record beside the result
 (``RECORD_NAME``) names them and a start on one of them requeues again before any experiment
 (``start_on_excluded``). The launcher's own requeues of a job are bounded by the restart limit
 (the ``restart-limit`` config key or ``--restart-limit``) and recorded in the result's run
-status (``Requeues.to_json``). Where requeue is not allowed (refused, ``--no-requeue``), or the
-limit is reached, the line says what to type. Every SLURM client call goes through a
+status (``Requeues.to_json``); a requeue for the time limit after an allocation that finished
+an experiment makes progress and is not counted against it (``continued``), so a campaign
+spans as many allocations as it needs while one that cannot advance stops. Where requeue
+is not allowed (refused, ``--no-requeue``), or the limit is reached, the line says what to
+type. Every SLURM client call goes through a
 ``SlurmCall`` so that the rules can be fed canned replies. Standard library only, as the
 whole launcher.
 """
@@ -30,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scalebench.durations import TIME_MARGIN
+from scalebench.durations import LIMIT_SIGNAL_LEAD_S, TIME_MARGIN, before_limit_signal_s
 from scalebench.errors import ScalebenchError
 
 # A SLURM client command (argv) -> its exit status and its output (stdout and stderr).
@@ -39,9 +43,10 @@ RECORD_NAME = "requeues.json"  # in the result's folder (beside its logs)
 # How long to retry setting the excluded nodes after the requeue: the job turns pending at
 # once, but its processes (this one) are being ended within SLURM's KillWait (30 s default).
 EXCLUDE_TRIES, EXCLUDE_PAUSE_S = 20, 0.5
-# A SIGTERM this close to the job's end is the templates' `--signal=B:TERM@120`, not a
-# person's scancel: the launch requeues instead of ending.
-LIMIT_SIGNAL_S = 300.0
+# A SIGTERM this close to the job's end is the templates' limit signal (LIMIT_SIGNAL_LEAD_S
+# before it, up to a minute sooner), not a person's scancel: the launch requeues instead of
+# ending.
+LIMIT_SIGNAL_S = max(300.0, 5 * LIMIT_SIGNAL_LEAD_S)
 
 
 def slurm_call(command: list[str]) -> tuple[int, str]:
@@ -67,13 +72,16 @@ def restart_limit_value(text: str | int, where: str) -> int:
 
 @dataclass
 class Requeues:
-    """A batch job's requeues by the launcher: how many, the nodes to exclude, and why."""
+    """A batch job's requeues by the launcher: how many count against the restart limit,
+    how many continued a campaign past a time limit (not counted), the nodes to exclude,
+    and why (each requeue's reason, in order)."""
 
     job: str
     count: int = 0
     limit: int = 0
     exclude: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    continued: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -89,7 +97,8 @@ def read_requeues(folder: Path, job: str) -> Requeues:
     if not isinstance(record, dict) or record.get("job") != job:
         return Requeues(job)
     return Requeues(job, int(record.get("count", 0)), int(record.get("limit", 0)),
-                    list(record.get("exclude", [])), list(record.get("reasons", [])))
+                    list(record.get("exclude", [])), list(record.get("reasons", [])),
+                    int(record.get("continued", 0)))
 
 
 def write_requeues(folder: Path, record: Requeues) -> None:
@@ -99,11 +108,13 @@ def write_requeues(folder: Path, record: Requeues) -> None:
 
 @dataclass(frozen=True)
 class Cut:
-    """Why this allocation cannot finish the launch: ``why`` (a line's words) and the node
-    to exclude (None: none)."""
+    """Why this allocation cannot finish the launch: ``why`` (a line's words), the node
+    to exclude (None: none), and whether it is the time limit's (a requeue that may continue
+    a campaign: ``requeue``'s ``progressed``)."""
 
     why: str
     node: str | None = None
+    time_limit: bool = False
 
 
 def job_id(env: Mapping[str, str] = os.environ) -> str | None:
@@ -113,16 +124,18 @@ def job_id(env: Mapping[str, str] = os.environ) -> str | None:
 
 def requeue(cut: Cut, folder: Path, limit: int, call: SlurmCall = slurm_call,
             env: Mapping[str, str] = os.environ,
-            pause: Callable[[float], None] = time.sleep) -> str:
+            pause: Callable[[float], None] = time.sleep, progressed: bool = False) -> str:
     """Requeue this batch job for ``cut`` within ``limit`` requeues, excluding its node and
-    those excluded before where nodes are left for the job; the line that says what was
-    done, or what to type where it was not."""
+    those excluded before where nodes are left for the job; a time limit's cut after an
+    allocation that finished an experiment (``progressed``) is not counted against the
+    limit. The line that says what was done, or what to type where it was not."""
     job = job_id(env)
     by_hand = f"requeue the job to complete them (scontrol requeue {job or 'JOBID'})"
     if job is None:
         return by_hand
     record = read_requeues(folder, job)
-    if record.count >= limit:
+    counted = not (cut.time_limit and progressed)
+    if counted and record.count >= limit:
         return f"the restart limit is reached ({record.count} of {limit} requeues by " \
                f"scalebench); {by_hand}"
     exclude = [*record.exclude, *([cut.node] if cut.node and cut.node
@@ -132,7 +145,8 @@ def requeue(cut: Cut, folder: Path, limit: int, call: SlurmCall = slurm_call,
         note = f"; no node left to run on without {','.join(exclude)}: requeued without " \
                f"excluding any"
         exclude = []
-    updated = Requeues(job, record.count + 1, limit, exclude, [*record.reasons, cut.why])
+    updated = Requeues(job, record.count + counted, limit, exclude, [*record.reasons, cut.why],
+                       record.continued + (not counted))
     write_requeues(folder, updated)  # before the requeue: this process is ended soon after
     status, output = call(["scontrol", "requeue", job])
     if status != 0:
@@ -144,8 +158,10 @@ def requeue(cut: Cut, folder: Path, limit: int, call: SlurmCall = slurm_call,
         excluded = f", excluding {','.join(exclude)}" if exclude_nodes(job, exclude, call, pause) \
             else f"; excluding {','.join(exclude)} could not be set, so a start on it " \
                  f"requeues again"
-    return f"requeued job {job} ({updated.count} of {limit} requeues by scalebench)" \
-           f"{excluded}{note}; the next start resumes"
+    counted_text = f"{updated.count} of {limit} requeues by scalebench" if counted else \
+        f"the time limit's, after finished experiments: not counted against the limit of " \
+        f"{limit}"
+    return f"requeued job {job} ({counted_text}){excluded}{note}; the next start resumes"
 
 
 def exclude_nodes(job: str, nodes: list[str], call: SlurmCall,
@@ -211,16 +227,17 @@ def time_left_s(call: SlurmCall = slurm_call, env: Mapping[str, str] = os.enviro
 
 
 def time_cut(predicted_s: float | None, left_s: float | None, label: str) -> Cut | None:
-    """Why the experiment ``label`` should not start in the ``left_s`` seconds the job has
-    left: its predicted time (every repetition) with ``TIME_MARGIN`` does not fit; None where
-    it fits or either is unknown."""
+    """Why the experiment ``label`` should not start with ``left_s`` seconds left before the
+    job's time limit: its predicted time (every repetition) with ``TIME_MARGIN`` does not fit
+    the time before the limit's signal may come; None where it fits or either is unknown."""
     if predicted_s is None or left_s is None:
         return None
-    needed = predicted_s * TIME_MARGIN
-    if needed <= left_s:
+    needed, usable = predicted_s * TIME_MARGIN, before_limit_signal_s(left_s)
+    if needed <= usable:
         return None
     return Cut(f"experiment {label} is predicted to need {needed:.0f} s with the margin, "
-               f"more than the {max(left_s, 0):.0f} s the job has left")
+               f"more than the {max(usable, 0):.0f} s the job has before its time limit's "
+               f"signal may come", time_limit=True)
 
 
 def limit_signal(left_s: float | None) -> bool:
@@ -241,7 +258,8 @@ def at_start(folder: Path, call: SlurmCall = slurm_call,
     """At a launch's start in a batch job: its earlier requeues by the launcher (for the run
     status; None before the first) and why it must requeue at once (``start_on_excluded``)."""
     record = read_requeues(folder, job_id(env) or "")
-    return (record.to_json() if record.count else None), start_on_excluded(folder, call, env)
+    return (record.to_json() if record.count or record.continued else None), \
+        start_on_excluded(folder, call, env)
 
 
 def experiment_cut(experiment: dict, call: SlurmCall = slurm_call,
@@ -257,15 +275,15 @@ def experiment_cut(experiment: dict, call: SlurmCall = slurm_call,
 
 def after_launch(cut: Cut | None, stopped_by: int | None, folder: Path, limit: int,
                  lost: bool, call: SlurmCall = slurm_call,
-                 env: Mapping[str, str] = os.environ) -> None:
+                 env: Mapping[str, str] = os.environ, progressed: bool = False) -> None:
     """At the end of a launch under srun: requeue for ``cut``, or for the time limit's
     SIGTERM (``stopped_by``), printing why (unless the ``lost`` line said it) and what was
-    done."""
+    done; ``progressed``: this allocation finished an experiment."""
     if cut is None and stopped_by == signal.SIGTERM and limit_signal(time_left_s(call, env)):
-        cut = Cut("the job's time limit is near (its SIGTERM)")
+        cut = Cut("the job's time limit is near (its SIGTERM)", time_limit=True)
     if cut is None:
         return
     if not lost:
         print(f"[scalebench] stopping this allocation: {cut.why}", file=sys.stderr, flush=True)
-    print(f"[scalebench] {requeue(cut, folder, limit, call, env)}", file=sys.stderr,
-          flush=True)
+    line = requeue(cut, folder, limit, call, env, progressed=progressed)
+    print(f"[scalebench] {line}", file=sys.stderr, flush=True)

@@ -343,7 +343,7 @@ def _conclude(request: LaunchRequest, state: LaunchState, total: int, todo: int,
               file=sys.stderr)
     if request.launcher == "srun":  # cut: a node lost, a rank hung, out of time
         requeue.after_launch(state.cut, state.stopped_by, state.final.with_suffix(""),
-                             restart_limit, bool(state.lost))
+                             restart_limit, bool(state.lost), progressed=finished > 0)
     if state.stopped_by is not None:
         name = signal.Signals(state.stopped_by).name
         print(f"[scalebench] stopped by {name}: {finished} of {todo} experiment(s) of this "

@@ -72,10 +72,15 @@ def test_the_large_tomography_example_plans():
 
 def test_allocation_time_counts_the_allocations_and_strict_refuses_a_longer_experiment(
         tmp_path):
-    """Two calibrated experiments of 3.8 and 3.3 s (4.6 and 4.0 s with the margin) in 8 s
-    allocations: two needed; in 3 s ones each is too long, a warning, then with --strict an
-    error; a bad duration is one line, exit 2."""
+    """Two calibrated experiments of 3.8 and 3.3 s (4.6 and 4.0 s with the margin) in
+    allocations holding 8 s before the time limit's signal window: two needed; in ones
+    holding 3 s each is too long, a warning, then with --strict an error; a bad duration is
+    one line, exit 2."""
+    from scalebench.durations import LIMIT_SIGNAL_EARLY_S, LIMIT_SIGNAL_LEAD_S
     from scalebench.planning.capacity.configuration import Configuration
+
+    window_s = LIMIT_SIGNAL_LEAD_S + LIMIT_SIGNAL_EARLY_S
+    holding_8_s, holding_3_s = f"{8 + window_s}s", f"{3 + window_s}s"
 
     dataset = {"image_size": 32, "num_angles": 12}
     solvers = [{"max_iter": 2, "device": "cpu", "denoiser": "tv", "step_size": step}
@@ -88,15 +93,17 @@ def test_allocation_time_counts_the_allocations_and_strict_refuses_a_longer_expe
                                             "image_size"))
     config = config_file(tmp_path, dataset=[{"tomography_2d": dataset}],
                          solver=[{"pnp": {**solvers[0], "step_size": [0.1, 0.2]}}])
-    result = run_cli("plan", config, "--allocation-time", "8s", "--format", "json", env=env)
+    result = run_cli("plan", config, "--allocation-time", holding_8_s, "--format", "json",
+                     env=env)
     assert result.returncode == 0, result.stderr
     allocations = json.loads(result.stdout)["allocations"]
     assert allocations["allocations"] == 2 and allocations["too_long"] == []
-    short = run_cli("plan", config, "--allocation-time", "3s", env=env)
+    short = run_cli("plan", config, "--allocation-time", holding_3_s, env=env)
     assert short.returncode == 0, short.stderr
-    assert "allocations of 3 s: 2 needed" in short.stdout
-    assert short.stderr.count("is longer than one allocation of 3 s") == 2
-    strict = run_cli("plan", config, "--allocation-time", "3s", "--strict", env=env)
+    assert f"allocations of {3 + window_s} s: 2 needed" in short.stdout
+    assert short.stderr.count(f"is longer than the 3 s one allocation of {3 + window_s} s "
+                              f"holds before its time limit's signal") == 2
+    strict = run_cli("plan", config, "--allocation-time", holding_3_s, "--strict", env=env)
     assert strict.returncode == 2 and strict.stdout == ""
     assert strict.stderr.count("scalebench: error: job ") == 2
     bad = run_cli("plan", config, "--allocation-time", "soon", env=env)

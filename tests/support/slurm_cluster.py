@@ -198,8 +198,11 @@ class LocalSlurmCluster:
     """munged + slurmctld + one slurmd per node, all under ``base``; a context manager."""
 
     def __init__(self, base: Path, nodes: int = 2, cpus_per_node: int = 2,
-                 real_memory_mb: int = 4000) -> None:
+                 real_memory_mb: int = 4000, credential_lifetime_s: int | None = None) -> None:
+        """``credential_lifetime_s``: AuthInfo's cred_expire, which a requeued job waits out
+        before it starts again (None: SLURM's default, 120 s)."""
         self.base = Path(base).resolve()
+        self.credential_lifetime_s = credential_lifetime_s
         self.nodes = [f"n{index}" for index in range(1, nodes + 1)]
         self.cpus_per_node = cpus_per_node
         self.real_memory_mb = real_memory_mb
@@ -310,7 +313,9 @@ class LocalSlurmCluster:
             f"SlurmdPort={node_ports[0]}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            f"AuthInfo=socket={self.munge_socket}" + (
+                f",cred_expire={self.credential_lifetime_s}"
+                if self.credential_lifetime_s is not None else ""),
             "SlurmUser=root",
             "SlurmdUser=root",
             f"StateSaveLocation={self.base / 'state'}",

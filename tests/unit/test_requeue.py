@@ -10,10 +10,13 @@ from datetime import datetime
 
 import pytest
 
+from scalebench.durations import LIMIT_SIGNAL_EARLY_S, LIMIT_SIGNAL_LEAD_S
 from scalebench.errors import ScalebenchError
 from scalebench.launch import requeue
 from scalebench.launch.requeue import Cut, Requeues, read_requeues, write_requeues
 
+# Of the time a job has left, what its time limit's signal may take.
+WINDOW_S = LIMIT_SIGNAL_LEAD_S + LIMIT_SIGNAL_EARLY_S
 JOB = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2",
        "SLURM_JOB_PARTITION": "debug"}
 
@@ -72,6 +75,26 @@ def test_the_restart_limit_counts_the_launchers_own_requeues_of_this_job(tmp_pat
     assert read_requeues(tmp_path, "8") == Requeues("8")
 
 
+def test_a_time_limit_requeue_after_finished_experiments_is_not_counted(tmp_path):
+    """A campaign over many allocations: each that finished an experiment continues it past
+    a reached limit; one that finished none counts, so a campaign that cannot advance stops."""
+    write_requeues(tmp_path, Requeues("7", 2, 2, [], ["lost", "lost"]))
+    slurm = Slurm()
+    line = requeue.requeue(Cut("out of time", time_limit=True), tmp_path, 2, slurm, JOB,
+                           progressed=True)
+    assert line == "requeued job 7 (the time limit's, after finished experiments: not " \
+                   "counted against the limit of 2); the next start resumes"
+    assert read_requeues(tmp_path, "7") == Requeues("7", 2, 2, [], ["lost", "lost",
+                                                                  "out of time"], 1)
+    line = requeue.requeue(Cut("out of time", time_limit=True), tmp_path, 2, slurm, JOB,
+                           progressed=False)
+    assert line.startswith("the restart limit is reached (2 of 2 requeues by scalebench)")
+    # a lost node is counted whatever finished before it
+    line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 2, slurm, JOB, progressed=True)
+    assert line.startswith("the restart limit is reached")
+    assert len(slurm.named("scontrol", "requeue")) == 1
+
+
 def test_with_no_node_left_it_requeues_without_exclusion_and_says_so(tmp_path):
     slurm = Slurm(nodes="n1 n2")
     line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 3, slurm, JOB)
@@ -102,10 +125,13 @@ def test_a_refused_requeue_says_what_to_type_and_counts_nothing(tmp_path):
 
 
 def test_an_experiment_whose_prediction_with_the_margin_does_not_fit_is_not_started():
-    cut = requeue.time_cut(80.0, 90.0, "ct x pnp")
+    """What fits is the time before the limit's signal may come, not the time to the end."""
+    cut = requeue.time_cut(80.0, 90.0 + WINDOW_S, "ct x pnp")
     assert cut == Cut("experiment ct x pnp is predicted to need 96 s with the margin, more "
-                      "than the 90 s the job has left")
-    assert requeue.time_cut(80.0, 96.0, "ct x pnp") is None
+                      "than the 90 s the job has before its time limit's signal may come",
+                      time_limit=True)
+    assert requeue.time_cut(80.0, 96.0 + WINDOW_S, "ct x pnp") is None
+    assert requeue.time_cut(80.0, 100.0, "ct x pnp") is not None  # fits the end, not the signal
     assert requeue.time_cut(None, 10.0, "x") is None
     assert requeue.time_cut(80.0, None, "x") is None
 
@@ -113,7 +139,7 @@ def test_an_experiment_whose_prediction_with_the_margin_does_not_fit_is_not_star
 def test_an_experiment_is_cut_on_the_time_of_all_its_repetitions_from_expand():
     """experiment_cut reads the expand child's ``experiment_s`` (every repetition, the
     operator norm only where the experiment computes it), not one run."""
-    left_90_s = datetime.fromtimestamp(datetime.now().timestamp() + 90).isoformat(
+    left_90_s = datetime.fromtimestamp(datetime.now().timestamp() + 90 + WINDOW_S).isoformat(
         timespec="seconds")
     experiment = {"label": "ct x pnp", "predicted": {"longest_phase_s": 5.0, "run_s": 40.0,
                                                      "experiment_s": 80.0,
@@ -164,3 +190,14 @@ def test_the_restart_limit_is_the_options_else_the_configs():
 def test_the_record_is_json_beside_the_result(tmp_path):
     write_requeues(tmp_path / "r", Requeues("7", 1, 3, ["n2"], ["why"]))
     assert json.loads((tmp_path / "r" / requeue.RECORD_NAME).read_text())["exclude"] == ["n2"]
+
+
+def test_the_batch_templates_ask_for_the_limit_signal_the_launcher_counts_on():
+    """The launcher stops before ``LIMIT_SIGNAL_LEAD_S`` (and SLURM's early minute): the
+    templates' ``--signal`` must be that lead, or the signal cuts experiments it started."""
+    from tests.support.paths import REPO
+
+    for template in ("multinode.sh", "singlenode.sh"):
+        lines = (REPO / "slurm_templates" / template).read_text().splitlines()
+        signals = [line for line in lines if line.startswith("#SBATCH --signal=")]
+        assert signals == [f"#SBATCH --signal=B:TERM@{LIMIT_SIGNAL_LEAD_S}"], template
