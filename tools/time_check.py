@@ -7,7 +7,10 @@ the calibration's wall time printed; then at the memory answer and at one size i
 geometric mean in unknowns of the first calibration's largest probe and the answer), a whole
 run (probe.run_probe, as ``--verify`` runs it) measures the seconds per iteration and the
 set-up, printed beside the time model's predictions and their ratios. Targets: per iteration
-within 0.8-1.25, set-up within 0.7-1.4.
+within 0.8-1.25, set-up within 0.7-1.4. ``--record PATH``: the cases' probes and measured
+runs written as a time record (scalebench.planning.capacity.time_record), with the commit,
+the load average and the machine; tests/unit/test_time_record.py refits the committed one
+(tests/fixtures/time_record.json).
 
 Campaign (``--campaign``): the CT half of configs/examples/methods.yml with TV (its seven PnP
 algorithms, CGLS and both FBP filters: 10 experiments) at ``--campaign-size``, calibrated
@@ -16,15 +19,18 @@ predicted total) and run whole by ``scalebench run`` (its wall time). Target: pr
 measured within 0.75-1.25.
 
     python -m tools.time_check [--only NAME ...] [--budget 1.5GiB] [--campaign]
-        [--campaign-size 256] [--iterations 40] [--no-answers]
+        [--campaign-size 256] [--iterations 40] [--no-answers] [--record PATH]
 """
 
 from __future__ import annotations
 
 import math
 import os
+import platform
+import subprocess
 import sys
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import yaml
@@ -56,17 +62,18 @@ def between(configuration, low: int, high: int) -> int:
     return size if size is not None else valid_at_most(configuration, (low + high) // 2)
 
 
-def check_answers(names: list[str], budget_text: str | None) -> tuple[list, list]:
+def check_answers(names: list[str], budget_text: str | None) -> tuple[list, list, list]:
     """Each case calibrated, refined and verified at its answer and one size between: the
-    verdicts and the table's rows."""
+    verdicts, the table's rows and the cases as a time record keeps them."""
     from scalebench.launch.slurm_requests import memory_bytes
     from scalebench.planning.capacity.calibration import probe_point, probe_sizes
     from scalebench.planning.capacity.command import answer, measured_iteration
     from scalebench.planning.capacity.configuration import Configuration
     from scalebench.planning.capacity.refine import refined
     from scalebench.planning.capacity.time_model import time_model
+    from scalebench.planning.capacity.time_record import RecordedCase, RecordedRun
 
-    verdicts, rows = [], []
+    verdicts, rows, recorded = [], [], []
     for name in names:
         dataset, dataset_params, solver, solver_params, default = CASES[name]
         budget = memory_bytes(budget_text or default, "--budget", bare_unit="B")
@@ -87,9 +94,11 @@ def check_answers(names: list[str], budget_text: str | None) -> tuple[list, list
             print(f"  {term.name}: {term.kind} ({term.describe()}), held-out error "
                   f"{term.held_out_error}", flush=True)
         middle = between(configuration, max(sizes), line.largest_size)
+        runs = []
         for size in sorted({middle, line.largest_size}):
             counts = configuration.time_counts(size, 1)
             point = probe_point(configuration, size, whole=True)
+            runs.append(RecordedRun.measured(size, counts, point.timing))
             iteration = (timing.iteration_seconds(counts), measured_iteration(point.timing))
             setup = (timing.setup_seconds(counts), point.timing["setup_s"])
             ratios = (iteration[0] / iteration[1], setup[0] / setup[1])
@@ -102,7 +111,23 @@ def check_answers(names: list[str], budget_text: str | None) -> tuple[list, list
                              f"{ratios[0]:.3f}"))
             verdicts.append((f"{name} at {size}: set-up predicted / measured",
                              SETUP_RANGE[0] <= ratios[1] <= SETUP_RANGE[1], f"{ratios[1]:.3f}"))
-    return verdicts, rows
+        recorded.append(RecordedCase(name, tuple(done.model.points), tuple(runs)))
+    return verdicts, rows, recorded
+
+
+def measured_where(started_load: str) -> dict:
+    """Where a record was measured: the commit (and whether the tree differed), the date,
+    the load average at the start and the end, the machine."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              check=False).stdout.strip()
+
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "tree_changed": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "date": date.today().isoformat(), "load_start": started_load,
+            "load_end": load_text(),
+            "machine": f"{platform.processor() or platform.machine()}, "
+                       f"{os.cpu_count()} cores", "command": " ".join(sys.argv)}
 
 
 def campaign_config(folder: Path, size: int, iterations: int) -> Path:
@@ -159,14 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--campaign-size", type=int, default=256)
     parser.add_argument("--iterations", type=int, default=40,
                         help="max_iter of the campaign's iterative solvers (default 40)")
+    parser.add_argument("--record", type=Path, default=None, metavar="PATH",
+                        help="write the answer cases' probes and runs as a time record")
     args = parser.parse_args(argv)
+    started_load = load_text()
     folder = Path(tempfile.mkdtemp(prefix="time-check-"))
     os.environ["SCALEBENCH_CACHE"] = str(folder / "cache")
     timed_probes()
     verdicts = []
     if not args.no_answers:
-        found, rows = check_answers(args.only or list(ANSWER_CASES), args.budget)
+        found, rows, recorded = check_answers(args.only or list(ANSWER_CASES), args.budget)
         verdicts += found
+        if args.record is not None:
+            from scalebench.planning.capacity.time_record import write_record
+
+            write_record(args.record, recorded, measured_where(started_load))
+            print(f"time record: {args.record}", flush=True)
         table = Table("case", "size", "x largest probe", "s/iteration predicted",
                       "measured", "ratio", "set-up s predicted", "measured", "ratio")
         table.header()

@@ -175,10 +175,14 @@ class MemoryModel:
                                              for phase in PHASES):
             raise ValueError(f"a memory model has {len(TERMS)} coefficients per phase "
                              f"({', '.join(PHASES)})")
-        points = tuple(CalibrationPoint(**{**point, "phase_peaks_bytes": tuple(
-            point["phase_peaks_bytes"])}) for point in data["points"])
+        points = tuple(point_from_json(point) for point in data["points"])
         return cls(tuple(tuple(phases[phase]) for phase in PHASES), data["measurement_scale"],
                    data["measurement_exponent"], points, float(data.get("seconds", 0.0)))
+
+
+def point_from_json(data: dict) -> CalibrationPoint:
+    """A probe as ``asdict`` wrote it (a cache entry, a time record)."""
+    return CalibrationPoint(**{**data, "phase_peaks_bytes": tuple(data["phase_peaks_bytes"])})
 
 
 def measurement_law(points: list[CalibrationPoint]) -> tuple[float, float]:
