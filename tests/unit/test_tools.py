@@ -225,3 +225,14 @@ def test_cluster_faults_counts_the_experiments_each_allocation_started_and_lost(
     assert tool.lost_per_allocation(log, rows) == [1, 0]
     assert tool.lost_per_allocation(log, None) == [2, 2]
     assert tool.expected_rows(tool.limit_config([5, 6])) == 13
+
+
+def test_time_budget_check_runs_the_examples_pnp_with_the_denoiser_at_one_size():
+    tool = _tool("time_budget_check")
+    config = tool.budget_config("multiframe_superres.yml", "dncnn")
+    (solver, params), = config["solver"][0].items()
+    assert solver == "pnp" and params["denoiser"] == "dncnn" and params["pretrained"] == "auto"
+    assert config["max-runs"] == params["max_iter"] + 1 and config["n-repetitions"] == 1
+    sized = tool.at_size(config, 384, 200)
+    assert sized["dataset"][0]["multiframe_superres"]["image_size"] == 384
+    assert sized["timeout"] == "200s" and config["dataset"] != sized["dataset"]
