@@ -16,6 +16,8 @@ predicted / measured wall time within 0.8-1.25.
         [--denoiser dncnn] [--folder DIR]
 
 Run it on an otherwise idle machine; it prints the load average at the start and the end.
+Leave the repository's files as they are while it runs: the calibration's key holds the code
+state, so a commit in between leaves plan's prediction uncalibrated.
 """
 
 from __future__ import annotations
