@@ -28,7 +28,7 @@ import os
 import sys
 import tempfile
 
-from tools.measuring import Stopwatch, print_targets, tool_parser
+from tools.measuring import Stopwatch, load_text, print_targets, tool_parser
 
 RATIO_LOW, RATIO_HIGH = 0.85, 1.15
 CALIBRATION_TARGET_S = 300
@@ -52,10 +52,6 @@ CASES = {
 
 def gib(value: float) -> str:
     return f"{value / 2**30:.3f}"
-
-
-def load_text() -> str:
-    return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def timed_probes() -> None:

@@ -60,10 +60,10 @@ from tests.support.slurm_jobs import (
     submit,
     wait_for,
 )
-from tools.capacity_check import load_text
 from tools.measuring import (
     Table,
-    print_targets,
+    load_text,
+    print_outcome,
     private_benchmark,
     run_scalebench,
     table_line,
@@ -290,13 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {table_line(cells)}", file=sys.stderr, flush=True)  # shown at once
             rows.append(cells)
             targets += found
-    table = Table(*COLUMNS)
-    table.header()
-    for cells in rows:
-        table.row(*cells)
-    status = print_targets(targets)
-    print(f"load average (1/5/15 min): {started} at the start, {load_text()} at the end")
-    return status
+    return print_outcome(Table(*COLUMNS), rows, targets, started)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -143,6 +144,23 @@ def print_targets(targets: Sequence[tuple[str, bool, str]]) -> int:
     for name, met, detail in targets:
         print(f"{'met' if met else 'MISSED'}: {name}: {detail}")
     return 0 if all(met for _, met, _ in targets) else 1
+
+
+def load_text() -> str:
+    """The machine's load average over 1, 5 and 15 minutes, as '0.5/1.2/2.0'."""
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def print_outcome(table: Table, rows: Iterable[Sequence[object]],
+                  targets: Sequence[tuple[str, bool, str]], started_load: str) -> int:
+    """A measurement's closing lines: its table, its targets and the load average at its
+    start and now; the exit status of print_targets."""
+    table.header()
+    for cells in rows:
+        table.row(*cells)
+    status = print_targets(targets)
+    print(f"load average (1/5/15 min): {started_load} at the start, {load_text()} at the end")
+    return status
 
 
 # --- command-line arguments -----------------------------------------------------------------

@@ -30,10 +30,11 @@ from pathlib import Path
 
 import yaml
 
-from tools.capacity_check import load_text
 from tools.measuring import (
     REPO,
     Table,
+    load_text,
+    print_outcome,
     print_targets,
     private_benchmark,
     run_config,
@@ -132,12 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         row, found = run_at(folder, benchmark, at_size(config, size), name, iterations)
         rows.append(row)
         targets += found
-    table.header()
-    for row in rows:
-        table.row(*row)
-    status = print_targets(targets)
-    print(f"load average (1/5/15 min): {started} at the start, {load_text()} at the end")
-    return status
+    return print_outcome(table, rows, targets, started)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,11 @@ from pathlib import Path
 
 import yaml
 
-from tools.capacity_check import CASES, load_text, timed_probes
+from tools.capacity_check import CASES, timed_probes
 from tools.measuring import (
     Stopwatch,
     Table,
+    load_text,
     print_targets,
     private_benchmark,
     run_config,

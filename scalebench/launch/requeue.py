@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from scalebench.durations import LIMIT_SIGNAL_LEAD_S, TIME_MARGIN, before_limit_signal_s
+from scalebench.durations import TIME_MARGIN, before_limit_signal_s
 from scalebench.errors import ScalebenchError
 
 # A SLURM client command (argv) -> its exit status and its output (stdout and stderr).
@@ -43,10 +43,11 @@ RECORD_NAME = "requeues.json"  # in the result's folder (beside its logs)
 # How long to retry setting the excluded nodes after the requeue: the job turns pending at
 # once, but its processes (this one) are being ended within SLURM's KillWait (30 s default).
 EXCLUDE_TRIES, EXCLUDE_PAUSE_S = 20, 0.5
-# A SIGTERM this close to the job's end is the templates' limit signal (LIMIT_SIGNAL_LEAD_S
-# before it, up to a minute sooner), not a person's scancel: the launch requeues instead of
-# ending.
-LIMIT_SIGNAL_S = max(300.0, 5 * LIMIT_SIGNAL_LEAD_S)
+# A SIGTERM this close to the job's end is the templates' limit signal, not a person's
+# scancel: the launch requeues instead of ending. The signal comes durations'
+# LIMIT_SIGNAL_LEAD_S before the end, up to LIMIT_SIGNAL_EARLY_S sooner (90 s in all); the
+# window is wider for the scheduler's own delays and a slow squeue.
+LIMIT_SIGNAL_S = 300.0
 
 
 def slurm_call(command: list[str]) -> tuple[int, str]:
