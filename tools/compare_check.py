@@ -16,8 +16,8 @@ slowed ones slower, at one repetition (the ``--factor`` rule) and at several (th
   0.3 dB lower ('worse' expected) and 0.05 dB lower ('same').
 
     python -m tools.compare_check [--size 256] [--angles 128] [--iterations 8]
-        [--experiments 4] [--campaigns 5] [--repetitions 1 3] [--factors 1.1 1.25 1.5 2]
-        [--tolerances 0.05 0.1 0.25 0.5] [--quiet-core 1] [--busy-core 0] [--folder DIR]
+        [--experiments 4] [--campaigns 5] [--repetitions 1 3] [--factors 1.25 1.5 1.8 2]
+        [--tolerances 0.25 0.5 0.8] [--quiet-core 1] [--busy-core 0] [--folder DIR]
 
 Targets (exit 1 when one is missed): at compare's defaults no 'slower' and exit 0 in any
 identical pair, 'slower' and exit 1 in every slowed pair, at every repetition count; the PSNR
@@ -229,9 +229,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repetitions", type=positive_int, nargs="+", default=[1, 3],
                         help="repetitions per campaign, one set of campaigns each "
                         "(default 1 3)")
-    parser.add_argument("--factors", type=float, nargs="+", default=[1.1, 1.25, 1.5, 2.0],
+    parser.add_argument("--factors", type=float, nargs="+", default=[1.25, 1.5, 1.8, 2.0],
                         help="compare's --factor values tried at one repetition")
-    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.05, 0.1, 0.25, 0.5],
+    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.25, 0.5, 0.8],
                         help="compare's --tolerance values tried at several repetitions")
     parser.add_argument("--quiet-core", type=int, default=1,
                         help="the core identical campaigns run on (default 1)")

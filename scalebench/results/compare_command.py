@@ -35,9 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", type=Path, help="results parquet file to judge")
     parser.add_argument("--tolerance", default=str(DEFAULT_TOLERANCE),
                         help=f"a fraction in (0, 1): with {MIN_REPETITIONS} or more repetitions "
-                        f"a side, differences within it of the base median (or within a "
-                        f"side's spread) are 'same' (default {DEFAULT_TOLERANCE:g}; false "
-                        f"alarms of identical campaigns: docs/performance.md)")
+                        f"a side, a time, memory or throughput ratio of medians within 1 + "
+                        f"it (or a difference within a side's spread) is 'same' (default "
+                        f"{DEFAULT_TOLERANCE:g}; false alarms of identical campaigns: "
+                        f"docs/performance.md)")
     parser.add_argument("--factor", default=str(DEFAULT_FACTOR),
                         help=f"a ratio of at least 1: with one repetition on a side (a single "
                         f"run), a time, memory or throughput ratio of medians within it is "
@@ -68,7 +69,7 @@ def thresholds(args: argparse.Namespace):
         raise ScalebenchError(str(error)) from None
     return Thresholds(_number(args.tolerance, "--tolerance must be a fraction in (0, 1), e.g. "
                                               "0.1 for 10 %"),
-                      _number(args.factor, "--factor must be a ratio of at least 1, e.g. 1.5"),
+                      _number(args.factor, "--factor must be a ratio of at least 1, e.g. 1.8"),
                       quality)
 
 

@@ -14,6 +14,7 @@ from scalebench.cli import main
 from scalebench.results.compare_rules import (
     CUT_ON_BOTH,
     DB,
+    DEFAULT_FACTOR,
     DEFAULT_QUALITY_DB,
     HIGHER,
     LOWER,
@@ -58,6 +59,30 @@ def test_two_or_more_repetitions_keep_the_spread_rule_not_the_factor():
     assert verdict(TIME, summary([1.0, 1.01]), summary([2.0, 2.01]),
                    Thresholds(tolerance=0.05, factor=3.0)) == "slower"
     assert verdict(TIME, summary([1.0, 1.4]), summary([1.3, 1.3]), RULES) == SAME
+
+
+def test_with_repetitions_the_tolerance_is_a_ratio_either_way_beyond_the_spreads():
+    """Tolerance 0.8: 1.8x slower and 1.8x faster are the same distance; within it, or within
+    a side's spread, the same."""
+    rules = Thresholds(tolerance=0.8)
+    base = summary([1.0, 1.0, 1.01])
+    assert verdict(TIME, base, summary([1.85, 1.86, 1.87]), rules) == "slower"
+    assert verdict(TIME, base, summary([1.75, 1.76, 1.77]), rules) == SAME
+    assert verdict(TIME, base, summary([0.54, 0.545, 0.55]), rules) == "faster"  # 1/0.55
+    assert verdict(TIME, base, summary([0.57, 0.575, 0.58]), rules) == SAME  # 1/0.57 < 1.8
+    # beyond the ratio but within the candidate's spread: the same
+    assert verdict(TIME, base, summary([1.0, 1.9, 3.0]), rules) == SAME
+
+
+def test_the_defaults_separate_the_measured_drift_from_a_shared_core():
+    """docs/performance.md, "Compare as a gate": identical campaigns up to 1.65x apart, a
+    core shared with a busy loop at least 2.08x slower, at 1 and at 3 repetitions."""
+    rules = Thresholds()
+    for repetitions in (1, 3):
+        base = summary([1.0] * repetitions)
+        assert verdict(TIME, base, summary([1.65] * repetitions), rules) == SAME
+        assert verdict(TIME, base, summary([1 / 1.65] * repetitions), rules) == SAME
+        assert verdict(TIME, base, summary([2.08] * repetitions), rules) == "slower"
 
 
 def test_quality_in_db_is_compared_in_absolute_db_whatever_the_repetitions():
@@ -163,7 +188,7 @@ def verdicts(found: dict) -> dict[str, str]:
 
 def test_one_run_a_side_2x_slower_is_slower_single_run_exit_1(tmp_path, capsys):
     status, found = judged(tmp_path, rows(), rows(seconds=2.2), capsys=capsys)
-    assert status == 1 and found["factor"] == 1.5
+    assert status == 1 and found["factor"] == DEFAULT_FACTOR
     grad, = [m for m in found["experiments"][0]["measures"]
              if m["measure"] == "grad (s/iteration)"]
     assert grad["verdict"] == "slower" and grad["single_run"]
