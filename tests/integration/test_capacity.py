@@ -168,9 +168,11 @@ def test_a_time_budget_binds_below_the_memory_answer_and_verifies_its_times(cali
     # the model's held-out error is kept as a margin under the budget
     assert answer["time_margin"] == answer["time_model"]["held_out_error"] >= 0
     assert answer["predicted_run_s"] * (1 + answer["time_margin"]) <= limit
-    # How near: tools.time_check on quieter cores (docs/performance.md); here, that the
-    # whole run's figures are the ones compared.
+    # How near: tools.time_check on quieter cores (docs/performance.md, 0.8-1.25 and
+    # 0.7-1.4, and the committed record's unit test); here, that the whole run's figures are
+    # the ones compared, within a bound the suite's load on two shared cores leaves room for.
     ratios = answer["verified_time_ratios"]
+    assert all(1 / 3 <= ratio <= 3 for ratio in ratios.values()), ratios
     assert answer["measured_iteration_s"] > 0 and answer["measured_setup_s"] > 0
     assert ratios == {"iteration": pytest.approx(answer["predicted_iteration_s"]
                                                  / answer["measured_iteration_s"]),
