@@ -28,6 +28,7 @@ from scalebench.repository import REPO
 from tools.measuring import (
     Stopwatch,
     Table,
+    load_text,
     median,
     print_targets,
     tool_parser,
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                        check=False, capture_output=True)
     table = Table("code", "calibration wall s (median)", "probes run", "load after")
     table.header()
-    load = "/".join(f"{value:.1f}" for value in os.getloadavg())
+    load = load_text()
     for name in walls:
         table.row(name, f"{median(walls[name]):.0f}", probes[name], load)
     ratio = median(walls["this tree"]) / median(walls[args.against])

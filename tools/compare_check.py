@@ -32,7 +32,6 @@ import contextlib
 import io
 import itertools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from tools.measuring import (
     Table,
     add_iterations,
     launched_results,
+    load_text,
     print_targets,
     private_benchmark,
     tool_parser,
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.experiments} experiment(s), one torch thread; {args.campaigns} identical "
           f"campaigns on core {args.quiet_core}, {args.campaigns} slowed on core "
           f"{args.busy_core} beside a busy loop; results in {folder}; load average at the "
-          f"start {os.getloadavg()[0]:.2f}\n")
+          f"start {load_text()}\n")
     targets = []
     for repetitions in args.repetitions:
         config = ct_config(folder, args.size, args.angles, args.iterations, repetitions,
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print_sweep(repetitions, identical, slowed, name, values)
         if repetitions == args.repetitions[0]:
             targets += print_psnr_check(identical[0], folder)
-    print(f"load average at the end: {os.getloadavg()[0]:.2f}\n")
+    print(f"load average at the end: {load_text()}\n")
     return print_targets(targets)
 
 
