@@ -7,8 +7,9 @@ Why a launch requeues (``Cut``): a node lost or a rank found hung (the launch st
 (``time_left_s`` from squeue, less ``durations.before_limit_signal_s``'s window), or that
 signal itself (the templates' ``--signal=B:TERM@30``, the last resort; a SIGTERM long before
 the limit is a person's scancel, and stops the launch as before). ``requeue`` runs
-``scontrol requeue``, then sets the excluded nodes on the job, now pending (SLURM refuses
-them on a running job); where that cannot be set, the record beside the result
+``scontrol requeue``, says so at once (the requeue ends this process within SLURM's
+KillWait), then sets the excluded nodes on the job, now pending (SLURM refuses them on a
+running job); where that cannot be set, the record beside the result
 (``RECORD_NAME``) names them and a start on one of them requeues again before any experiment
 (``start_on_excluded``). The launcher's own requeues of a job are bounded by the restart limit
 (the ``restart-limit`` config key or ``--restart-limit``) and recorded in the result's run
@@ -123,22 +124,27 @@ def job_id(env: Mapping[str, str] = os.environ) -> str | None:
     return env.get("SLURM_JOB_ID") or None
 
 
-def requeue(cut: Cut, folder: Path, limit: int, call: SlurmCall = slurm_call,
-            env: Mapping[str, str] = os.environ,
-            pause: Callable[[float], None] = time.sleep, progressed: bool = False) -> str:
+def requeue(cut: Cut, folder: Path, limit: int, say: Callable[[str], None],
+            call: SlurmCall = slurm_call, env: Mapping[str, str] = os.environ,
+            pause: Callable[[float], None] = time.sleep, progressed: bool = False) -> None:
     """Requeue this batch job for ``cut`` within ``limit`` requeues, excluding its node and
     those excluded before where nodes are left for the job; a time limit's cut after an
     allocation that finished an experiment (``progressed``) is not counted against the
-    limit. The line that says what was done, or what to type where it was not."""
+    limit. ``say`` gets the line that says what was done, or what to type where it was not,
+    as soon as it is true: the requeue ends this process within SLURM's KillWait, so the
+    line is said before the excluded nodes are set (the record keeps them either way, and a
+    start on one requeues again), and a second line only where SLURM would not take them."""
     job = job_id(env)
     by_hand = f"requeue the job to complete them (scontrol requeue {job or 'JOBID'})"
     if job is None:
-        return by_hand
+        say(by_hand)
+        return
     record = read_requeues(folder, job)
     counted = not (cut.time_limit and progressed)
     if counted and record.count >= limit:
-        return f"the restart limit is reached ({record.count} of {limit} requeues by " \
-               f"scalebench); {by_hand}"
+        say(f"the restart limit is reached ({record.count} of {limit} requeues by "
+            f"scalebench); {by_hand}")
+        return
     exclude = [*record.exclude, *([cut.node] if cut.node and cut.node
                                   not in record.exclude else [])]
     note = ""
@@ -152,17 +158,17 @@ def requeue(cut: Cut, folder: Path, limit: int, call: SlurmCall = slurm_call,
     status, output = call(["scontrol", "requeue", job])
     if status != 0:
         write_requeues(folder, record)
-        return f"SLURM refused to requeue the job ({output or f'exit status {status}'}); " \
-               f"{by_hand}"
-    excluded = ""
-    if exclude:
-        excluded = f", excluding {','.join(exclude)}" if exclude_nodes(job, exclude, call, pause) \
-            else f"; excluding {','.join(exclude)} could not be set, so a start on it " \
-                 f"requeues again"
+        say(f"SLURM refused to requeue the job ({output or f'exit status {status}'}); "
+            f"{by_hand}")
+        return
     counted_text = f"{updated.count} of {limit} requeues by scalebench" if counted else \
         f"the time limit's, after finished experiments: not counted against the limit of " \
         f"{limit}"
-    return f"requeued job {job} ({counted_text}){excluded}{note}; the next start resumes"
+    excluded = f", excluding {','.join(exclude)}" if exclude else ""
+    say(f"requeued job {job} ({counted_text}){excluded}{note}; the next start resumes")
+    if exclude and not exclude_nodes(job, exclude, call, pause):
+        say(f"SLURM did not take the exclusion of {','.join(exclude)} for job {job}, so a "
+            f"start on {'it' if len(exclude) == 1 else 'one of them'} requeues again")
 
 
 def exclude_nodes(job: str, nodes: list[str], call: SlurmCall,
@@ -285,6 +291,9 @@ def after_launch(cut: Cut | None, stopped_by: int | None, folder: Path, limit: i
     if cut is None:
         return
     if not lost:
-        print(f"[scalebench] stopping this allocation: {cut.why}", file=sys.stderr, flush=True)
-    line = requeue(cut, folder, limit, call, env, progressed=progressed)
+        _say(f"stopping this allocation: {cut.why}")
+    requeue(cut, folder, limit, _say, call, env, progressed=progressed)
+
+
+def _say(line: str) -> None:
     print(f"[scalebench] {line}", file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -50,12 +51,19 @@ class Slurm:
         return [c for c in self.calls if c[:len(words)] == list(words)]
 
 
+def said(cut: Cut, folder: Path, limit: int, slurm: Slurm, env: dict[str, str] = JOB,
+         **options) -> list[str]:
+    """The lines ``requeue`` says, in order."""
+    lines: list[str] = []
+    requeue.requeue(cut, folder, limit, lines.append, slurm, env, **options)
+    return lines
+
+
 def test_a_lost_node_requeues_the_job_then_excludes_the_node_once_it_is_pending(tmp_path):
     slurm = Slurm(pending_after=2)
-    line = requeue.requeue(Cut("rank 1 on n2 is hung", "n2"), tmp_path, 3, slurm, JOB,
-                           pause=lambda _: None)
-    assert line == "requeued job 7 (1 of 3 requeues by scalebench), excluding n2; the next " \
-                   "start resumes"
+    lines = said(Cut("rank 1 on n2 is hung", "n2"), tmp_path, 3, slurm, pause=lambda _: None)
+    assert lines == ["requeued job 7 (1 of 3 requeues by scalebench), excluding n2; the next "
+                     "start resumes"]
     assert slurm.named("scontrol", "requeue") == [["scontrol", "requeue", "7"]]
     assert slurm.named("scontrol", "update")[-1] == ["scontrol", "update", "JobId=7",
                                                       "ExcNodeList=n2"]
@@ -64,10 +72,23 @@ def test_a_lost_node_requeues_the_job_then_excludes_the_node_once_it_is_pending(
                                                     ["rank 1 on n2 is hung"])
 
 
+def test_the_requeue_is_said_before_the_exclusion_is_set(tmp_path):
+    """The requeue ends this process within SLURM's KillWait: its line must be out before
+    the (retried) exclusion, or a slow exclusion leaves the log without it."""
+    slurm = Slurm(pending_after=2)
+    calls_when_said: list[list[list[str]]] = []
+    requeue.requeue(Cut("node lost", "n2"), tmp_path, 3,
+                    lambda _: calls_when_said.append(list(slurm.calls)), slurm, JOB,
+                    pause=lambda _: None)
+    [before] = calls_when_said
+    assert before[-1] == ["scontrol", "requeue", "7"]
+    assert not [c for c in before if c[:2] == ["scontrol", "update"]]
+
+
 def test_the_restart_limit_counts_the_launchers_own_requeues_of_this_job(tmp_path):
     write_requeues(tmp_path, Requeues("7", 2, 2, [], ["out of time", "out of time"]))
     slurm = Slurm()
-    line = requeue.requeue(Cut("out of time"), tmp_path, 2, slurm, JOB)
+    [line] = said(Cut("out of time"), tmp_path, 2, slurm)
     assert line == "the restart limit is reached (2 of 2 requeues by scalebench); requeue " \
                    "the job to complete them (scontrol requeue 7)"
     assert slurm.calls == []
@@ -80,24 +101,22 @@ def test_a_time_limit_requeue_after_finished_experiments_is_not_counted(tmp_path
     a reached limit; one that finished none counts, so a campaign that cannot advance stops."""
     write_requeues(tmp_path, Requeues("7", 2, 2, [], ["lost", "lost"]))
     slurm = Slurm()
-    line = requeue.requeue(Cut("out of time", time_limit=True), tmp_path, 2, slurm, JOB,
-                           progressed=True)
+    [line] = said(Cut("out of time", time_limit=True), tmp_path, 2, slurm, progressed=True)
     assert line == "requeued job 7 (the time limit's, after finished experiments: not " \
                    "counted against the limit of 2); the next start resumes"
     assert read_requeues(tmp_path, "7") == Requeues("7", 2, 2, [], ["lost", "lost",
                                                                   "out of time"], 1)
-    line = requeue.requeue(Cut("out of time", time_limit=True), tmp_path, 2, slurm, JOB,
-                           progressed=False)
+    [line] = said(Cut("out of time", time_limit=True), tmp_path, 2, slurm, progressed=False)
     assert line.startswith("the restart limit is reached (2 of 2 requeues by scalebench)")
     # a lost node is counted whatever finished before it
-    line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 2, slurm, JOB, progressed=True)
+    [line] = said(Cut("node lost", "n2"), tmp_path, 2, slurm, progressed=True)
     assert line.startswith("the restart limit is reached")
     assert len(slurm.named("scontrol", "requeue")) == 1
 
 
 def test_with_no_node_left_it_requeues_without_exclusion_and_says_so(tmp_path):
     slurm = Slurm(nodes="n1 n2")
-    line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 3, slurm, JOB)
+    [line] = said(Cut("node lost", "n2"), tmp_path, 3, slurm)
     assert line.endswith("; no node left to run on without n2: requeued without excluding "
                          "any; the next start resumes")
     assert slurm.named("scontrol", "update") == []
@@ -106,9 +125,10 @@ def test_with_no_node_left_it_requeues_without_exclusion_and_says_so(tmp_path):
 
 def test_an_exclusion_that_cannot_be_set_is_kept_for_the_next_start(tmp_path):
     slurm = Slurm(pending_after=10**6)
-    line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 3, slurm, JOB,
-                           pause=lambda _: None)
-    assert "excluding n2 could not be set, so a start on it requeues again" in line
+    lines = said(Cut("node lost", "n2"), tmp_path, 3, slurm, pause=lambda _: None)
+    assert lines == ["requeued job 7 (1 of 3 requeues by scalebench), excluding n2; the next "
+                     "start resumes", "SLURM did not take the exclusion of n2 for job 7, so a "
+                     "start on it requeues again"]
     cut = requeue.start_on_excluded(tmp_path, slurm, JOB)  # the next start, on n1 and n2
     assert cut is not None and "runs on n2, which an earlier requeue excluded" in cut.why
     assert requeue.start_on_excluded(tmp_path, slurm, {**JOB, "SLURM_JOB_ID": "8"}) is None
@@ -117,7 +137,7 @@ def test_an_exclusion_that_cannot_be_set_is_kept_for_the_next_start(tmp_path):
 def test_a_refused_requeue_says_what_to_type_and_counts_nothing(tmp_path):
     slurm = Slurm(requeue=(1, "scontrol: error: Requested operation is presently disabled "
                               "for job 7"))
-    line = requeue.requeue(Cut("node lost", "n2"), tmp_path, 3, slurm, JOB)
+    [line] = said(Cut("node lost", "n2"), tmp_path, 3, slurm)
     assert line == "SLURM refused to requeue the job (scontrol: error: Requested operation " \
                    "is presently disabled for job 7); requeue the job to complete them " \
                    "(scontrol requeue 7)"
