@@ -82,16 +82,21 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(autouse=True, scope="session")
 def worker_share_of_the_cores() -> None:
-    """Each worker's torch runs on its share of the cores. torch's default, one thread per
-    core in every worker, oversubscribes them: OpenMP threads then spin waiting for
-    each other, and small tensor operations take several times as long (tests/unit's
-    test_algorithms and test_cgls on 2 workers and 2 cores: 106 s, 41 s with one thread
-    each). Processes the tests start keep torch's default."""
+    """Each worker's torch, and that of every process the worker starts (OMP_NUM_THREADS,
+    which the launcher hands to ranks and containers), runs on the worker's share of the
+    cores. torch's default, one thread per core in every process, oversubscribes them:
+    OpenMP threads then spin waiting for each other, and small tensor operations take
+    several times as long (tests/unit's test_algorithms and test_cgls on 2 workers and 2
+    cores: 106 s, 41 s with one thread each; the capacity, distributed and report-campaign
+    modules' runs: 717 s, 605 s). A test of torch's default thread count removes the
+    variable from its processes' environment (tests/support/comparing_page.py)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch
 
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+        share = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(share)
+        os.environ["OMP_NUM_THREADS"] = str(share)
 
 
 def folder_marker(nodeid: str) -> str | None:
