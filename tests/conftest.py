@@ -89,7 +89,7 @@ def worker_share_of_the_cores() -> None:
     several times as long (tests/unit's test_algorithms and test_cgls on 2 workers and 2
     cores: 106 s, 41 s with one thread each; the capacity, distributed and report-campaign
     modules' runs: 717 s, 605 s). A test of torch's default thread count removes the
-    variable from its processes' environment (tests/support/comparing_page.py)."""
+    variable from its processes' environment (comparing_page.default_threads_env)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch

@@ -22,6 +22,7 @@ from tests.support.comparing_page import (
     PAGE,
     PODMAN_BLOCK_TEST,
     clone,
+    default_threads_env,
     page_blocks,
     run_block,
     shell,
@@ -103,7 +104,8 @@ def test_the_measurement_tool_prints_threads_and_why_podman_is_missing(tmp_path)
         pytest.skip("taskset is not installed")
     done = subprocess.run([sys.executable, "-m", "tools.compare_environments", "--size", "32",
                            "--angles", "12", "--iterations", "2", "--folder", str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+                          cwd=REPO, env=default_threads_env(), capture_output=True, text=True,
+                          timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "differing fields: torch_threads: 1 -> " in done.stdout
     assert re.search(r"\| grad \(s/iteration\) \| .* \| (faster|slower|same) \|", done.stdout)

@@ -42,15 +42,20 @@ def clone(folder: Path) -> Path:
 
 def shell(copy: Path) -> dict[str, str]:
     """An environment whose ``scalebench`` is this interpreter running the clone's code, with
-    torch's default thread count (the page compares it with one thread), as a user's shell has
-    it: no OMP_NUM_THREADS (which the test workers set for their processes)."""
+    torch's default thread count (the page compares it with one thread)."""
     bin_folder = copy.parent / "bin"
     bin_folder.mkdir(exist_ok=True)
     command = bin_folder / "scalebench"
     command.write_text(f'#!/bin/sh\nexec {sys.executable} -m scalebench "$@"\n')
     command.chmod(command.stat().st_mode | stat.S_IXUSR)
-    env = {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
-    return {**env, "PATH": f"{bin_folder}:{os.environ['PATH']}", "PYTHONPATH": str(copy)}
+    return {**default_threads_env(), "PATH": f"{bin_folder}:{os.environ['PATH']}",
+            "PYTHONPATH": str(copy)}
+
+
+def default_threads_env() -> dict[str, str]:
+    """This process's environment without OMP_NUM_THREADS, which the test workers set for
+    the processes they start: torch's default thread count, as a user's shell has it."""
+    return {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
 
 
 def run_block(name: str, copy: Path, env: dict[str, str], replace: dict[str, str] | None = None
