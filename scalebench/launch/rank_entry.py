@@ -14,8 +14,9 @@ process beats into ``<dir>/rank<r>.alive`` (``scalebench.launch.liveness``). Whi
 never reported its end (its node lost, its processes killed). A write of its own (the log, the
 notes) that a full, over-quota or read-only file system refuses ends the rank with
 EXIT_STORAGE_FULL and no traceback; benchopt's (its rows, a cache) is in the note's tail.
-SIGTERM / SIGINT are passed on to benchopt. The host is the SLURM node's name under srun
-(SLURMD_NODENAME), else the machine's.
+SIGTERM / SIGINT are passed on to benchopt. Its benchopt process is a fresh interpreter, or
+forked by the preloaded server its environment names (``scalebench.launch.preloaded``). The
+host is the SLURM node's name under srun (SLURMD_NODENAME), else the machine's.
 
 ``--from-slurm`` takes RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE from SLURM's task
 variables (srun sets them per task) unless RANK is already set (slurm_templates/task-python.sh
@@ -32,7 +33,6 @@ import re
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections import deque
@@ -42,7 +42,7 @@ from typing import BinaryIO, TextIO
 
 from provenance.files import write_text_atomically
 from scalebench.errors import EXIT_STORAGE_FULL, is_storage_error
-from scalebench.launch import liveness, progress
+from scalebench.launch import liveness, preloaded, progress
 from scalebench.launch.rank_env import slurm_ranks
 
 LOG_TAIL_LINES = 80
@@ -113,8 +113,7 @@ def _run_benchopt(folder: Path, benchmark: Path, config: Path, env: dict[str, st
     # Line-buffered: the log grows while the experiment runs.
     with (folder / f"rank{rank}.log").open("w", buffering=1) as log:
         reporter = progress.Reporter(position, rank, log, sys.stdout if rank == 0 else None)
-        process = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, preexec_fn=end_with_parent)
+        process = preloaded.start(command, child_env, preexec_fn=end_with_parent)
 
         def forward(signum: int, _frame: object) -> None:
             signalled.append(signum)

@@ -36,9 +36,11 @@ from pathlib import Path
 
 import torch
 
+from scalebench.launch import preloaded
 from scalebench.rank.names import (
     HOST_PEAK_LIFETIME,
     HOST_PEAK_SINCE_RESET,
+    HOST_PEAK_SINCE_RESET_FORKED,
     PROFILER_MODES,
 )
 from scalebench.rank.settings import process_settings
@@ -72,7 +74,8 @@ class HostPeakMemory:
     def __init__(self, resets: bool = True) -> None:
         # Finding out whether the peak can be reset resets it: not done without ``resets``.
         self.resettable = resets and self.reset_peak()
-        self.method = HOST_PEAK_SINCE_RESET if self.resettable else HOST_PEAK_LIFETIME
+        self.method = HOST_PEAK_LIFETIME if not self.resettable else \
+            HOST_PEAK_SINCE_RESET_FORKED if preloaded.forked() else HOST_PEAK_SINCE_RESET
 
     @staticmethod
     def reset_peak() -> bool:

@@ -94,9 +94,12 @@ OBJECTIVE_COLUMNS = {
     "objective_comm_time_s": "time inside collectives over the iteration, seconds",
     "objective_comm_bytes": "bytes handed to collectives over the iteration",
     "objective_host_memory_method": "how host peaks were measured: vmhwm_reset (the step's "
-                                    "own peak) or lifetime_peak (the process's lifetime "
+                                    "own peak), lifetime_peak (the process's lifetime "
                                     "peak, an upper bound; ru_maxrss_lifetime in files "
-                                    "written before 2026-12-03)",
+                                    "written before 2026-12-03) or vmhwm_reset_forked (the "
+                                    "step's own peak in a tuning trial's process, forked "
+                                    "from a preloaded server: lower than a fresh process's "
+                                    "by the library pages it did not touch)",
     "objective_setup_time_s": "the run's set-up (operators, measurements, weights, operator "
                               "norm, initial estimate, compilation), seconds",
     "objective_compile_time_s": "the denoiser's compilation alone (solver parameter "

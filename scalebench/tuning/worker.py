@@ -7,11 +7,16 @@ tasks) run this loop over one journal; a RUNNING trial of a dead worker is faile
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from scalebench.errors import ScalebenchError
+from scalebench.launch import preloaded
+from scalebench.launch.rank_env import TASK_VARIABLES
 from scalebench.planning.capacity.time_model import duration_text
 from scalebench.tuning.objective import Objective
 from scalebench.tuning.search import Search
@@ -47,7 +52,25 @@ class WorkerPlan:
 
 
 def run_worker(plan: WorkerPlan) -> None:
-    """Run trials of every study of ``plan`` until each is done or the budget spent."""
+    """Run trials of every study of ``plan`` until each is done or the budget spent, their
+    ranks' benchopt processes forked from one preloaded server (``preloaded``): a trial is a
+    short run, most of whose start-up would otherwise be the same imports again."""
+    env = {k: v for k, v in os.environ.items() if k not in TASK_VARIABLES}  # as trials see it
+    with preloaded.serving(env) as server, _variables(server):
+        _run_studies(plan)
+
+
+@contextmanager
+def _variables(values: dict[str, str]) -> Iterator[None]:
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in values:
+            os.environ.pop(name, None)
+
+
+def _run_studies(plan: WorkerPlan) -> None:
     start = time.monotonic()
     for search in plan.searches:
         files = StudyFiles(plan.folder, search.key)

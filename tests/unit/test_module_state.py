@@ -23,6 +23,8 @@ FOLDERS = ("scalebench", "provenance", "tools", "benchmark_inference", "benchmar
 # Switches of the standard library and torch whose documented interface is an assignment.
 DOCUMENTED = frozenset({
     "os.environ", "sys.path", "sys.excepthook",
+    # what a forked process sets to become the command it runs (the preloaded server)
+    "sys.argv", "sys.stdout", "sys.stderr",
     "torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark",
     "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
 })
