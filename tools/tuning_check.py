@@ -2,7 +2,7 @@
 at what cost; whether two workers share a study well; whether a killed tuning resumes.
 
     python -m tools.tuning_check [--problems ct superres] [--methods pgd drs] [--size 128]
-        [--iterations N] [--trials 10] [--grid-sigmas 7] [--grid-values 3] [--folder DIR]
+        [--iterations N] [--trials 12] [--grid-sigmas 7] [--grid-values 3] [--folder DIR]
     python -m tools.tuning_check --workers-check [--size 64] [--trials 20]
     python -m tools.tuning_check --resume-check [--size 64] [--trials 6]
 
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=positive_int, default=None,
                         help="iterations per run (default: 40 on ct, 20 on superres)")
     parser.add_argument("--trials", type=positive_int, default=None,
-                        help="ended trials per tuning (default 10; --workers-check 20, "
+                        help="ended trials per tuning (default 12; --workers-check 20, "
                         "--resume-check 6)")
     parser.add_argument("--grid-sigmas", type=positive_int, default=7,
                         help="log-spaced denoiser_sigma values of the grid (default 7)")
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_workers_check(args, folder)
         if args.resume_check:
             return run_resume_check(args, folder)
-        args.trials = args.trials or 10
+        args.trials = args.trials or 12
         return run_measure(args, folder)
 
 

@@ -22,6 +22,7 @@ from scalebench.launch.rank_entry import end_with_parent
 from scalebench.rank.startup import import_and_freeze
 
 POLL_S = 0.1  # how often ended processes are looked for between requests
+REQUEST_TIMEOUT_S = 10.0  # a request is a few kilobytes sent at once
 # The modules a request may run: the benchopt process of a rank, and only it.
 SERVED_MODULES = ("scalebench.benchopt_glue",)
 
@@ -146,11 +147,13 @@ class Server:
 
     def accept(self) -> None:
         connection, _ = self.listener.accept()
+        connection.settimeout(REQUEST_TIMEOUT_S)  # a silent client holds no one else up
         try:
             request, output = receive_request(connection)
         except (OSError, ValueError):
             connection.close()
             return
+        connection.settimeout(None)
         why = refusal(request, self.env, self.cwd)
         if why is None and request["argv"][:2] != ["-m", SERVED_MODULES[0]]:
             why = f"a module it does not serve ({' '.join(request['argv'][:2])})"

@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 # a dead worker (a stopped one too: its thread stops with it).
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
-# Trials sampled at random before TPE models the ended ones (optuna's default is 10, as many
-# as a tuning of 10 trials runs): a small budget is spent half exploring, half exploiting.
-STARTUP_TRIALS = 5
 # The attribute a trial's worker records on it: which heartbeat file vouches for it.
 WORKER_ATTRIBUTE = "scalebench_worker"
 
@@ -54,18 +51,19 @@ class StudyFiles:
 
 
 def open_study(files: StudyFiles, seed: int, worker: int) -> optuna.Study:
-    """The study in ``files`` (created on first use), maximising, sampled by TPE (the
-    parameters modelled jointly: sigma and step trade off) seeded per worker (two workers
-    with one seed would suggest the same first settings) and pruned by the median rule on
-    the trials' intermediate values."""
+    """The study in ``files`` (created on first use), maximising, sampled by a Gaussian
+    process (scalebench.tuning.sampler) seeded per worker (two workers with one seed would
+    suggest the same first settings) and pruned by the percentile rule on the trials'
+    intermediate values."""
     import optuna
+
+    from scalebench.tuning.sampler import PrunedAwareSampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     files.folder.mkdir(parents=True, exist_ok=True)
     return optuna.create_study(
         study_name=files.name, storage=journal_storage(files.journal), direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed + worker, n_startup_trials=STARTUP_TRIALS,
-                                           multivariate=True),
+        sampler=PrunedAwareSampler(seed + worker),
         pruner=study_pruner(),
         load_if_exists=True)
 

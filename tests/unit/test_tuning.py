@@ -239,3 +239,55 @@ def test_a_tuning_folder_resumes_its_own_config_and_refuses_another(tmp_path, ca
                                               f"{config.resolve()}, not {other}"):
         claim_folder(TuneRequest(other, 4, None, 1, Objective(), folder))
     assert (folder / RECORD).read_text() == record
+
+
+def test_the_pruner_waits_half_the_first_images_iterations():
+    from scalebench.rank.trial_report import PRUNER_WARMUP_STEPS, warmup_steps
+
+    assert warmup_steps(40) == 20 and warmup_steps(21) == 11
+    assert warmup_steps(6) == warmup_steps(None) == PRUNER_WARMUP_STEPS
+
+
+def judged_study(values: list[float]):
+    """An in-memory study with one complete trial per value, reported at steps 0-20."""
+    import optuna
+
+    from scalebench.rank.trial_report import study_pruner
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", pruner=study_pruner(20))
+    for value in values:
+        trial = study.ask()
+        for step in range(21):
+            trial.report(value, step)
+        study.tell(trial, value)
+    return study
+
+
+def test_the_pruner_stops_the_bottom_quarter_only_and_not_during_its_warmup():
+    study = judged_study([30.0, 31.0, 32.0, 33.0])  # their 25th percentile: 30.75
+
+    def stopped(value: float, step: int) -> bool:
+        trial = study.ask()
+        trial.report(value, step)
+        return trial.should_prune()
+
+    assert stopped(30.5, 12)
+    assert not stopped(31.0, 12)  # below the median: the median rule would stop it
+    assert not stopped(0.0, 9)  # within the warm-up (10 of 20 iterations)
+
+
+def test_the_sampler_models_a_pruned_trial_as_the_worst_complete_one():
+    import optuna
+
+    from scalebench.tuning.sampler import modelled_trials
+
+    study = judged_study([30.0, 31.0])
+    sigma = optuna.distributions.FloatDistribution(1e-4, 0.1, log=True)
+    pruned = study.ask({"denoiser_sigma": sigma})
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
+    complete = judged_study([])  # no complete trial: nothing to model a pruned one by
+    assert modelled_trials(complete, {"denoiser_sigma": sigma}) == []
+    modelled = modelled_trials(study, {"denoiser_sigma": sigma})
+    assert [t.value for t in modelled] == [30.0, 31.0, 30.0]
+    assert modelled[-1].params == pruned.params
