@@ -13,6 +13,7 @@ Imported only where a study is opened: bad input is refused before optuna is imp
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import optuna
@@ -43,9 +44,12 @@ class PrunedAwareSampler(BaseSampler):
 
     def __init__(self, seed: int) -> None:
         self.random = RandomSampler(seed=seed)
-        self.model = GPSampler(seed=seed, independent_sampler=self.random,
-                               n_startup_trials=STARTUP_TRIALS, deterministic_objective=True,
-                               warn_independent_sampling=False)
+        with warnings.catch_warnings():  # optuna calls the option experimental: known, pinned
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.model = GPSampler(seed=seed, independent_sampler=self.random,
+                                   n_startup_trials=STARTUP_TRIALS,
+                                   deterministic_objective=True,
+                                   warn_independent_sampling=False)
 
     def infer_relative_search_space(self, study: optuna.Study,
                                     trial: FrozenTrial) -> dict[str, BaseDistribution]:
