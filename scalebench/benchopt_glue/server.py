@@ -1,7 +1,8 @@
 """The preloaded server (``scalebench.launch.preloaded`` says why and the protocol):
 ``python -m scalebench.benchopt_glue.server SOCKET`` imports what every run imports
 (``scalebench.rank.startup``), listens on SOCKET, and forks a benchopt process for each
-request it takes, in a session of its own, ended by SIGTERM when the server dies. It reports
+request it takes (none when the imports loaded the CUDA driver, which a forked process
+could not use), in a session of its own, ended by SIGTERM when the server dies. It reports
 each process's end to the rank that asked for it and sends SIGTERM to the process of a rank
 whose connection closes first (the rank died). SIGTERM ends the server.
 """
@@ -15,6 +16,7 @@ import selectors
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from scalebench.launch.liveness import start_heartbeat
 from scalebench.launch.preloaded import FORKED_VARIABLE, LENGTH_DIGITS, refusal
@@ -38,6 +40,16 @@ def receive_request(connection: socket.socket) -> tuple[dict, int]:
     if len(descriptors) != 1:
         raise ConnectionError("the request carries no output descriptor")
     return json.loads(data[LENGTH_DIGITS:]), descriptors[0]
+
+
+def cuda_driver_loaded() -> bool:
+    """Whether this process has loaded the CUDA driver (an import that asked CUDA for its
+    devices): a process forked after that cannot use the GPU, so the server then forks
+    nothing and every rank starts fresh."""
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return True  # unknown: as if it had
 
 
 def become(request: dict, output: int, inherited: list[socket.socket],
@@ -135,6 +147,7 @@ class Server:
         # Variables torch sets while it is imported (KMP_INIT_AT_FORK, ...).
         self.set_by_imports = {name: value for name, value in os.environ.items()
                                if env.get(name) != value}
+        self.cuda_touched = cuda_driver_loaded()
 
     def serve(self) -> None:
         while True:
@@ -155,6 +168,8 @@ class Server:
             return
         connection.settimeout(None)
         why = refusal(request, self.env, self.cwd)
+        if why is None and self.cuda_touched:
+            why = "the CUDA driver was loaded while the server imported (a fork could not use it)"
         if why is None and request["argv"][:2] != ["-m", SERVED_MODULES[0]]:
             why = f"a module it does not serve ({' '.join(request['argv'][:2])})"
         if why is not None:
