@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,30 +19,39 @@ import pytest
 from scalebench.launch import preloaded
 from scalebench.launch.rank_entry import benchopt_command
 from scalebench.rank.names import HOST_PEAK_SINCE_RESET, HOST_PEAK_SINCE_RESET_FORKED
-from tests.support.cli import run_cli, tiny_experiment, write_experiment
+from tests.support.cli import tiny_experiment, write_experiment
 from tests.support.paths import REPO
 
 QUALITY = ["objective_psnr_db", "objective_ssim", "objective_mse", "prov_result_sha256",
            "prov_torch_threads", "prov_config_hash"]
 
 
+def steady_environment(**more: str) -> dict[str, str]:
+    """This process's environment without what pytest changes from one test to the next
+    (a server compares a request's whole environment with its own)."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}, **more}
+
+
 @pytest.fixture(scope="module")
 def server():
     """A server for this module's tests: the variables that name it."""
-    with preloaded.serving(dict(os.environ)) as variables:
+    with preloaded.serving(steady_environment()) as variables:
         assert variables, "the preloaded server did not start"
         yield variables
 
 
-def run_tiny(folder: Path, name: str, env: dict[str, str] | None = None) -> pd.DataFrame:
+def run_tiny(folder: Path, name: str, **env: str) -> pd.DataFrame:
     config = write_experiment(folder, tiny_experiment(), f"{name}.yml")
-    done = run_cli("run", config, "--outputs", folder, "--output", name, "--no-html", env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench", "run", str(config), "--outputs", str(folder),
+         "--output", name, "--no-html"], cwd=REPO, capture_output=True, text=True,
+        check=False, timeout=600, env=steady_environment(**env))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return pd.read_parquet(folder / f"{name}.parquet")
 
 
 def test_a_forked_rank_runs_the_same_experiments_as_fresh_ones(server, tmp_path):
-    fresh, forked = run_tiny(tmp_path, "fresh"), run_tiny(tmp_path, "forked", env=server)
+    fresh, forked = run_tiny(tmp_path, "fresh"), run_tiny(tmp_path, "forked", **server)
     assert set(fresh["objective_host_memory_method"]) == {HOST_PEAK_SINCE_RESET}
     assert set(forked["objective_host_memory_method"]) == {HOST_PEAK_SINCE_RESET_FORKED}
     assert len(set(forked["experiment_id"])) == 2  # two experiments, two forks
@@ -52,18 +62,18 @@ def test_a_forked_rank_runs_the_same_experiments_as_fresh_ones(server, tmp_path)
 def test_another_import_time_environment_or_no_server_starts_a_fresh_process(server,
                                                                              tmp_path):
     threads = "2" if os.environ.get("OMP_NUM_THREADS") != "2" else "1"
-    other = run_tiny(tmp_path, "other", env={**server, "OMP_NUM_THREADS": threads})
+    other = run_tiny(tmp_path, "other", **server, OMP_NUM_THREADS=threads)
     assert set(other["objective_host_memory_method"]) == {HOST_PEAK_SINCE_RESET}
     assert set(other["prov_torch_threads"]) == {int(threads)}  # as the variable says
     gone = {preloaded.SERVER_VARIABLE: str(tmp_path / "no-server.sock")}
-    assert set(run_tiny(tmp_path, "gone", env=gone)["objective_host_memory_method"]) == \
+    assert set(run_tiny(tmp_path, "gone", **gone)["objective_host_memory_method"]) == \
         {HOST_PEAK_SINCE_RESET}
 
 
 def benchopt_process(server: dict[str, str], *arguments: str):
     """``python -m scalebench.benchopt_glue ARGUMENTS`` asked of the server."""
     command = [sys.executable, "-m", "scalebench.benchopt_glue", *arguments]
-    process = preloaded.start(command, {**os.environ, **server})
+    process = preloaded.start(command, steady_environment(**server))
     assert isinstance(process, preloaded.PreloadedProcess)
     return process
 
@@ -84,7 +94,7 @@ def long_run(server: dict[str, str], folder: Path):
     config = write_experiment(folder, experiment, "long.yml")
     command = benchopt_command([sys.executable], REPO / "benchmark_inference", config,
                                folder / "long.parquet")
-    process = preloaded.start(command, {**os.environ, **server})
+    process = preloaded.start(command, steady_environment(**server))
     assert isinstance(process, preloaded.PreloadedProcess)
     time.sleep(3)
     assert process.poll() is None
@@ -112,7 +122,7 @@ def test_a_forked_process_ends_when_the_rank_that_asked_for_it_dies(server, tmp_
 
 
 def test_the_server_and_its_socket_are_gone_after_the_block():
-    with preloaded.serving(dict(os.environ)) as variables:
+    with preloaded.serving(steady_environment()) as variables:
         path = Path(variables[preloaded.SERVER_VARIABLE])
         assert path.exists()
     assert not path.parent.exists()
