@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -61,9 +60,10 @@ def test_a_killed_tuning_resumes_and_redoes_no_ended_trial(tmp_path):
                "--outputs", str(tmp_path / "out")]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    for line in process.stdout:  # kill it while its second trial runs
-        if "trial 1 of 2" in line:
-            time.sleep(4)
+    second = False
+    for line in process.stdout:  # kill it while its second trial runs (a second long)
+        second = second or "trial 1 of 2" in line
+        if second and "set-up: loading the problem" in line:
             break
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()

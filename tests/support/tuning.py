@@ -18,8 +18,11 @@ TINY = {
     "timeout": 300,
     "tune": {"denoiser_sigma": [1e-4, 0.3]},
 }
-# Enough trials that the pruner, past its four start-up trials, stops some (seed 1).
+# Enough trials that the pruner, past its four start-up trials, stops some: with seed 3, two
+# of the trials drawn at random before the sampler models any are in the bottom quarter (with
+# seeds 1, 4, 5 and 6 none is: the modelled ones stay near the best).
 TRIALS = 8
+SEED = 3
 
 
 def trials_of(folder: Path) -> list:
@@ -37,5 +40,5 @@ def run_ct_tuning(folder: Path) -> tuple[Path, subprocess.CompletedProcess]:
     """``scalebench tune`` of TINY for TRIALS trials: its outputs folder and the command."""
     config = write_experiment(folder, TINY, "ct.yml")
     result = run_cli("tune", config, "--trials", str(TRIALS), "--outputs", folder / "out",
-                     "--seed", "1")
+                     "--seed", str(SEED))
     return folder / "out", result
