@@ -1,14 +1,15 @@
 """How a study picks its next setting: optuna's Gaussian-process Bayesian optimisation
 (``GPSampler``), after STARTUP_TRIALS settings drawn at random.
 
-On PGD-TV with 10 trials (tools/tuning_check.py's problems, 2026-12-08), TPE ended 0.4-0.5 dB
-below an exhaustive grid's best validation mean on CT and on super-resolution, whose best step
-lies on the range's upper bound, which TPE's samples seldom reach; the Gaussian process came
-within 0.2 dB or above. optuna's Gaussian process models the complete trials only: a pruned
-trial would tell it nothing, and it would propose the same setting again, to be pruned again
-(it did, three times in a row). ``PrunedAwareSampler`` hands it each pruned trial as complete
-at the worst complete trial's value: a setting stopped for being hopeless is modelled as bad.
-Imported only where a study is opened: bad input is refused before optuna is imported.
+On PGD-TV (tools/tuning_check.py's problems, 2026-12-08), TPE with 10 trials ended 0.42 and
+0.46 dB below an exhaustive grid's best validation mean on CT and on super-resolution, whose
+best step lies on the range's upper bound, which TPE's samples seldom reach; this sampler
+with 12 trials ended 0.04 and 0.06 dB above it (docs/performance.md). optuna's Gaussian
+process models the complete trials only: a pruned trial would tell it nothing, and it would
+propose the same setting again, to be pruned again (it did, three times in a row).
+``PrunedAwareSampler`` hands it each pruned trial as complete at the worst complete trial's
+value: a setting stopped for being hopeless is modelled as bad. Imported only where a study
+is opened: bad input is refused before optuna is imported.
 """
 
 from __future__ import annotations
